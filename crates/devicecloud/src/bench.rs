@@ -1,0 +1,435 @@
+//! `devicecloud bench …`: benchmarks against a real `devicecloud serve` child process on
+//! loopback, so the figures in docs/benchmarks.md come from one command and one run.
+//!
+//! Load loops are bounded by time and stop by themselves; only 127.0.0.1 is ever targeted.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The benchmarks.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
+    Api {
+        /// Groups created before measuring.
+        #[arg(long, default_value_t = 1000)]
+        groups: usize,
+        /// Seconds of load per round and endpoint.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Rounds; each endpoint is measured once per round, alternating.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Concurrent connections of the load generator.
+        #[arg(long, default_value_t = 32)]
+        connections: usize,
+        /// Database of the server under test (default: a fresh SQLite file).
+        #[arg(long)]
+        database_url: Option<String>,
+        /// Query as a normal user with a role in every group, instead of an administrator.
+        #[arg(long)]
+        as_member: bool,
+    },
+}
+
+pub async fn run(command: BenchCommand) -> Result<()> {
+    match command {
+        BenchCommand::Api {
+            groups,
+            seconds,
+            rounds,
+            connections,
+            database_url,
+            as_member,
+        } => {
+            api(
+                groups,
+                seconds,
+                rounds,
+                connections,
+                database_url,
+                as_member,
+            )
+            .await
+        }
+    }
+}
+
+/// A `devicecloud serve` child on a fresh data dir, killed on drop.
+struct ServerUnderTest {
+    child: Child,
+    base: String,
+    data_dir: PathBuf,
+    database_url: Option<String>,
+}
+
+impl ServerUnderTest {
+    async fn start(database_url: Option<String>) -> Result<ServerUnderTest> {
+        let data_dir =
+            std::env::temp_dir().join(format!("devicecloud-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data_dir);
+        std::fs::create_dir_all(&data_dir)?;
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .arg("serve")
+            .env("DEVICECLOUD_DATA_DIR", &data_dir)
+            .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_LOG", "warn");
+        if let Some(url) = &database_url {
+            command.env("DEVICECLOUD_DATABASE_URL", url);
+        }
+        let mut child = command.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .context("server did not start in 60 s")??
+            .context("server exited")?;
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("http="))
+            .context("no http= in the start line")?
+            .to_string();
+        Ok(ServerUnderTest {
+            child,
+            base: format!("http://{addr}"),
+            data_dir,
+            database_url,
+        })
+    }
+
+    async fn admin(&self, args: &[&str]) -> Result<Value> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .arg("admin")
+            .args(args)
+            .env("DEVICECLOUD_DATA_DIR", &self.data_dir)
+            .env("DEVICECLOUD_LOG", "warn");
+        if let Some(url) = &self.database_url {
+            command.env("DEVICECLOUD_DATABASE_URL", url);
+        }
+        let out = command.output().await?;
+        if !out.status.success() {
+            bail!(
+                "admin {:?} failed: {}",
+                args,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
+    async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+async fn token(
+    http: &reqwest::Client,
+    base: &str,
+    client: &Value,
+    username: &str,
+    password: &str,
+) -> Result<String> {
+    let form = [
+        ("grant_type", "password"),
+        (
+            "client_id",
+            client["client_id"].as_str().unwrap_or_default(),
+        ),
+        (
+            "client_secret",
+            client["client_secret"].as_str().unwrap_or_default(),
+        ),
+        ("username", username),
+        ("password", password),
+    ];
+    let body: Value = http
+        .post(format!("{base}/oauth2/token"))
+        .form(&form)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    body["access_token"]
+        .as_str()
+        .map(str::to_string)
+        .context("no access_token")
+}
+
+async fn api(
+    groups: usize,
+    seconds: u64,
+    rounds: usize,
+    connections: usize,
+    database_url: Option<String>,
+    as_member: bool,
+) -> Result<()> {
+    let server = ServerUnderTest::start(database_url).await?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(connections * 2)
+        .build()?;
+    let client = server.admin(&["create-client", "--name", "bench"]).await?;
+    server
+        .admin(&[
+            "create-user",
+            "--username",
+            "admin@bench.local",
+            "--password",
+            "bench-password",
+            "--admin",
+        ])
+        .await?;
+    let admin = token(
+        &http,
+        &server.base,
+        &client,
+        "admin@bench.local",
+        "bench-password",
+    )
+    .await?;
+    let member = if as_member {
+        let user: Value = http
+            .post(format!("{}/api/v2/user", server.base))
+            .bearer_auth(&admin)
+            .json(&json!({"username": "member@bench.local", "password": "bench-password"}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Some(user["id_user"].as_str().context("no id_user")?.to_string())
+    } else {
+        None
+    };
+
+    eprintln!("creating {groups} groups…");
+    let started = Instant::now();
+    let sem = Arc::new(tokio::sync::Semaphore::new(8));
+    let mut tasks = Vec::new();
+    for i in 0..groups {
+        let (http, base, admin, member, sem) = (
+            http.clone(),
+            server.base.clone(),
+            admin.clone(),
+            member.clone(),
+            sem.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let _permit = sem.acquire().await?;
+            let group: Value = http
+                .post(format!("{base}/api/v2/group"))
+                .bearer_auth(&admin)
+                .json(&json!({"label": format!("Group {i:04}")}))
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            if let Some(id_user) = member {
+                let id = group["id_group"].as_str().unwrap_or_default();
+                http.put(format!("{base}/api/v2/group/{id}/member/{id_user}"))
+                    .bearer_auth(&admin)
+                    .json(&json!({"role": "viewer"}))
+                    .send()
+                    .await?
+                    .error_for_status()?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    eprintln!("groups created in {:.1} s", started.elapsed().as_secs_f64());
+    let caller = if as_member {
+        token(
+            &http,
+            &server.base,
+            &client,
+            "member@bench.local",
+            "bench-password",
+        )
+        .await?
+    } else {
+        admin
+    };
+
+    let health = format!("{}/healthz", server.base);
+    let index = format!("{}/api/v2/group/index?per-page=20", server.base);
+    // Sanity: the collection really answers 20 of the groups.
+    let first: Value = http
+        .get(&index)
+        .bearer_auth(&caller)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    if first["_meta"]["totalCount"].as_u64() != Some(groups as u64)
+        || first["items"].as_array().map(Vec::len) != Some(20.min(groups))
+    {
+        bail!("unexpected collection answer: {}", first["_meta"]);
+    }
+    // Warm-up.
+    load(&http, &health, None, connections, Duration::from_secs(1)).await?;
+    load(
+        &http,
+        &index,
+        Some(&caller),
+        connections,
+        Duration::from_secs(1),
+    )
+    .await?;
+
+    let (mut health_runs, mut index_runs) = (Vec::new(), Vec::new());
+    for round in 1..=rounds.max(1) {
+        let h = load(
+            &http,
+            &health,
+            None,
+            connections,
+            Duration::from_secs(seconds),
+        )
+        .await?;
+        let g = load(
+            &http,
+            &index,
+            Some(&caller),
+            connections,
+            Duration::from_secs(seconds),
+        )
+        .await?;
+        eprintln!(
+            "round {round}: healthz {:.0} req/s, group index {:.0} req/s",
+            h.rps, g.rps
+        );
+        health_runs.push(h);
+        index_runs.push(g);
+    }
+    server.stop().await;
+
+    let h = Summary::median(&health_runs);
+    let g = Summary::median(&index_runs);
+    println!(
+        "bench api: {groups} groups, {connections} connections, {rounds} rounds of {seconds} s per endpoint (medians of rounds)"
+    );
+    println!(
+        "{:<44} {:>10} {:>10} {:>10}",
+        "endpoint", "req/s", "p50 ms", "p99 ms"
+    );
+    println!(
+        "{:<44} {:>10.0} {:>10.3} {:>10.3}",
+        "GET /healthz", h.rps, h.p50_ms, h.p99_ms
+    );
+    println!(
+        "{:<44} {:>10.0} {:>10.3} {:>10.3}",
+        format!(
+            "GET /api/v2/group/index?per-page=20 ({})",
+            if as_member { "member" } else { "admin" }
+        ),
+        g.rps,
+        g.p50_ms,
+        g.p99_ms
+    );
+    println!(
+        "ratio group index / healthz throughput: {:.2} (target >= 0.50)",
+        g.rps / h.rps
+    );
+    Ok(())
+}
+
+/// Throughput and latency of one load run.
+#[derive(Clone, Copy, Debug)]
+struct Summary {
+    rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+impl Summary {
+    /// Median of each figure over rounds.
+    fn median(runs: &[Summary]) -> Summary {
+        let med = |f: fn(&Summary) -> f64| {
+            let mut v: Vec<f64> = runs.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        Summary {
+            rps: med(|s| s.rps),
+            p50_ms: med(|s| s.p50_ms),
+            p99_ms: med(|s| s.p99_ms),
+        }
+    }
+}
+
+/// `connections` workers send GETs back to back for `duration`; every answer must be 200.
+async fn load(
+    http: &reqwest::Client,
+    url: &str,
+    bearer: Option<&str>,
+    connections: usize,
+    duration: Duration,
+) -> Result<Summary> {
+    let deadline = Instant::now() + duration;
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..connections {
+        let (http, url, bearer) = (
+            http.clone(),
+            url.to_string(),
+            bearer.map(|b| format!("Bearer {b}")),
+        );
+        workers.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(4096);
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let mut request = http.get(&url);
+                if let Some(b) = &bearer {
+                    request = request.header("authorization", b);
+                }
+                let response = request.send().await?;
+                let status = response.status();
+                response.bytes().await?;
+                if !status.is_success() {
+                    bail!("{url} answered {status}");
+                }
+                latencies.push(t.elapsed().as_micros() as u32);
+            }
+            Ok(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    all.sort_unstable();
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0) as f64
+            / 1000.0
+    };
+    Ok(Summary {
+        rps: all.len() as f64 / elapsed,
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+    })
+}

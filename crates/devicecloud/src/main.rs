@@ -1,0 +1,131 @@
+//! The `devicecloud` binary: subcommands, settings, logging and start-up; nothing else.
+
+mod admin;
+mod bench;
+mod settings;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use devicecloud_server::AppState;
+use devicecloud_store::Db;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use settings::{Flags, Settings};
+
+/// devicecloud: an IoT device cloud — MQTT gateways in, REST API out.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(flatten)]
+    flags: Flags,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the service: REST API over HTTP and the background workers.
+    Serve,
+    /// Bootstrap and operations on the store.
+    #[command(subcommand)]
+    Admin(admin::AdminCommand),
+    /// Measure the service (see docs/benchmarks.md).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let settings = Settings::load(&cli.flags)?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve => serve(settings).await,
+            Command::Admin(command) => {
+                let db = Db::connect(&settings.database_url()?)
+                    .await
+                    .context("cannot open the store")?;
+                let out = admin::run(&db, command).await;
+                db.close().await;
+                println!("{}", out?);
+                Ok(())
+            }
+            Command::Bench(command) => bench::run(command).await,
+        }
+    })
+}
+
+/// Binds a listener, naming the setting on failure (contract §1).
+async fn bind(addr: std::net::SocketAddr, variable: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {variable}={addr}"))
+}
+
+async fn serve(settings: Settings) -> Result<()> {
+    let db = Db::connect(&settings.database_url()?)
+        .await
+        .context("cannot open the store")?;
+    let http = bind(settings.http_addr, "DEVICECLOUD_HTTP_ADDR").await?;
+    let state = AppState::new(db.clone(), settings.server());
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    devicecloud_server::spawn_background(&state, &tracker, &shutdown);
+    // The one line scripts and tests read to learn the chosen ports.
+    println!("listening http={}", http.local_addr()?);
+    tracing::info!(http = %http.local_addr()?, backend = ?db.backend(), "devicecloud started");
+
+    let server = tokio::spawn(devicecloud_server::serve_http(
+        http,
+        state,
+        shutdown.clone(),
+    ));
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    shutdown.cancel();
+    tracker.close();
+    let drained = tokio::time::timeout(Duration::from_secs(20), async {
+        let _ = server.await;
+        tracker.wait().await;
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("shutdown timed out; stopping anyway");
+    }
+    db.close().await;
+    Ok(())
+}
+
+/// SIGINT or SIGTERM.
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,213 @@
+//! Settings of the binary: defaults, then a TOML file (`--config`), then `DEVICECLOUD_*`
+//! variables, then command-line flags, each later source winning (contract §1).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+/// Everything `serve` and the admin commands need to know.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    /// `None` means the SQLite file `devicecloud.db` in the data dir.
+    pub database_url: Option<String>,
+    pub http_addr: SocketAddr,
+    pub mqtt_addr: SocketAddr,
+    pub command_timeout_s: u64,
+    pub webhook_allow_private: bool,
+    pub max_body_bytes: usize,
+    pub log: String,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            data_dir: PathBuf::from("./data"),
+            database_url: None,
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            mqtt_addr: SocketAddr::from(([127, 0, 0, 1], 1883)),
+            command_timeout_s: 10,
+            webhook_allow_private: false,
+            max_body_bytes: 1024 * 1024,
+            log: "info".into(),
+        }
+    }
+}
+
+/// The TOML file: the same keys as the variables, lower-case, without the prefix.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    data_dir: Option<PathBuf>,
+    database_url: Option<String>,
+    http_addr: Option<SocketAddr>,
+    mqtt_addr: Option<SocketAddr>,
+    command_timeout_s: Option<u64>,
+    webhook_allow_private: Option<bool>,
+    max_body_bytes: Option<usize>,
+    log: Option<String>,
+}
+
+/// Values given on the command line (global flags of every subcommand).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Flags {
+    /// TOML settings file (also `DEVICECLOUD_CONFIG`).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Directory of the embedded store and other files.
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// `sqlite:…` or `postgres://…`.
+    #[arg(long, global = true)]
+    pub database_url: Option<String>,
+    /// HTTP listen address (port 0 picks a free port).
+    #[arg(long, global = true)]
+    pub http_addr: Option<SocketAddr>,
+    /// MQTT listen address (port 0 picks a free port).
+    #[arg(long, global = true)]
+    pub mqtt_addr: Option<SocketAddr>,
+}
+
+impl Settings {
+    /// Loads the settings from every source.
+    pub fn load(flags: &Flags) -> Result<Settings> {
+        let env = |name: &str| {
+            std::env::var(format!("DEVICECLOUD_{name}"))
+                .ok()
+                .filter(|v| !v.is_empty())
+        };
+        let mut s = Settings::default();
+        let config = flags
+            .config
+            .clone()
+            .or_else(|| env("CONFIG").map(PathBuf::from));
+        if let Some(path) = config {
+            s.apply_file(&path)?;
+        }
+        if let Some(v) = env("DATA_DIR") {
+            s.data_dir = v.into();
+        }
+        if let Some(v) = env("DATABASE_URL") {
+            s.database_url = Some(v);
+        }
+        if let Some(v) = env("HTTP_ADDR") {
+            s.http_addr = v.parse().with_context(|| {
+                format!("DEVICECLOUD_HTTP_ADDR={v} is not an address such as 127.0.0.1:8080")
+            })?;
+        }
+        if let Some(v) = env("MQTT_ADDR") {
+            s.mqtt_addr = v.parse().with_context(|| {
+                format!("DEVICECLOUD_MQTT_ADDR={v} is not an address such as 127.0.0.1:1883")
+            })?;
+        }
+        if let Some(v) = env("COMMAND_TIMEOUT_S") {
+            s.command_timeout_s = v.parse().with_context(|| {
+                format!("DEVICECLOUD_COMMAND_TIMEOUT_S={v} is not a whole number of seconds")
+            })?;
+        }
+        if let Some(v) = env("WEBHOOK_ALLOW_PRIVATE") {
+            s.webhook_allow_private = match v.as_str() {
+                "1" | "true" => true,
+                "0" | "false" => false,
+                _ => bail!("DEVICECLOUD_WEBHOOK_ALLOW_PRIVATE={v} must be 0 or 1"),
+            };
+        }
+        if let Some(v) = env("MAX_BODY_BYTES") {
+            s.max_body_bytes = v.parse().with_context(|| {
+                format!("DEVICECLOUD_MAX_BODY_BYTES={v} is not a number of bytes")
+            })?;
+        }
+        if let Some(v) = env("LOG") {
+            s.log = v;
+        }
+        if let Some(v) = &flags.data_dir {
+            s.data_dir = v.clone();
+        }
+        if let Some(v) = &flags.database_url {
+            s.database_url = Some(v.clone());
+        }
+        if let Some(v) = flags.http_addr {
+            s.http_addr = v;
+        }
+        if let Some(v) = flags.mqtt_addr {
+            s.mqtt_addr = v;
+        }
+        Ok(s)
+    }
+
+    fn apply_file(&mut self, path: &Path) -> Result<()> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read settings file {}", path.display()))?;
+        let file: FileSettings = toml::from_str(&text)
+            .with_context(|| format!("invalid settings file {}", path.display()))?;
+        let FileSettings {
+            data_dir,
+            database_url,
+            http_addr,
+            mqtt_addr,
+            command_timeout_s,
+            webhook_allow_private,
+            max_body_bytes,
+            log,
+        } = file;
+        self.data_dir = data_dir.unwrap_or(self.data_dir.clone());
+        self.database_url = database_url.or(self.database_url.take());
+        self.http_addr = http_addr.unwrap_or(self.http_addr);
+        self.mqtt_addr = mqtt_addr.unwrap_or(self.mqtt_addr);
+        self.command_timeout_s = command_timeout_s.unwrap_or(self.command_timeout_s);
+        self.webhook_allow_private = webhook_allow_private.unwrap_or(self.webhook_allow_private);
+        self.max_body_bytes = max_body_bytes.unwrap_or(self.max_body_bytes);
+        self.log = log.unwrap_or(self.log.clone());
+        Ok(())
+    }
+
+    /// The database URL in force: the configured one, or the SQLite file in the data dir.
+    pub fn database_url(&self) -> Result<String> {
+        if let Some(url) = &self.database_url {
+            return Ok(url.clone());
+        }
+        std::fs::create_dir_all(&self.data_dir)
+            .with_context(|| format!("cannot create data dir {}", self.data_dir.display()))?;
+        Ok(format!(
+            "sqlite://{}",
+            self.data_dir.join("devicecloud.db").display()
+        ))
+    }
+
+    /// The service settings handed to the server.
+    pub fn server(&self) -> devicecloud_server::Settings {
+        devicecloud_server::Settings {
+            command_timeout: Duration::from_secs(self.command_timeout_s),
+            webhook_allow_private: self.webhook_allow_private,
+            max_body_bytes: self.max_body_bytes,
+            ..devicecloud_server::Settings::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_values_apply_and_unknown_keys_fail() {
+        let dir = std::env::temp_dir().join(format!("dc-settings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.toml");
+        std::fs::write(
+            &good,
+            "http_addr = \"127.0.0.1:9999\"\ncommand_timeout_s = 3\n",
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        s.apply_file(&good).unwrap();
+        assert_eq!(s.http_addr.port(), 9999);
+        assert_eq!(s.command_timeout_s, 3);
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "htp_addr = \"x\"\n").unwrap();
+        assert!(Settings::default().apply_file(&bad).is_err());
+    }
+}

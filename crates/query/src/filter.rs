@@ -1,0 +1,167 @@
+//! Yii2 `ActiveDataFilter`: the `filter` grammar (query-string tree or JSON body) validated and
+//! turned into a typed condition tree (yii2-rest-behavior.md §5).
+
+mod grammar;
+mod label;
+mod value;
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::error::QueryError;
+
+/// The type of a filterable attribute, as Yii reads it from the search model's validators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttrKind {
+    /// `integer` validator: `[+-]?\d+`.
+    Integer,
+    /// `number` validator: integers, decimals, exponents.
+    Number,
+    /// `string` validator (also the type of attributes without a typed validator).
+    String,
+    /// `boolean` validator: "1" or "0".
+    Boolean,
+}
+
+/// One attribute of a collection's search model.
+#[derive(Clone, Copy, Debug)]
+pub struct Attribute {
+    /// The name clients use in `filter[...]`, case-sensitive.
+    pub name: &'static str,
+    /// How operands are validated and which operators apply.
+    pub kind: AttrKind,
+    /// The label used in messages; `None` derives it from the name like Yii's
+    /// `generateAttributeLabel` ("created_at" → "Created At", "groupId" → "Group Id").
+    pub label: Option<&'static str>,
+}
+
+impl Attribute {
+    /// An attribute with a derived label.
+    pub const fn new(name: &'static str, kind: AttrKind) -> Self {
+        Attribute {
+            name,
+            kind,
+            label: None,
+        }
+    }
+
+    /// An attribute with an explicit label.
+    pub const fn labelled(name: &'static str, kind: AttrKind, label: &'static str) -> Self {
+        Attribute {
+            name,
+            kind,
+            label: Some(label),
+        }
+    }
+
+    /// The label used in validation messages.
+    pub fn label(&self) -> Cow<'static, str> {
+        match self.label {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(label::generate(self.name)),
+        }
+    }
+}
+
+/// A validated operand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scalar {
+    /// From an integer attribute.
+    Int(i64),
+    /// From a number attribute (always), or an integer attribute's literal beyond 64 bits.
+    Float(f64),
+    /// From a string attribute.
+    Str(String),
+    /// From a boolean attribute.
+    Bool(bool),
+}
+
+/// A comparison operator (`eq`, `neq`, `lt`, `lte`, `gt`, `gte`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareOp {
+    /// `=`
+    Eq,
+    /// `!=` (rows where the attribute is NULL never match, SQL three-valued logic)
+    Neq,
+    /// `<`
+    Lt,
+    /// `<=`
+    Lte,
+    /// `>`
+    Gt,
+    /// `>=`
+    Gte,
+}
+
+/// A validated filter condition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Filter {
+    /// All of these (never empty).
+    And(Vec<Filter>),
+    /// Any of these (never empty).
+    Or(Vec<Filter>),
+    /// SQL `NOT (…)`.
+    Not(Box<Filter>),
+    /// `attr <op> value`.
+    Compare {
+        /// Attribute name.
+        attr: &'static str,
+        /// Operator.
+        op: CompareOp,
+        /// Validated operand.
+        value: Scalar,
+    },
+    /// Literal, case-insensitive substring match; the SQL side escapes `%`, `_` and `\`.
+    Like {
+        /// Attribute name.
+        attr: &'static str,
+        /// The substring ("" matches every non-NULL value).
+        value: String,
+    },
+    /// `negated == false`: `attr IN (values)`, `OR attr IS NULL` when `or_null`.
+    /// `negated == true`: `attr NOT IN (values)`, `AND attr IS NOT NULL` when `or_null`.
+    /// `values` is never empty (a NULL-only list is [`Filter::IsNull`] / [`Filter::IsNotNull`]).
+    In {
+        /// Attribute name.
+        attr: &'static str,
+        /// Validated values, in request order.
+        values: Vec<Scalar>,
+        /// Whether NULL was among the values.
+        or_null: bool,
+        /// `nin` rather than `in`.
+        negated: bool,
+    },
+    /// `attr IS NULL` (`filter[x]=NULL`, or JSON null as a plain value).
+    IsNull {
+        /// Attribute name.
+        attr: &'static str,
+    },
+    /// `attr IS NOT NULL`.
+    IsNotNull {
+        /// Attribute name.
+        attr: &'static str,
+    },
+    /// Matches no row: comparisons with NULL (`[eq]=NULL`, `[neq]=NULL`: unknown in SQL), an
+    /// empty `in` list, an empty operand of `eq`/`lt`/`lte`/`gt`/`gte` on a non-string attribute.
+    Never,
+}
+
+/// Validates and types a filter: the query-string tree (via [`crate::Params::to_json`]) or a
+/// JSON body's `filter` member. `Ok(None)` when it sets no condition (an empty map, JSON null).
+///
+/// Follows Yii2's `DataFilter::validateFilter` and `ActiveDataFilter::build`: only the first
+/// error (depth-first, key order) is reported, with Yii's messages; several keys at one level
+/// and several operators on one attribute are ANDed in order; `"NULL"` and JSON null mean SQL
+/// NULL. Conditions nested deeper than 64 levels are rejected as "The format of Filter is
+/// invalid." so that recursion stays bounded.
+pub fn parse_filter(value: &Value, attributes: &[Attribute]) -> Result<Option<Filter>, QueryError> {
+    if value.is_null() {
+        // DataFilter::validateFilter skips a null filter: no condition.
+        return Ok(None);
+    }
+    grammar::Grammar::new(attributes).condition(value, 1)
+}
+
+#[cfg(test)]
+mod tests;

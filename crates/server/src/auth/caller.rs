@@ -1,0 +1,143 @@
+//! The authenticated caller of an API request: the `Authorization: Bearer` check of every
+//! `/api/v2/` route (specification, Authentication) and the rights questions handlers ask.
+
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use devicecloud_store::groups::{GroupRow, GroupScope};
+use devicecloud_store::{memberships, tokens, unix_now};
+
+use super::cache::TokenEntry;
+use super::rights::{Role, Roles};
+use super::secrets::token_hash;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// An account whose bearer token was valid for this request.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub id_user: String,
+    pub is_admin: bool,
+    pub client_id: String,
+    roles: Arc<Roles>,
+}
+
+impl Caller {
+    /// The role held in a group record, `None` when the group is invisible to the caller.
+    /// Deleted groups are visible to administrators only (contract §5).
+    pub fn role_in(&self, group: &GroupRow) -> Option<Role> {
+        if self.is_admin {
+            return Some(Role::Manager);
+        }
+        if group.deleted_at.is_some() {
+            return None;
+        }
+        self.roles.get(&group.id_group).copied()
+    }
+
+    /// The role held in a group known only by id (for records of live groups).
+    pub fn role_in_group_id(&self, id_group: &str) -> Option<Role> {
+        if self.is_admin {
+            Some(Role::Manager)
+        } else {
+            self.roles.get(id_group).copied()
+        }
+    }
+
+    /// The groups this caller may list.
+    pub fn group_scope(&self) -> GroupScope<'_> {
+        if self.is_admin {
+            GroupScope::All
+        } else {
+            GroupScope::MemberOf(&self.id_user)
+        }
+    }
+
+    /// A group the caller must be able to see with at least `need`: 404 when invisible (or
+    /// absent), 401 when visible with a lower role (contract §2).
+    pub fn require(
+        &self,
+        group: Option<GroupRow>,
+        id: &str,
+        need: Role,
+    ) -> Result<GroupRow, ApiError> {
+        let group = group.ok_or_else(|| ApiError::not_found("Group", id))?;
+        match self.role_in(&group) {
+            None => Err(ApiError::not_found("Group", id)),
+            Some(role) if role < need => Err(ApiError::forbidden()),
+            Some(_) => Ok(group),
+        }
+    }
+
+    /// 401 unless the caller is an administrator.
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.is_admin {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden())
+        }
+    }
+}
+
+/// The bearer token of a request, if the header has the `Bearer <token>` form.
+pub fn bearer_token(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, ApiError> {
+        let token = bearer_token(parts).ok_or_else(ApiError::invalid_credentials)?;
+        let entry = token_entry(state, &token_hash(token))
+            .await?
+            .ok_or_else(ApiError::invalid_credentials)?;
+        if entry.expires_at <= unix_now() {
+            return Err(ApiError::invalid_credentials());
+        }
+        let roles = roles_of(state, &entry.id_user).await?;
+        Ok(Caller {
+            id_user: entry.id_user,
+            is_admin: entry.is_admin,
+            client_id: entry.client_id,
+            roles,
+        })
+    }
+}
+
+/// The owner of a token hash, through the cache.
+pub async fn token_entry(state: &AppState, hash: &str) -> Result<Option<TokenEntry>, ApiError> {
+    if let Some(entry) = state.auth.token(hash) {
+        return Ok(Some(entry));
+    }
+    let Some(owner) = tokens::owner(&state.db, hash).await? else {
+        return Ok(None);
+    };
+    let entry = TokenEntry {
+        id_user: owner.id_user,
+        is_admin: owner.is_admin != 0,
+        client_id: owner.client_id,
+        expires_at: owner.expires_at,
+    };
+    state.auth.put_token(hash.to_string(), entry.clone());
+    Ok(Some(entry))
+}
+
+async fn roles_of(state: &AppState, id_user: &str) -> Result<Arc<Roles>, ApiError> {
+    if let Some(roles) = state.auth.roles(id_user) {
+        return Ok(roles);
+    }
+    let roles: Roles = memberships::of_user(&state.db, id_user)
+        .await?
+        .into_iter()
+        .filter_map(|m| Role::parse(&m.role).map(|r| (m.id_group, r)))
+        .collect();
+    let roles = Arc::new(roles);
+    state.auth.put_roles(id_user.to_string(), roles.clone());
+    Ok(roles)
+}

@@ -1,0 +1,160 @@
+//! The HTTP layer's one error type. Handlers return `Result<_, ApiError>` and use `?`; every
+//! error leaves as the specification's body `{name, message, code, status}` (Errors section),
+//! and unexpected failures are logged here and answered without internals.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use devicecloud_query::QueryError;
+use devicecloud_store::StoreError;
+use serde_json::{Value, json};
+
+/// One invalid field of a request body: Yii's `[{field, message}]` validation list (contract §2).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: &str, message: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Errors of the HTTP layer.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400 with a message.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401 with `WWW-Authenticate: Bearer realm="api"`.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 404 with a message.
+    #[error("{0}")]
+    NotFound(String),
+    /// 422 with a list of invalid fields (model validation, filter errors).
+    #[error("data validation failed")]
+    Validation(Vec<FieldError>),
+    /// Any other status with the standard body.
+    #[error("{1}")]
+    Status(StatusCode, String),
+    /// An OAuth 2.0 token-endpoint error: the standard body plus RFC 6749 §5.2 `error` fields.
+    #[error("{description}")]
+    OAuth {
+        status: StatusCode,
+        error: &'static str,
+        description: String,
+    },
+    /// Something that should not happen; logged, answered 500 without details.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The "invalid credentials" 401 of Yii's HttpBearerAuth.
+    pub fn invalid_credentials() -> ApiError {
+        ApiError::Unauthorized("Your request was made with invalid credentials.".into())
+    }
+
+    /// The 401 the specification uses for a role too low for the action.
+    pub fn forbidden() -> ApiError {
+        ApiError::Unauthorized("You are not allowed to perform this action.".into())
+    }
+
+    /// The 404 of a record that does not exist or is invisible to the caller.
+    pub fn not_found(what: &str, id: &str) -> ApiError {
+        ApiError::NotFound(format!("{what} not found: {id}"))
+    }
+
+    /// A single-field validation error.
+    pub fn invalid(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError::Validation(vec![FieldError::new(field, message)])
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> ApiError {
+        match err {
+            StoreError::Conflict(field) => ApiError::invalid(
+                field,
+                format!(
+                    "{} has already been taken.",
+                    crate::http::validate::label_of(field)
+                ),
+            ),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<QueryError> for ApiError {
+    fn from(err: QueryError) -> ApiError {
+        match err {
+            QueryError::Filter(message) => ApiError::invalid("filter", message),
+            QueryError::BadBody(message) => ApiError::BadRequest(message),
+        }
+    }
+}
+
+/// The reason phrase used as `name`; Yii spells 422 "Unprocessable entity".
+pub fn reason(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNPROCESSABLE_ENTITY => "Unprocessable entity",
+        other => other.canonical_reason().unwrap_or("Error"),
+    }
+}
+
+/// The specification's error body.
+pub fn error_body(status: StatusCode, message: &str) -> Value {
+    json!({"name": reason(status), "message": message, "code": 0, "status": status.as_u16()})
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, body) = match &self {
+            ApiError::BadRequest(m) => (
+                StatusCode::BAD_REQUEST,
+                error_body(StatusCode::BAD_REQUEST, m),
+            ),
+            ApiError::Unauthorized(m) => (
+                StatusCode::UNAUTHORIZED,
+                error_body(StatusCode::UNAUTHORIZED, m),
+            ),
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, error_body(StatusCode::NOT_FOUND, m)),
+            ApiError::Validation(list) => (StatusCode::UNPROCESSABLE_ENTITY, json!(list)),
+            ApiError::Status(status, m) => (*status, error_body(*status, m)),
+            ApiError::OAuth {
+                status,
+                error,
+                description,
+            } => {
+                let mut body = error_body(*status, description);
+                if let Some(map) = body.as_object_mut() {
+                    map.insert("error".into(), json!(error));
+                    map.insert("error_description".into(), json!(description));
+                }
+                (*status, body)
+            }
+            ApiError::Internal(detail) => {
+                tracing::error!(error = %detail, "request failed");
+                let status = StatusCode::INTERNAL_SERVER_ERROR;
+                (
+                    status,
+                    error_body(status, "An internal server error occurred."),
+                )
+            }
+        };
+        let mut response = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"api\""),
+            );
+        }
+        response
+    }
+}

@@ -1,0 +1,223 @@
+//! The collection envelope of every list endpoint: request parsing (query string or JSON
+//! body), `items` / `_links` / `_meta`, the `X-Pagination-*` and `Link` headers, HEAD, and
+//! Yii's `fields` / `expand` selection of each record (yii2-rest-behavior.md §1–4).
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::header::{CONTENT_TYPE, HOST, LINK};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use axum::response::{IntoResponse, Response};
+use devicecloud_query::{CollectionQuery, CollectionSpec, Page, Params, fields, link_header};
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A list request before it is checked against a collection's attributes: the handler
+/// authenticates first (401 comes before 422, Yii's check order) and then parses.
+#[derive(Debug)]
+pub struct RawCollection {
+    pub head: bool,
+    base: String,
+    query: Vec<u8>,
+    body: Option<Value>,
+}
+
+impl RawCollection {
+    /// Parses against the collection's attributes and page limits.
+    pub fn parse(&self, spec: &CollectionSpec) -> Result<CollectionQuery, ApiError> {
+        Ok(CollectionQuery::parse(
+            &self.query,
+            self.body.as_ref(),
+            spec,
+        )?)
+    }
+
+    /// Absolute base of the `_links` hrefs: scheme, `Host` and the requested path.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+}
+
+/// Absolute URL base of a request (`http://<Host><path>`), as Yii builds link hrefs.
+pub fn absolute_base(headers: &HeaderMap, uri: &Uri) -> String {
+    let host = headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}{}", uri.path())
+}
+
+impl FromRequest<AppState> for RawCollection {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<RawCollection, ApiError> {
+        let head = req.method() == Method::HEAD;
+        let base = absolute_base(req.headers(), req.uri());
+        let query = req.uri().query().unwrap_or("").as_bytes().to_vec();
+        let is_json = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("application/json")
+            });
+        let body = if is_json {
+            let bytes = read_body(req, state.settings.max_body_bytes).await?;
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                // Yii's message for a body its JSON parser refuses (§5.8).
+                Some(serde_json::from_slice::<Value>(&bytes).map_err(|_| {
+                    ApiError::BadRequest("Invalid JSON data in request body: Syntax error".into())
+                })?)
+            }
+        } else {
+            None
+        };
+        Ok(RawCollection {
+            head,
+            base,
+            query,
+            body,
+        })
+    }
+}
+
+/// Reads a whole body up to `limit` bytes; a larger one is a 413.
+pub async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| {
+            ApiError::Status(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                format!("The request body is larger than {limit} bytes."),
+            )
+        })
+}
+
+/// `fields` and `expand` of a single-record request, from the query string.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    pub fields: Option<Vec<String>>,
+    pub expand: Vec<String>,
+}
+
+impl Selection {
+    pub fn from_query(query: Option<&str>) -> Selection {
+        let params = Params::parse_query(query.unwrap_or("").as_bytes());
+        let list = |key: &str| params.get_scalar(key).map(fields::parse_list);
+        Selection {
+            fields: list("fields"),
+            expand: list("expand").unwrap_or_default(),
+        }
+    }
+
+    pub fn of(query: &CollectionQuery) -> Selection {
+        Selection {
+            fields: query.fields.clone(),
+            expand: query.expand.clone(),
+        }
+    }
+
+    /// Whether relation `name` was asked for (first segment of an `expand` entry).
+    pub fn expands(&self, name: &str) -> bool {
+        self.expand
+            .iter()
+            .any(|e| e.split('.').next() == Some(name))
+    }
+
+    /// Applies `fields` to a record's regular fields, appends the expanded relations and then
+    /// the record's `_links` (Yii's Linkable adds them after the selected fields).
+    pub fn render(
+        &self,
+        regular: Map<String, Value>,
+        expanded: Vec<(String, Value)>,
+        links: Option<Value>,
+    ) -> Value {
+        let mut value = fields::select(regular, self.fields.as_deref(), expanded);
+        if let (Some(links), Value::Object(map)) = (links, &mut value) {
+            map.insert("_links".into(), links);
+        }
+        value
+    }
+}
+
+/// A finished page of a collection, ready to be sent.
+pub struct CollectionPage {
+    pub head: bool,
+    pub links: Vec<(&'static str, String)>,
+    pub page: Page,
+    pub items: Vec<Value>,
+    /// Extra top-level keys after `_meta` (`expand`, `labels`, …).
+    pub extra: Vec<(&'static str, Value)>,
+}
+
+impl CollectionPage {
+    pub fn new(
+        raw: &RawCollection,
+        query: &CollectionQuery,
+        page: Page,
+        items: Vec<Value>,
+    ) -> CollectionPage {
+        CollectionPage {
+            head: raw.head,
+            links: query.links(raw.base_url(), &page),
+            page,
+            items,
+            extra: Vec::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &'static str, value: Value) -> CollectionPage {
+        self.extra.push((key, value));
+        self
+    }
+}
+
+const TOTAL: HeaderName = HeaderName::from_static("x-pagination-total-count");
+const PAGES: HeaderName = HeaderName::from_static("x-pagination-page-count");
+const CURRENT: HeaderName = HeaderName::from_static("x-pagination-current-page");
+const PER_PAGE: HeaderName = HeaderName::from_static("x-pagination-per-page");
+
+impl IntoResponse for CollectionPage {
+    fn into_response(self) -> Response {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            (TOTAL, self.page.total),
+            (PAGES, self.page.page_count),
+            (CURRENT, self.page.current_page),
+            (PER_PAGE, self.page.per_page),
+        ] {
+            headers.insert(name, HeaderValue::from(value));
+        }
+        if let Ok(link) = HeaderValue::from_str(&link_header(&self.links)) {
+            headers.insert(LINK, link);
+        }
+        if self.head {
+            return (headers, [(CONTENT_TYPE, "application/json; charset=UTF-8")]).into_response();
+        }
+        let mut links = Map::new();
+        for (rel, href) in self.links {
+            links.insert(rel.to_string(), serde_json::json!({ "href": href }));
+        }
+        let mut body = Map::new();
+        body.insert("items".into(), Value::Array(self.items));
+        body.insert("_links".into(), Value::Object(links));
+        body.insert(
+            "_meta".into(),
+            serde_json::json!({
+                "totalCount": self.page.total,
+                "pageCount": self.page.page_count,
+                "currentPage": self.page.current_page,
+                "perPage": self.page.per_page,
+            }),
+        );
+        for (key, value) in self.extra {
+            body.insert(key.to_string(), value);
+        }
+        (headers, axum::Json(Value::Object(body))).into_response()
+    }
+}

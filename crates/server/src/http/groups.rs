@@ -1,0 +1,295 @@
+//! Groups: `GET /api/v2/group/index`, `GET|HEAD /api/v2/group`, `GET /api/v2/group/<id>`
+//! (specification, Groups) and their management: create, edit, delete, members (contract §2).
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{StatusCode, header::LOCATION};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use devicecloud_query::{AttrKind, Attribute, CollectionSpec};
+use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
+use devicecloud_store::{accounts, memberships, unix_now};
+use serde_json::{Map, Value, json};
+
+use super::collection::{CollectionPage, RawCollection, Selection};
+use super::validate::{Fields, json_object};
+use crate::auth::{Caller, Role};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Group types: the numeric code (as text, specification) and its human-readable label.
+pub const GROUP_TYPES: &[(&str, &str)] = &[
+    ("0", "Default"),
+    ("1", "Project"),
+    ("2", "Customer"),
+    ("3", "Site"),
+    ("4", "Fleet"),
+];
+
+const ATTRIBUTES: &[Attribute] = &[
+    Attribute::new("id", AttrKind::String),
+    Attribute::new("id_group", AttrKind::String),
+    Attribute::new("label", AttrKind::String),
+    Attribute::new("type", AttrKind::String),
+    Attribute::new("subtype", AttrKind::String),
+    Attribute::new("id_country", AttrKind::String),
+    Attribute::new("created_at", AttrKind::Integer),
+    Attribute::new("deleted_at", AttrKind::Integer),
+];
+
+/// Page sizes: contract §4 (largest 1000 outside the data endpoints); default as Yii's 20.
+const SPEC: CollectionSpec = CollectionSpec {
+    attributes: ATTRIBUTES,
+    sortable: &[
+        "id",
+        "id_group",
+        "label",
+        "type",
+        "subtype",
+        "id_country",
+        "created_at",
+        "deleted_at",
+    ],
+    default_per_page: 20,
+    max_per_page: 1000,
+};
+
+/// The routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v2/group", get(index).post(create))
+        .route("/api/v2/group/index", get(index))
+        .route("/api/v2/group/{id}", get(view).patch(update).delete(remove))
+        .route(
+            "/api/v2/group/{id}/member/{id_user}",
+            put(put_member).delete(remove_member),
+        )
+}
+
+/// The human-readable label of a group type code.
+pub fn type_label(code: &str) -> &'static str {
+    GROUP_TYPES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or("Unknown", |(_, l)| l)
+}
+
+/// A group record with every field of the specification, in its order.
+pub fn group_fields(row: &GroupRow) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("id".into(), json!(row.id_group));
+    map.insert("id_group".into(), json!(row.id_group));
+    map.insert("label".into(), json!(row.label));
+    map.insert("type".into(), json!(row.r#type));
+    map.insert("type_label".into(), json!(type_label(&row.r#type)));
+    map.insert("subtype".into(), json!(row.subtype));
+    map.insert("id_country".into(), json!(row.id_country));
+    map.insert("created_at".into(), json!(row.created_at));
+    map.insert("deleted_at".into(), json!(row.deleted_at));
+    map
+}
+
+/// The item `_links` of a group: relative paths (specification, Group).
+pub fn group_links(id: &str) -> Value {
+    let filter = format!("filter%5Bid_group%5D={id}");
+    json!({
+        "self": {"href": format!("/api/v2/group/{id}")},
+        "index": {"href": "/api/v2/group/index"},
+        "data": {"href": format!("/api/v2/data?{filter}")},
+        "downsampled_data": {"href": format!("/api/v2/data-downsampled?{filter}")},
+        "raw_data": {"href": format!("/api/v2/data/index?{filter}")},
+    })
+}
+
+fn render(row: &GroupRow, selection: &Selection) -> Value {
+    selection.render(
+        group_fields(row),
+        Vec::new(),
+        Some(group_links(&row.id_group)),
+    )
+}
+
+#[utoipa::path(get, path = "/api/v2/group/index", tag = "groups",
+    params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query)),
+    responses((status = 200, description = "Collection envelope of Group records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    security(("bearer" = [])))]
+pub async fn index(
+    State(state): State<AppState>,
+    caller: Caller,
+    raw: RawCollection,
+) -> Result<CollectionPage, ApiError> {
+    let query = raw.parse(&SPEC)?;
+    let listing = groups::list(
+        &state.db,
+        caller.group_scope(),
+        query.filter.as_ref(),
+        query.sort.as_ref(),
+        query.page,
+        raw.head,
+    )
+    .await?;
+    let selection = Selection::of(&query);
+    let items = listing
+        .items
+        .iter()
+        .map(|row| render(row, &selection))
+        .collect();
+    Ok(CollectionPage::new(&raw, &query, listing.page, items).with("expand", json!([])))
+}
+
+#[utoipa::path(get, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
+    responses((status = 200, description = "A Group record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+pub async fn view(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json, ApiError> {
+    let group = caller.require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
+    Ok(axum::Json(render(
+        &group,
+        &Selection::from_query(query.as_deref()),
+    )))
+}
+
+/// A JSON answer with status 200.
+type Json = axum::Json<Value>;
+
+/// Validates a group body; `creating` requires the label.
+fn read_group(
+    body: &Map<String, Value>,
+    creating: bool,
+) -> Result<
+    (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<Option<String>>,
+    ),
+    ApiError,
+> {
+    let mut f = Fields::new(body);
+    let label = f.string("label", creating, 255).map(str::to_string);
+    let kind = f.code("type");
+    if let Some(code) = &kind
+        && !GROUP_TYPES.iter().any(|(c, _)| c == code)
+    {
+        f.error("type", "Type is invalid.");
+    }
+    let subtype = f.string("subtype", false, 255).map(str::to_string);
+    let country = if body.contains_key("id_country") {
+        Some(f.string("id_country", false, 64).map(str::to_string))
+    } else {
+        None
+    };
+    f.finish()?;
+    Ok((label, kind, subtype, country))
+}
+
+#[utoipa::path(post, path = "/api/v2/group", tag = "groups", request_body(content = Object, description = "{label, type?, subtype?}"),
+    responses((status = 201, description = "The created Group, with a Location header"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let (label, kind, subtype, country) = read_group(&json_object(&body)?, true)?;
+    let country = country.flatten();
+    let new = NewGroup {
+        label: label.as_deref().unwrap_or_default(),
+        r#type: kind.as_deref().unwrap_or("0"),
+        subtype: subtype.as_deref().unwrap_or_default(),
+        id_country: country.as_deref(),
+    };
+    let row = groups::create(&state.db, &new, unix_now()).await?;
+    let location = format!("/api/v2/group/{}", row.id_group);
+    Ok((
+        StatusCode::CREATED,
+        [(LOCATION, location)],
+        axum::Json(render(&row, &Selection::default())),
+    )
+        .into_response())
+}
+
+#[utoipa::path(patch, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)), request_body(content = Object, description = "{label?, type?, subtype?, id_country?}"),
+    responses((status = 200, description = "The updated Group"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json, ApiError> {
+    caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
+    let (label, kind, subtype, country) = read_group(&json_object(&body)?, false)?;
+    let changes = GroupChanges {
+        label: label.as_deref(),
+        r#type: kind.as_deref(),
+        subtype: subtype.as_deref(),
+        id_country: country.as_ref().map(|c| c.as_deref()),
+    };
+    let row = groups::update(&state.db, &id, &changes)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Group", &id))?;
+    Ok(axum::Json(render(&row, &Selection::default())))
+}
+
+#[utoipa::path(delete, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
+    responses((status = 204, description = "Deleted (deleted_at set)"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found")), security(("bearer" = [])))]
+pub async fn remove(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
+    groups::soft_delete(&state.db, &id, unix_now()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(put, path = "/api/v2/group/{id}/member/{id_user}", tag = "groups", params(("id" = String, Path), ("id_user" = String, Path)),
+    request_body(content = Object, description = "{role: viewer|operator|manager}"),
+    responses((status = 200, description = "{id_group, id_user, role}"), (status = 401, description = "Neither administrator nor manager"), (status = 404, description = "Group or user not found"), (status = 422, description = "Invalid role")), security(("bearer" = [])))]
+pub async fn put_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, id_user)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json, ApiError> {
+    caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
+    let body = json_object(&body)?;
+    let mut f = Fields::new(&body);
+    let role = f.string("role", true, 32).map(str::to_string);
+    if let Some(name) = &role
+        && Role::parse(name).is_none()
+    {
+        f.error("role", "Role must be one of viewer, operator, manager.");
+    }
+    f.finish()?;
+    let role = role.unwrap_or_default();
+    accounts::get(&state.db, &id_user)
+        .await?
+        .ok_or_else(|| ApiError::not_found("User", &id_user))?;
+    memberships::put(&state.db, &id, &id_user, &role).await?;
+    state.auth.forget_roles(&id_user);
+    Ok(axum::Json(
+        json!({"id_group": id, "id_user": id_user, "role": role}),
+    ))
+}
+
+#[utoipa::path(delete, path = "/api/v2/group/{id}/member/{id_user}", tag = "groups", params(("id" = String, Path), ("id_user" = String, Path)),
+    responses((status = 204, description = "Role removed"), (status = 401, description = "Neither administrator nor manager"), (status = 404, description = "No such membership")), security(("bearer" = [])))]
+pub async fn remove_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, id_user)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
+    if !memberships::remove(&state.db, &id, &id_user).await? {
+        return Err(ApiError::NotFound(format!(
+            "User {id_user} holds no role in group {id}"
+        )));
+    }
+    state.auth.forget_roles(&id_user);
+    Ok(StatusCode::NO_CONTENT)
+}

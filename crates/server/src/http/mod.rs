@@ -1,0 +1,114 @@
+//! The HTTP side of the service: one module per resource, each owning its `router()`, put
+//! together here with the layers every route shares (error bodies, panics, body limit, metrics).
+
+pub mod collection;
+pub mod groups;
+pub mod health;
+pub mod oauth;
+pub mod openapi;
+pub mod users;
+pub mod validate;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::error::{ApiError, error_body};
+use crate::state::AppState;
+
+/// The whole HTTP application as a service: the router, wrapped in the error-body layer.
+///
+/// The layer sits outside the router because axum adds the `Allow` header of a 405 after the
+/// route's own layers have run.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .fallback_service(router(state))
+        .layer(middleware::map_response(json_errors))
+}
+
+/// The router with every route and the layers that apply per route.
+pub fn router(state: AppState) -> Router {
+    let limit = state.settings.max_body_bytes;
+    Router::new()
+        .merge(oauth::router())
+        .merge(groups::router())
+        .merge(users::router())
+        .merge(health::router())
+        .merge(openapi::router())
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::Internal("handler panicked".into()).into_response()
+        }))
+        .layer(middleware::from_fn(count_requests))
+        .with_state(state)
+}
+
+/// Unknown routes: Yii's strict-parsing 404.
+async fn not_found() -> ApiError {
+    ApiError::NotFound("Page not found.".into())
+}
+
+/// Gives every error the specification's JSON body, including the ones produced below the
+/// handlers (405 from routing with its `Allow` header, 400/413/415 from extractor rejections),
+/// which axum answers in plain text.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if status.as_u16() < 400 || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let message = if status == StatusCode::METHOD_NOT_ALLOWED {
+        // Yii lists the methods separated by ", " in the header and the message alike.
+        let allow = parts
+            .headers
+            .get(ALLOW)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(", ");
+        if let Ok(value) = HeaderValue::from_str(&allow) {
+            parts.headers.insert(ALLOW, value);
+        }
+        format!(
+            "Method Not Allowed. This URL can only handle the following request methods: {allow}."
+        )
+    } else {
+        let bytes = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes).trim().to_string();
+        if text.is_empty() {
+            crate::error::reason(status).to_string()
+        } else {
+            text
+        }
+    };
+    let body = serde_json::to_vec(&error_body(status, &message)).unwrap_or_default();
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.remove(CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// Counts requests by route template and status for `/metrics`.
+async fn count_requests(request: Request, next: Next) -> Response {
+    let method = request.method().as_str().to_owned();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    metrics::counter!("devicecloud_http_requests_total", "method" => method, "route" => route, "status" => response.status().as_u16().to_string()).increment(1);
+    response
+}

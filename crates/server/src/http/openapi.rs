@@ -1,0 +1,43 @@
+//! `/api/v2/openapi.json`: the OpenAPI 3 document generated from the handlers' annotations, so
+//! it cannot drift from the routes that exist.
+
+use axum::Router;
+use axum::routing::get;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+
+use super::{groups, health, oauth, users};
+use crate::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "devicecloud REST API", description = "Groups, physical devices, data, events and commands of an IoT device cloud."),
+    paths(
+        oauth::token,
+        groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
+        users::create, users::view,
+        health::healthz, health::readyz, health::metrics_text,
+    ),
+    modifiers(&BearerAuth),
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v2/openapi.json", get(document))
+}
+
+async fn document() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(ApiDoc::openapi())
+}

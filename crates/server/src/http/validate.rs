@@ -1,0 +1,199 @@
+//! Reading JSON request bodies into typed fields with Yii-style validation messages
+//! (`[{field, message}]`, first error per attribute, contract §2).
+
+use axum::body::Bytes;
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, FieldError};
+
+/// The JSON object of a request body; 400 in the specification's body otherwise.
+pub fn json_object(body: &Bytes) -> Result<Map<String, Value>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::BadRequest(
+            "The request body must be a JSON object.".into(),
+        )),
+        Err(e) => Err(ApiError::BadRequest(format!(
+            "Invalid JSON data in request body: {e}"
+        ))),
+    }
+}
+
+/// Yii's attribute label: `serial_hardware` → "Serial Hardware".
+pub fn label_of(field: &str) -> String {
+    field
+        .split(['_', '-'])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Collects validation errors over one body, so that every bad field is reported at once.
+#[derive(Debug)]
+pub struct Fields<'a> {
+    map: &'a Map<String, Value>,
+    errors: Vec<FieldError>,
+}
+
+impl<'a> Fields<'a> {
+    pub fn new(map: &'a Map<String, Value>) -> Fields<'a> {
+        Fields {
+            map,
+            errors: Vec::new(),
+        }
+    }
+
+    fn fail(&mut self, field: &str, message: String) {
+        if !self.errors.iter().any(|e| e.field == field) {
+            self.errors.push(FieldError::new(field, message));
+        }
+    }
+
+    /// A string of at most `max` characters; `required` refuses absence, null and blank.
+    pub fn string(&mut self, field: &str, required: bool, max: usize) -> Option<&'a str> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.fail(field, format!("{} cannot be blank.", label_of(field)));
+                }
+                None
+            }
+            Some(Value::String(s)) if required && s.trim().is_empty() => {
+                self.fail(field, format!("{} cannot be blank.", label_of(field)));
+                None
+            }
+            Some(Value::String(s)) if s.chars().count() > max => {
+                self.fail(
+                    field,
+                    format!(
+                        "{} should contain at most {max} characters.",
+                        label_of(field)
+                    ),
+                );
+                None
+            }
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(_) => {
+                self.fail(field, format!("{} must be a string.", label_of(field)));
+                None
+            }
+        }
+    }
+
+    /// A string that may also be sent as an integer (codes such as a group `type`).
+    pub fn code(&mut self, field: &str) -> Option<String> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) if n.is_i64() => Some(n.to_string()),
+            Some(_) => {
+                self.fail(field, format!("{} must be a string.", label_of(field)));
+                None
+            }
+        }
+    }
+
+    /// A boolean; also 0/1 and "0"/"1" as Yii's BooleanValidator accepts.
+    pub fn boolean(&mut self, field: &str) -> Option<bool> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(v) if v == 1 || v == "1" => Some(true),
+            Some(v) if v == 0 || v == "0" => Some(false),
+            Some(_) => {
+                self.fail(
+                    field,
+                    format!("{} must be either \"1\" or \"0\".", label_of(field)),
+                );
+                None
+            }
+        }
+    }
+
+    /// An integer within `[min, max]`.
+    pub fn integer(&mut self, field: &str, required: bool, min: i64, max: i64) -> Option<i64> {
+        let value = match self.map.get(field) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.fail(field, format!("{} cannot be blank.", label_of(field)));
+                }
+                return None;
+            }
+            Some(Value::Number(n)) => n.as_i64(),
+            Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
+            Some(_) => None,
+        };
+        match value {
+            None => self.fail(field, format!("{} must be an integer.", label_of(field))),
+            Some(v) if v < min => self.fail(
+                field,
+                format!("{} must be no less than {min}.", label_of(field)),
+            ),
+            Some(v) if v > max => self.fail(
+                field,
+                format!("{} must be no greater than {max}.", label_of(field)),
+            ),
+            Some(v) => return Some(v),
+        }
+        None
+    }
+
+    /// Adds an error found by the caller's own check.
+    pub fn error(&mut self, field: &str, message: impl Into<String>) {
+        self.fail(field, message.into());
+    }
+
+    /// Ok when every field was valid, else the 422 list.
+    pub fn finish(self) -> Result<(), ApiError> {
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::Validation(self.errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_follow_yii() {
+        assert_eq!(label_of("serial_hardware"), "Serial Hardware");
+        assert_eq!(label_of("label"), "Label");
+    }
+
+    #[test]
+    fn reports_each_bad_field_once() {
+        let body = serde_json::json!({"label": 5, "n": "x", "flag": "yes"});
+        let map = body.as_object().unwrap();
+        let mut f = Fields::new(map);
+        assert_eq!(f.string("label", true, 10), None);
+        assert_eq!(f.integer("n", false, 0, 10), None);
+        assert_eq!(f.boolean("flag"), None);
+        assert_eq!(f.string("missing", true, 10), None);
+        let Err(ApiError::Validation(list)) = f.finish() else {
+            panic!("expected errors")
+        };
+        let messages: Vec<_> = list.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "Label must be a string.",
+                "N must be an integer.",
+                "Flag must be either \"1\" or \"0\".",
+                "Missing cannot be blank."
+            ]
+        );
+    }
+}

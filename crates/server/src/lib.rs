@@ -1,0 +1,51 @@
+//! The running devicecloud service: REST API and OAuth 2.0 over HTTP, rights, and the
+//! background tasks, driven by one [`AppState`] and stopped by one cancellation token.
+
+pub mod auth;
+pub mod error;
+pub mod http;
+pub mod metrics;
+pub mod state;
+
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use state::{AppState, Settings};
+
+/// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight.
+/// Tests bind port 0 and pass the listener in.
+pub async fn serve_http(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, http::app(state))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
+
+/// Starts the background tasks of the service on `tracker`; they stop when `shutdown` is
+/// cancelled.
+pub fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
+    let (state, shutdown) = (state.clone(), shutdown.clone());
+    tracker.spawn(async move {
+        // Expired tokens are kept a day (a refresh of a just-expired token stays possible),
+        // then removed so the table does not grow without bound.
+        let mut tick = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {
+                    match devicecloud_store::tokens::prune(&state.db, devicecloud_store::unix_now() - 86_400).await {
+                        Ok(n) if n > 0 => tracing::info!(removed = n, "expired tokens pruned"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "token pruning failed"),
+                    }
+                }
+            }
+        }
+    });
+}

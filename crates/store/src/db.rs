@@ -1,0 +1,117 @@
+//! The connection pool for either database, and the one place that picks a SQL dialect.
+//!
+//! Every store function is written once: static SQL uses `$n` placeholders, which both SQLite
+//! (through sqlx) and PostgreSQL read, and dynamic SQL is built with sea-query for the backend
+//! at hand. `on_pool!` expands the same body for each pool type so rows decode natively.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sea_query::{PostgresQueryBuilder, SqliteQueryBuilder};
+use sea_query_sqlx::{SqlxBinder, SqlxValues};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::{Result, StoreError};
+
+/// Which database a [`Db`] talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A pool on SQLite or PostgreSQL; cheap to clone.
+#[derive(Clone, Debug)]
+pub enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to the concrete pool, once per backend.
+macro_rules! on_pool {
+    ($db:expr, |$pool:ident| $body:expr) => {
+        match $db {
+            $crate::db::Db::Sqlite($pool) => $body,
+            $crate::db::Db::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+impl Db {
+    /// Opens the database named by `url` (`sqlite:…` or `postgres://…`) and applies migrations.
+    ///
+    /// SQLite runs in WAL mode with `synchronous=NORMAL`: a committed transaction survives a
+    /// killed process (only an OS crash can lose the last commits), and readers never block the
+    /// writer. Foreign keys are enforced on both databases.
+    pub async fn connect(url: &str) -> Result<Db> {
+        let db = if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .foreign_keys(true)
+                .busy_timeout(Duration::from_secs(10))
+                .pragma("cache_size", "-32000");
+            let pool = SqlitePoolOptions::new()
+                .max_connections(8)
+                .min_connections(1)
+                .connect_with(options)
+                .await?;
+            Db::Sqlite(pool)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = PgPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await?;
+            Db::Postgres(pool)
+        } else {
+            return Err(StoreError::UnsupportedUrl(url.to_string()));
+        };
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// Applies the migrations of this backend that are not applied yet.
+    async fn migrate(&self) -> Result<()> {
+        match self {
+            Db::Sqlite(pool) => sqlx::migrate!("./migrations/sqlite").run(pool).await?,
+            Db::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// The backend of this pool.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Db::Sqlite(_) => Backend::Sqlite,
+            Db::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Renders a sea-query statement in this backend's dialect.
+    pub(crate) fn build<S: SqlxBinder>(&self, statement: &S) -> (String, SqlxValues) {
+        match self {
+            Db::Sqlite(_) => statement.build_sqlx(SqliteQueryBuilder),
+            Db::Postgres(_) => statement.build_sqlx(PostgresQueryBuilder),
+        }
+    }
+
+    /// Whether the database answers a trivial query (for `/readyz`).
+    pub async fn ping(&self) -> Result<()> {
+        on_pool!(self, |p| sqlx::query("SELECT 1")
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    /// Closes every connection; used on shutdown so SQLite checkpoints its WAL.
+    pub async fn close(&self) {
+        on_pool!(self, |p| p.close().await)
+    }
+}

@@ -1,0 +1,209 @@
+//! Groups: the data containers every gateway and every record belongs to.
+
+use devicecloud_query::SortKey;
+use sea_query::{Expr, ExprTrait, Query};
+
+use crate::collection::{self, Column, ColumnKind, ListRequest, Listing};
+use crate::db::{Db, on_pool};
+use crate::{Result, new_id};
+
+/// A stored group.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct GroupRow {
+    pub id_group: String,
+    pub label: String,
+    pub r#type: String,
+    pub subtype: String,
+    pub id_country: Option<String>,
+    pub created_at: i64,
+    pub deleted_at: Option<i64>,
+}
+
+/// Which groups a caller may see (contract §2).
+#[derive(Clone, Debug)]
+pub enum GroupScope<'a> {
+    /// Administrators: every group, deleted ones included.
+    All,
+    /// A normal user: the groups where they hold a role, deleted ones left out.
+    MemberOf(&'a str),
+}
+
+/// Fields of a new group.
+#[derive(Clone, Debug)]
+pub struct NewGroup<'a> {
+    pub label: &'a str,
+    pub r#type: &'a str,
+    pub subtype: &'a str,
+    pub id_country: Option<&'a str>,
+}
+
+/// Changes to a group; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct GroupChanges<'a> {
+    pub label: Option<&'a str>,
+    pub r#type: Option<&'a str>,
+    pub subtype: Option<&'a str>,
+    pub id_country: Option<Option<&'a str>>,
+}
+
+const TABLE: &str = "groups";
+const SELECT: &str =
+    "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
+
+/// The filterable and sortable attributes of the group collection.
+pub const COLUMNS: &[Column] = &[
+    col("id", "id_group", ColumnKind::Text),
+    col("id_group", "id_group", ColumnKind::Text),
+    col("label", "label", ColumnKind::Text),
+    col("type", "type", ColumnKind::Text),
+    col("subtype", "subtype", ColumnKind::Text),
+    col("id_country", "id_country", ColumnKind::Text),
+    col("created_at", "created_at", ColumnKind::Integer),
+    col("deleted_at", "deleted_at", ColumnKind::Integer),
+];
+
+const fn col(attr: &'static str, column: &'static str, kind: ColumnKind) -> Column {
+    Column {
+        attr,
+        table: TABLE,
+        column,
+        kind,
+    }
+}
+
+/// Creates a group and returns it.
+pub async fn create(db: &Db, group: &NewGroup<'_>, now: i64) -> Result<GroupRow> {
+    let id = new_id();
+    on_pool!(db, |p| {
+        sqlx::query("INSERT INTO groups (id_group, label, type, subtype, id_country, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+        .bind(&id)
+        .bind(group.label)
+        .bind(group.r#type)
+        .bind(group.subtype)
+        .bind(group.id_country)
+        .bind(now)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected())
+    })?;
+    Ok(GroupRow {
+        id_group: id,
+        label: group.label.to_string(),
+        r#type: group.r#type.to_string(),
+        subtype: group.subtype.to_string(),
+        id_country: group.id_country.map(str::to_string),
+        created_at: now,
+        deleted_at: None,
+    })
+}
+
+/// One group, deleted or not; visibility is the caller's business.
+pub async fn get(db: &Db, id_group: &str) -> Result<Option<GroupRow>> {
+    let sql = format!("{SELECT} WHERE id_group = $1");
+    let row = on_pool!(db, |p| sqlx::query_as::<_, GroupRow>(sqlx::AssertSqlSafe(
+        sql
+    ))
+    .bind(id_group)
+    .fetch_optional(p)
+    .await)?;
+    Ok(row)
+}
+
+/// A page of the groups `scope` allows, filtered and sorted as asked.
+pub async fn list(
+    db: &Db,
+    scope: GroupScope<'_>,
+    filter: Option<&devicecloud_query::Filter>,
+    sort: Option<&SortKey>,
+    page: devicecloud_query::PageRequest,
+    count_only: bool,
+) -> Result<Listing<GroupRow>> {
+    let mut select = Query::select();
+    select
+        .columns(
+            [
+                "id_group",
+                "label",
+                "type",
+                "subtype",
+                "id_country",
+                "created_at",
+                "deleted_at",
+            ]
+            .map(|c| (TABLE, c)),
+        )
+        .from(TABLE);
+    if let GroupScope::MemberOf(id_user) = scope {
+        select
+            .and_where(Expr::col((TABLE, "deleted_at")).is_null())
+            .and_where(
+                Expr::col((TABLE, "id_group")).in_subquery(
+                    Query::select()
+                        .column("id_group")
+                        .from("memberships")
+                        .and_where(Expr::col("id_user").eq(id_user))
+                        .to_owned(),
+                ),
+            );
+    }
+    let req = ListRequest {
+        filter,
+        sort,
+        default_sort: SortKey {
+            attr: "created_at",
+            descending: false,
+        },
+        primary_key: col("id_group", "id_group", ColumnKind::Text),
+        page,
+        count_only,
+    };
+    collection::list(db, select, COLUMNS, req).await
+}
+
+/// Applies `changes` and returns the updated group (`None` if it does not exist).
+pub async fn update(
+    db: &Db,
+    id_group: &str,
+    changes: &GroupChanges<'_>,
+) -> Result<Option<GroupRow>> {
+    let mut update = Query::update();
+    update
+        .table(TABLE)
+        .and_where(Expr::col("id_group").eq(id_group));
+    let mut any = false;
+    for (column, value) in [
+        ("label", changes.label),
+        ("type", changes.r#type),
+        ("subtype", changes.subtype),
+    ] {
+        if let Some(value) = value {
+            update.value(column, value);
+            any = true;
+        }
+    }
+    if let Some(country) = changes.id_country {
+        update.value("id_country", country.map(str::to_string));
+        any = true;
+    }
+    if any {
+        let (sql, values) = db.build(&update);
+        on_pool!(db, |p| sqlx::query_with(sqlx::AssertSqlSafe(sql), values)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+    }
+    get(db, id_group).await
+}
+
+/// Marks a group deleted (`deleted_at`); its records stay for administrators.
+pub async fn soft_delete(db: &Db, id_group: &str, now: i64) -> Result<bool> {
+    let done = on_pool!(db, |p| sqlx::query(
+        "UPDATE groups SET deleted_at = $1 WHERE id_group = $2 AND deleted_at IS NULL"
+    )
+    .bind(now)
+    .bind(id_group)
+    .execute(p)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(done > 0)
+}

@@ -1,0 +1,33 @@
+//! The devicecloud store: one database API over SQLite (embedded default) and PostgreSQL
+//! (multi-node), with migrations for both, one module per table family, and the translation of
+//! collection queries (the `query` crate's AST) into SQL through sea-query.
+
+mod collection;
+mod db;
+mod error;
+
+pub mod accounts;
+pub mod clients;
+pub mod groups;
+pub mod memberships;
+pub mod tokens;
+
+pub use collection::{Column, ColumnKind, ListRequest, Listing};
+pub use db::{Backend, Db};
+pub use error::StoreError;
+
+/// Result of every store call.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Current Unix time in whole seconds; the store never reads the clock itself except here.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// A fresh random identifier in the UUID text form every `id_*` field uses.
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
