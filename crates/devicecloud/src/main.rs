@@ -2,6 +2,7 @@
 
 mod admin;
 mod bench;
+mod demo;
 mod settings;
 
 use std::time::Duration;
@@ -30,6 +31,9 @@ struct Cli {
 enum Command {
     /// Run the service: REST API over HTTP and the background workers.
     Serve,
+    /// Run the service on a fresh embedded store seeded with an administrator, an API client
+    /// and groups, and print how to use it.
+    Demo,
     /// Bootstrap and operations on the store.
     #[command(subcommand)]
     Admin(admin::AdminCommand),
@@ -52,7 +56,8 @@ fn main() -> Result<()> {
         .build()?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve => serve(settings).await,
+            Command::Serve => serve(settings, None).await,
+            Command::Demo => demo::run(settings).await,
             Command::Admin(command) => {
                 let db = Db::connect(&settings.database_url()?)
                     .await
@@ -74,10 +79,13 @@ async fn bind(addr: std::net::SocketAddr, variable: &str) -> Result<TcpListener>
         .with_context(|| format!("cannot listen on {variable}={addr}"))
 }
 
-async fn serve(settings: Settings) -> Result<()> {
-    let db = Db::connect(&settings.database_url()?)
-        .await
-        .context("cannot open the store")?;
+/// Runs the service until SIGINT or SIGTERM; `db` is an already opened store (the demo seeds
+/// one first), otherwise the configured one is opened.
+async fn serve(settings: Settings, db: Option<Db>) -> Result<()> {
+    let db = match db {
+        Some(db) => db,
+        None => Db::connect(&settings.database_url()?).await.context("cannot open the store")?,
+    };
     let http = bind(settings.http_addr, "DEVICECLOUD_HTTP_ADDR").await?;
     let state = AppState::new(db.clone(), settings.server());
     let shutdown = CancellationToken::new();

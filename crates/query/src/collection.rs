@@ -16,6 +16,7 @@ use crate::sort::{SortKey, parse_sort};
 const BODY_PARAMS: [&str; 4] = ["filter", "page", "per-page", "sort"];
 
 /// What an endpoint accepts.
+#[derive(Clone, Copy, Debug)]
 pub struct CollectionSpec {
     /// Filterable attributes (the search model).
     pub attributes: &'static [Attribute],
@@ -56,11 +57,7 @@ impl CollectionQuery {
     /// `body["filter"]` (a null member counts as absent); `page`, `per-page` and `sort` from the
     /// URL, else from the body. Errors: a body that is not a JSON object →
     /// [`QueryError::BadBody`]; an invalid filter → [`QueryError::Filter`].
-    pub fn parse(
-        query: &[u8],
-        body: Option<&Value>,
-        spec: &CollectionSpec,
-    ) -> Result<CollectionQuery, QueryError> {
+    pub fn parse(query: &[u8], body: Option<&Value>, spec: &CollectionSpec) -> Result<CollectionQuery, QueryError> {
         let url = Params::parse_query(query);
         if body.is_some_and(|b| !b.is_object()) {
             return Err(QueryError::BadBody(
@@ -79,10 +76,7 @@ impl CollectionQuery {
 
         let raw_filter = match url.get("filter") {
             Some(from_url) => Some(from_url.to_json()),
-            None => body
-                .and_then(|b| b.get("filter"))
-                .filter(|v| !v.is_null())
-                .cloned(),
+            None => body.and_then(|b| b.get("filter")).filter(|v| !v.is_null()).cloned(),
         };
         let filter = match &raw_filter {
             Some(raw) => parse_filter(raw, spec.attributes)?,
@@ -165,9 +159,7 @@ mod tests {
         assert_eq!(q.raw_filter, Some(json!({"id": "3"})));
         assert_eq!(
             q.link_params,
-            Params::parse_query(
-                b"page=2&per-page=10&sort=-id&fields=id,name&expand=group&filter[id]=3"
-            )
+            Params::parse_query(b"page=2&per-page=10&sort=-id&fields=id,name&expand=group&filter[id]=3")
         );
     }
 
@@ -197,11 +189,7 @@ mod tests {
 
     #[test]
     fn fields_and_expand_only_from_the_url() {
-        let q = parse(
-            "fields[]=id&expand=",
-            Some(json!({"fields": "id", "expand": "group"})),
-        )
-        .unwrap();
+        let q = parse("fields[]=id&expand=", Some(json!({"fields": "id", "expand": "group"}))).unwrap();
         assert_eq!(q.fields, None);
         assert!(q.expand.is_empty());
         assert_eq!(parse("fields=", None).unwrap().fields, Some(vec![]));

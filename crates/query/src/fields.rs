@@ -72,11 +72,7 @@ pub fn nested(list: &[String], root: &str) -> Vec<String> {
 /// unknown names are ignored. Then the already-computed `expanded` relations are appended in
 /// the order given (a name already present is replaced in place). When nothing remains the
 /// result is an empty JSON array `[]` — Yii's quirk — otherwise an object.
-pub fn select(
-    regular: Map<String, Value>,
-    fields: Option<&[String]>,
-    expanded: Vec<(String, Value)>,
-) -> Value {
+pub fn select(regular: Map<String, Value>, fields: Option<&[String]>, expanded: Vec<(String, Value)>) -> Value {
     let roots = fields.map(root_names).unwrap_or_default();
     let mut out: Map<String, Value> = if roots.is_empty() {
         regular
@@ -147,19 +143,13 @@ mod tests {
     fn all_fields_without_a_list() {
         assert_eq!(select(item(), None, vec![]), Value::Object(item()));
         assert_eq!(select(item(), Some(&[]), vec![]), Value::Object(item()));
-        assert_eq!(
-            select(item(), Some(&list("*")), vec![]),
-            Value::Object(item())
-        );
+        assert_eq!(select(item(), Some(&list("*")), vec![]), Value::Object(item()));
     }
 
     #[test]
     fn declaration_order_not_request_order() {
         let v = select(item(), Some(&list("name,id")), vec![]);
-        assert_eq!(
-            serde_json::to_string(&v).unwrap(),
-            r#"{"id":2,"name":"banana_2"}"#
-        );
+        assert_eq!(serde_json::to_string(&v).unwrap(), r#"{"id":2,"name":"banana_2"}"#);
     }
 
     #[test]
@@ -201,11 +191,7 @@ mod tests {
             Some(&nested(&group_fields, "latestData")),
             vec![],
         );
-        let g = select(
-            group(),
-            Some(&group_fields),
-            vec![("latestData".into(), latest)],
-        );
+        let g = select(group(), Some(&group_fields), vec![("latestData".into(), latest)]);
         let v = select(item(), Some(&fields), vec![("group".into(), g)]);
         assert_eq!(
             serde_json::to_string(&v).unwrap(),

@@ -17,12 +17,7 @@ const CONSUMED_BY_URL_MANAGER: [&str; 3] = ["0", "r", "#"];
 /// present, appended otherwise) and `per-page` set to the effective size when it differs from
 /// `default_per_page` (kept in place, or appended after `page`), removed when equal; encoded
 /// like PHP's `http_build_query`.
-pub fn page_links(
-    base: &str,
-    params: &Params,
-    page: &Page,
-    default_per_page: u64,
-) -> Vec<(&'static str, String)> {
+pub fn page_links(base: &str, params: &Params, page: &Page, default_per_page: u64) -> Vec<(&'static str, String)> {
     let mut kept = params.clone();
     for key in CONSUMED_BY_URL_MANAGER {
         kept.remove(key);
@@ -76,10 +71,7 @@ mod tests {
     }
 
     fn href<'a>(links: &'a [(&'static str, String)], rel: &str) -> Option<&'a str> {
-        links
-            .iter()
-            .find(|(r, _)| *r == rel)
-            .map(|(_, h)| h.as_str())
+        links.iter().find(|(r, _)| *r == rel).map(|(_, h)| h.as_str())
     }
 
     fn rels(links: &[(&'static str, String)]) -> Vec<&'static str> {
@@ -113,10 +105,7 @@ mod tests {
     #[test]
     fn a_clamped_size_is_written() {
         let l = links("per-page=100&x=1", 45);
-        assert_eq!(
-            href(&l, "self"),
-            Some("http://h/items?per-page=50&x=1&page=1")
-        );
+        assert_eq!(href(&l, "self"), Some("http://h/items?per-page=50&x=1&page=1"));
         let l = links("per-page=abc", 45);
         assert_eq!(href(&l, "self"), Some("http://h/items?per-page=1&page=1"));
     }
@@ -125,19 +114,13 @@ mod tests {
     fn an_empty_result_has_only_self() {
         let l = links("filter[id]=9999", 0);
         assert_eq!(rels(&l), ["self"]);
-        assert_eq!(
-            href(&l, "self"),
-            Some("http://h/items?filter%5Bid%5D=9999&page=1")
-        );
+        assert_eq!(href(&l, "self"), Some("http://h/items?filter%5Bid%5D=9999&page=1"));
     }
 
     #[test]
     fn presence_rules() {
         assert_eq!(rels(&links("", 45)), ["self", "first", "last", "next"]);
-        assert_eq!(
-            rels(&links("page=3", 45)),
-            ["self", "first", "last", "prev"]
-        );
+        assert_eq!(rels(&links("page=3", 45)), ["self", "first", "last", "prev"]);
         assert_eq!(rels(&links("", 5)), ["self", "first", "last"]);
         // A page past the end shows the clamped page.
         let l = links("per-page=3&page=99", 45);
@@ -147,15 +130,10 @@ mod tests {
 
     #[test]
     fn other_params_are_carried_and_reencoded() {
-        let l = links(
-            "PAGE=7&_format=json&access-token=abc&a[]=1&a[]=2&q=x+y&e&a.b=1",
-            45,
-        );
+        let l = links("PAGE=7&_format=json&access-token=abc&a[]=1&a[]=2&q=x+y&e&a.b=1", 45);
         assert_eq!(
             href(&l, "self"),
-            Some(
-                "http://h/items?PAGE=7&_format=json&access-token=abc&a%5B0%5D=1&a%5B1%5D=2&q=x+y&e=&a_b=1&page=1"
-            )
+            Some("http://h/items?PAGE=7&_format=json&access-token=abc&a%5B0%5D=1&a%5B1%5D=2&q=x+y&e=&a_b=1&page=1")
         );
     }
 
@@ -181,9 +159,7 @@ mod tests {
         let l = page_links(BASE, &params, &page, 20);
         assert_eq!(
             href(&l, "self"),
-            Some(
-                "http://h/items?filter%5Bid%5D%5Bin%5D%5B0%5D=2&filter%5Bid%5D%5Bin%5D%5B1%5D=5&per-page=1&page=1"
-            )
+            Some("http://h/items?filter%5Bid%5D%5Bin%5D%5B0%5D=2&filter%5Bid%5D%5Bin%5D%5B1%5D=5&per-page=1&page=1")
         );
     }
 

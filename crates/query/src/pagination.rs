@@ -49,9 +49,7 @@ impl PageRequest {
                 if asked < 1 {
                     1
                 } else {
-                    u64::try_from(asked)
-                        .unwrap_or(u64::MAX)
-                        .min(max_per_page.max(1))
+                    u64::try_from(asked).unwrap_or(u64::MAX).min(max_per_page.max(1))
                 }
             }
         };
@@ -130,11 +128,7 @@ mod tests {
             (" 5", 5),
             ("99999999999999999999", 50),
         ] {
-            assert_eq!(
-                page(&format!("per-page={raw}"), 45).per_page,
-                per,
-                "per-page={raw}"
-            );
+            assert_eq!(page(&format!("per-page={raw}"), 45).per_page, per, "per-page={raw}");
         }
         // Non-scalar → absent → default.
         assert_eq!(page("per-page[]=5", 45).per_page, 20);
@@ -156,11 +150,7 @@ mod tests {
             ("9223372036854775807", 3),
             ("-9223372036854775808", 1),
         ] {
-            assert_eq!(
-                page(&format!("page={raw}"), 45).current_page,
-                current,
-                "page={raw}"
-            );
+            assert_eq!(page(&format!("page={raw}"), 45).current_page, current, "page={raw}");
         }
         assert_eq!(page("page[]=2", 45).current_page, 1);
     }

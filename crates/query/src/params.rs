@@ -147,9 +147,7 @@ fn param_json(p: &Param, depth: usize) -> Value {
 }
 
 fn params_json(p: &Params, depth: usize) -> Map<String, Value> {
-    p.0.iter()
-        .map(|(k, v)| (k.clone(), param_json(v, depth)))
-        .collect()
+    p.0.iter().map(|(k, v)| (k.clone(), param_json(v, depth))).collect()
 }
 
 /// Members of a JSON container as parameters; `depth` is the bracket depth of the container.
@@ -174,10 +172,7 @@ fn json_param(v: &Value, depth: usize) -> Option<Param> {
             items.iter().enumerate().map(|(i, v)| (i.to_string(), v)),
             depth,
         ))),
-        Value::Object(map) => Some(Param::Map(json_members(
-            map.iter().map(|(k, v)| (k.clone(), v)),
-            depth,
-        ))),
+        Value::Object(map) => Some(Param::Map(json_members(map.iter().map(|(k, v)| (k.clone(), v)), depth))),
     }
 }
 
@@ -244,10 +239,7 @@ mod tests {
     #[test]
     fn to_json_keeps_order_and_strings() {
         let p = Params::parse_query(b"filter[b]=1&filter[a][gt]=2&x=y");
-        assert_eq!(
-            p.to_json(),
-            json!({"filter": {"b": "1", "a": {"gt": "2"}}, "x": "y"})
-        );
+        assert_eq!(p.to_json(), json!({"filter": {"b": "1", "a": {"gt": "2"}}, "x": "y"}));
         assert_eq!(
             serde_json::to_string(&p.to_json()).unwrap(),
             r#"{"filter":{"b":"1","a":{"gt":"2"}},"x":"y"}"#

@@ -89,9 +89,7 @@ pub(crate) fn numeric_prefix(s: &str) -> Option<(PhpNumber, usize)> {
 pub(crate) fn numeric_value(s: &str) -> Option<f64> {
     let (number, end) = numeric_prefix(s)?;
     let rest = s.as_bytes().get(end..)?;
-    rest.iter()
-        .all(|&b| is_php_space(b))
-        .then(|| number.as_f64())
+    rest.iter().all(|&b| is_php_space(b)).then(|| number.as_f64())
 }
 
 /// PHP's `(int)` cast of a string: the numeric prefix, truncated toward zero, saturated to the
@@ -112,10 +110,7 @@ pub(crate) fn int_key(s: &str) -> Option<i64> {
     let digits = s.strip_prefix('-').unwrap_or(s);
     let mut bytes = digits.bytes();
     let first = bytes.next()?;
-    if !first.is_ascii_digit()
-        || (first == b'0' && digits.len() > 1)
-        || !bytes.all(|b| b.is_ascii_digit())
-    {
+    if !first.is_ascii_digit() || (first == b'0' && digits.len() > 1) || !bytes.all(|b| b.is_ascii_digit()) {
         return None;
     }
     if digits == "0" && s.starts_with('-') {
@@ -175,18 +170,7 @@ mod tests {
         assert_eq!(int_key("17"), Some(17));
         assert_eq!(int_key("-3"), Some(-3));
         assert_eq!(int_key("-9223372036854775808"), Some(i64::MIN));
-        for s in [
-            "",
-            "-",
-            "-0",
-            "01",
-            "+1",
-            " 1",
-            "1 ",
-            "1a",
-            "9223372036854775808",
-            "x",
-        ] {
+        for s in ["", "-", "-0", "01", "+1", " 1", "1 ", "1a", "9223372036854775808", "x"] {
             assert_eq!(int_key(s), None, "{s:?}");
         }
     }

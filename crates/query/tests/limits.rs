@@ -73,9 +73,7 @@ fn long_query_string_filters() {
             Some(Filter::Like { value, .. }) => assert_eq!(value.len(), 10_000),
             other => panic!("{other:?}"),
         }
-        let many: String = (0..1_000)
-            .map(|i| format!("filter[or][][id]={i}&"))
-            .collect();
+        let many: String = (0..1_000).map(|i| format!("filter[or][][id]={i}&")).collect();
         assert!(many.len() > 10_000);
         match parse(&many, None).unwrap().filter {
             Some(Filter::Or(parts)) => assert_eq!(parts.len(), 1_000),
@@ -103,19 +101,13 @@ fn deep_json_bodies() {
                 json!({"or": [and_or, {"id": 2}]})
             };
         }
-        assert_eq!(
-            parse("", Some(json!({"filter": and_or}))).unwrap_err(),
-            invalid()
-        );
+        assert_eq!(parse("", Some(json!({"filter": and_or}))).unwrap_err(), invalid());
 
         let mut nots = json!({"id": 1});
         for _ in 0..200 {
             nots = json!({ "not": nots });
         }
-        assert_eq!(
-            parse("", Some(json!({"filter": nots.clone()}))).unwrap_err(),
-            invalid()
-        );
+        assert_eq!(parse("", Some(json!({"filter": nots.clone()}))).unwrap_err(), invalid());
         // The URL's filter wins, so the deep body filter is never read.
         assert!(parse("filter[id]=1", Some(json!({"filter": nots}))).is_ok());
 
@@ -124,11 +116,7 @@ fn deep_json_bodies() {
             arrays = json!([arrays]);
         }
         assert_eq!(
-            parse(
-                "",
-                Some(json!({"filter": {"id": arrays.clone()}, "page": arrays}))
-            )
-            .unwrap_err(),
+            parse("", Some(json!({"filter": {"id": arrays.clone()}, "page": arrays}))).unwrap_err(),
             QueryError::Filter("Id must be an integer.".into())
         );
     });

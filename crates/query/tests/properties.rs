@@ -3,8 +3,7 @@
 //! Cases: `PROPTEST_CASES` (proptest's default 256 otherwise).
 
 use devicecloud_query::{
-    AttrKind, Attribute, CollectionQuery, CollectionSpec, Filter, Page, Param, Params, QueryError,
-    parse_filter,
+    AttrKind, Attribute, CollectionQuery, CollectionSpec, Filter, Page, Param, Params, QueryError, parse_filter,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -91,8 +90,8 @@ const WORDS: &[&str] = &[
 
 /// Punctuation and escapes that matter to PHP's parser.
 const PUNCT: &[&str] = &[
-    "[", "]", "[]", "=", "&", "%", "%FF", "%C3%A9", "%5B", "%5D", "%00", "%2", "%zz", "%3D", "%26",
-    "+", ".", " ", ",", "-", "#", "%23", "[ ]", "][",
+    "[", "]", "[]", "=", "&", "%", "%FF", "%C3%A9", "%5B", "%5D", "%00", "%2", "%zz", "%3D", "%26", "+", ".", " ", ",",
+    "-", "#", "%23", "[ ]", "][",
 ];
 
 /// Units repeated into long runs.
@@ -127,14 +126,95 @@ fn pair() -> impl Strategy<Value = Vec<u8>> {
         1 => any::<i64>().prop_map(|i| i.to_string()),
         1 => "[ -~]{0,12}",
     ];
-    (top, prop::collection::vec(segment, 0..8), value).prop_map(|(top, segments, value)| {
-        format!("{top}{}={value}&", segments.concat()).into_bytes()
+    (top, prop::collection::vec(segment, 0..8), value)
+        .prop_map(|(top, segments, value)| format!("{top}{}={value}&", segments.concat()).into_bytes())
+}
+
+const ATTRIBUTE_NAMES: &[&str] = &[
+    "id",
+    "id_group",
+    "name",
+    "serial_hardware",
+    "note",
+    "weight",
+    "value",
+    "active",
+    "is_connected",
+    "created_at",
+];
+const OPERATORS: &[&str] = &["eq", "neq", "lt", "lte", "gt", "gte", "in", "nin", "like"];
+/// Operands that are valid for most attribute types, plus a few that are not.
+const OPERANDS: &[&str] = &["1", "0", "5", "44", "-3", "1.5", "NULL", "", "abc", "1e1"];
+
+/// A filter pair that follows the grammar (`filter[or][][not][id][gt]=5&`), mostly valid.
+fn grammar_pair() -> impl Strategy<Value = Vec<u8>> {
+    let prefix = prop_oneof![
+        Just("[and][]".to_owned()),
+        Just("[or][]".to_owned()),
+        Just("[not]".to_owned()),
+        (0..3u8).prop_map(|i| format!("[and][{i}]")),
+        (0..3u8).prop_map(|i| format!("[or][{i}]")),
+    ];
+    let operator = prop::option::of(select(OPERATORS)).prop_map(|op| match op {
+        None => String::new(),
+        Some(op @ ("in" | "nin")) => format!("[{op}][]"),
+        Some(op) => format!("[{op}]"),
+    });
+    (
+        prop::collection::vec(prefix, 0..5),
+        select(ATTRIBUTE_NAMES),
+        operator,
+        select(OPERANDS),
+    )
+        .prop_map(|(prefixes, attr, op, value)| {
+            format!("filter{}[{attr}]{op}={value}&", prefixes.concat()).into_bytes()
+        })
+}
+
+/// A JSON condition that follows the grammar, mostly valid.
+fn grammar_condition() -> impl Strategy<Value = Value> {
+    let operand = prop_oneof![
+        4 => select(OPERANDS).prop_map(Value::from),
+        2 => (-3i64..50).prop_map(Value::from),
+        1 => any::<bool>().prop_map(Value::Bool),
+        1 => Just(Value::Null),
+        1 => Just(Value::from(1.5)),
+    ];
+    let leaf = (
+        select(ATTRIBUTE_NAMES),
+        prop::option::of(select(OPERATORS)),
+        prop::collection::vec(operand, 1..4),
+    )
+        .prop_map(|(attr, op, mut operands)| {
+            let first = operands.first().cloned().unwrap_or(Value::Null);
+            let condition = match op {
+                None => first,
+                Some(op @ ("in" | "nin")) => object([(op, Value::Array(std::mem::take(&mut operands)))]),
+                Some(op) => object([(op, first)]),
+            };
+            object([(attr, condition)])
+        });
+    leaf.prop_recursive(5, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(|c| object([("and", Value::Array(c))])),
+            prop::collection::vec(inner.clone(), 0..4).prop_map(|c| object([("or", Value::Array(c))])),
+            inner.clone().prop_map(|c| object([("not", c)])),
+            // Several keys at one level.
+            (inner.clone(), inner).prop_map(|(a, b)| match (a, b) {
+                (Value::Object(mut a), Value::Object(b)) => {
+                    a.extend(b);
+                    Value::Object(a)
+                }
+                (a, _) => a,
+            }),
+        ]
     })
 }
 
 fn query() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(prop_oneof![3 => pair(), 2 => token()], 0..40)
-        .prop_map(|parts| parts.concat())
+    let mixed = prop::collection::vec(prop_oneof![2 => grammar_pair(), 3 => pair(), 2 => token()], 0..40);
+    let grammatical = prop::collection::vec(prop_oneof![6 => grammar_pair(), 1 => pair()], 0..12);
+    prop_oneof![mixed, grammatical].prop_map(|parts| parts.concat())
 }
 
 fn json_leaf() -> impl Strategy<Value = Value> {
@@ -165,22 +245,27 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
+fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
 /// A value wrapped in a chain of `and`/`or`/`not`/attribute/array levels, up to 150 deep. The
 /// chain is drawn from one seed rather than a vector of choices, which keeps generation cheap.
 fn deep_value() -> impl Strategy<Value = Value> {
-    (json_value(), 0..150usize, any::<u64>()).prop_map(|(mut v, depth, mut seed)| {
+    (json_value(), 0..150usize, 1..u64::MAX).prop_map(|(mut v, depth, mut seed)| {
         for _ in 0..depth {
             // xorshift64: a cheap, deterministic sequence of wrapper kinds.
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
+            // Built by hand: `json!` would deep-copy `v` at every level.
             v = match seed % 6 {
-                0 => serde_json::json!({ "and": [v] }),
-                1 => serde_json::json!({ "or": { "0": v, "1": {"id": 1} } }),
-                2 => serde_json::json!({ "not": v }),
-                3 => serde_json::json!({ "id": v }),
-                4 => serde_json::json!([v]),
-                _ => serde_json::json!({ "name": { "in": v } }),
+                0 => object([("and", Value::Array(vec![v]))]),
+                1 => object([("or", object([("0", v), ("1", object([("id", Value::from(1))]))]))]),
+                2 => object([("not", v)]),
+                3 => object([("id", v)]),
+                4 => Value::Array(vec![v]),
+                _ => object([("name", object([("in", v)]))]),
             };
         }
         v
@@ -189,7 +274,7 @@ fn deep_value() -> impl Strategy<Value = Value> {
 
 fn body() -> impl Strategy<Value = Option<Value>> {
     let object = (
-        prop::option::of(prop_oneof![json_value(), deep_value()]),
+        prop::option::of(prop_oneof![2 => grammar_condition(), 1 => json_value(), 1 => deep_value()]),
         prop::option::of(json_leaf()),
         prop::option::of(json_leaf()),
         prop::option::of(json_leaf()),
@@ -225,12 +310,8 @@ fn well_formed(p: &Params) -> bool {
             Param::Map(m) => {
                 depth <= 64
                     && !m.is_empty()
-                    && m.iter().all(|(k, v)| {
-                        !k.is_empty()
-                            && k != " "
-                            && !k.contains([']', '\0'])
-                            && value_ok(v, depth + 1)
-                    })
+                    && m.iter()
+                        .all(|(k, v)| !k.is_empty() && k != " " && !k.contains([']', '\0']) && value_ok(v, depth + 1))
             }
         }
     }
@@ -243,12 +324,8 @@ fn well_formed(p: &Params) -> bool {
             .sum()
     }
     leaves(p) <= 1000
-        && p.iter().all(|(k, v)| {
-            !k.is_empty()
-                && !k.starts_with(' ')
-                && !k.contains(['.', ' ', '[', '\0'])
-                && value_ok(v, 1)
-        })
+        && p.iter()
+            .all(|(k, v)| !k.is_empty() && !k.starts_with(' ') && !k.contains(['.', ' ', '[', '\0']) && value_ok(v, 1))
 }
 
 /// Structural promises of the AST.
@@ -302,11 +379,7 @@ fn check_links(q: &CollectionQuery, page: &Page) {
         assert!(query.is_ascii(), "href not ASCII: {query}");
         let expected = expected_link_params(&q.link_params, target, page);
         if well_formed(&expected) {
-            assert_eq!(
-                Params::parse_query(query.as_bytes()),
-                expected,
-                "{rel} {href}"
-            );
+            assert_eq!(Params::parse_query(query.as_bytes()), expected, "{rel} {href}");
         }
     }
 }
@@ -339,7 +412,7 @@ proptest! {
     }
 
     #[test]
-    fn parse_filter_never_panics(v in prop_oneof![json_value(), deep_value()]) {
+    fn parse_filter_never_panics(v in prop_oneof![grammar_condition(), json_value(), deep_value()]) {
         if let Ok(Some(f)) = parse_filter(&v, ATTRIBUTES) {
             check_filter(&f, 1);
         }

@@ -12,6 +12,9 @@ pub enum StoreError {
     /// Migrations could not be applied at start.
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A page aggregated as JSON by the database did not decode (a bug, never client input).
+    #[error("cannot decode a page: {0}")]
+    Decode(String),
     /// The database URL is neither SQLite nor PostgreSQL.
     #[error("unsupported database URL (expected sqlite:… or postgres://…): {0}")]
     UnsupportedUrl(String),

@@ -8,7 +8,7 @@ use crate::db::{Db, on_pool};
 use crate::{Result, new_id};
 
 /// A stored group.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
 pub struct GroupRow {
     pub id_group: String,
     pub label: String,
@@ -47,6 +47,8 @@ pub struct GroupChanges<'a> {
 }
 
 const TABLE: &str = "groups";
+/// The columns of a [`GroupRow`], in its order.
+const OUTPUT: [&str; 7] = ["id_group", "label", "type", "subtype", "id_country", "created_at", "deleted_at"];
 const SELECT: &str =
     "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
 
@@ -120,18 +122,7 @@ pub async fn list(
 ) -> Result<Listing<GroupRow>> {
     let mut select = Query::select();
     select
-        .columns(
-            [
-                "id_group",
-                "label",
-                "type",
-                "subtype",
-                "id_country",
-                "created_at",
-                "deleted_at",
-            ]
-            .map(|c| (TABLE, c)),
-        )
+        .columns(OUTPUT.map(|c| (TABLE, c)))
         .from(TABLE);
     if let GroupScope::MemberOf(id_user) = scope {
         select
@@ -157,7 +148,7 @@ pub async fn list(
         page,
         count_only,
     };
-    collection::list(db, select, COLUMNS, req).await
+    collection::list(db, select, &OUTPUT, COLUMNS, req).await
 }
 
 /// Applies `changes` and returns the updated group (`None` if it does not exist).

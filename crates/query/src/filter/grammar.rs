@@ -63,11 +63,7 @@ fn operator(key: &str) -> Option<Operator> {
 /// `None` for scalars and null (`!is_array`).
 fn entries(v: &Value) -> Option<Vec<(Cow<'_, str>, &Value)>> {
     match v {
-        Value::Object(map) => Some(
-            map.iter()
-                .map(|(k, v)| (Cow::Borrowed(k.as_str()), v))
-                .collect(),
-        ),
+        Value::Object(map) => Some(map.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), v)).collect()),
         Value::Array(items) => Some(
             items
                 .iter()
@@ -147,13 +143,9 @@ impl<'a> Grammar<'a> {
     fn conjunction(&self, key: &str, v: &Value, depth: usize) -> Result<Vec<Filter>, QueryError> {
         let items: Vec<&Value> = match v {
             Value::Array(items) => items.iter().collect(),
-            Value::Object(map) if map.keys().all(|k| php::int_key(k).is_some()) => {
-                map.values().collect()
-            }
+            Value::Object(map) if map.keys().all(|k| php::int_key(k).is_some()) => map.values().collect(),
             _ => {
-                return Err(filter_error(format!(
-                    "Operator \"{key}\" requires multiple operands."
-                )));
+                return Err(filter_error(format!("Operator \"{key}\" requires multiple operands.")));
             }
         };
         let mut parts = Vec::with_capacity(items.len());
@@ -239,10 +231,7 @@ impl<'a> Grammar<'a> {
                 },
             })),
             Operator::Like => Ok(Some(match operand(attr, v)? {
-                Operand::Value(Scalar::Str(value)) => Filter::Like {
-                    attr: attr.name,
-                    value,
-                },
+                Operand::Value(Scalar::Str(value)) => Filter::Like { attr: attr.name, value },
                 // `attr LIKE NULL` is unknown; `LIKE` over an empty list is `0=1`. (A non-string
                 // value cannot occur: `like` is only accepted on string attributes.)
                 Operand::Null | Operand::Empty | Operand::Value(_) => Filter::Never,

@@ -13,8 +13,7 @@ pub(super) fn generate(name: &str) -> String {
             let prev = i.checked_sub(1).and_then(|p| chars.get(p)).copied();
             let next = chars.get(i + 1).copied();
             let after_lower = prev.is_some_and(char::is_lowercase);
-            let starts_word =
-                prev.is_some_and(char::is_alphabetic) && next.is_some_and(char::is_lowercase);
+            let starts_word = prev.is_some_and(char::is_alphabetic) && next.is_some_and(char::is_lowercase);
             if after_lower || starts_word {
                 spaced.push(' ');
             }

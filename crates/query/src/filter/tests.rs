@@ -19,10 +19,7 @@ const ATTRS: &[Attribute] = &[
 /// The filter of a query string, as the server reads it.
 fn fq(query: &str) -> Result<Option<Filter>, QueryError> {
     let params = Params::parse_query(query.as_bytes());
-    let raw = params
-        .get("filter")
-        .map(|p| p.to_json())
-        .unwrap_or(Value::Null);
+    let raw = params.get("filter").map(|p| p.to_json()).unwrap_or(Value::Null);
     parse_filter(&raw, ATTRS)
 }
 
@@ -86,10 +83,7 @@ fn equality() {
 fn two_operators_on_one_attribute_are_anded() {
     assert_eq!(
         ok("filter[id][gt]=1&filter[id][lt]=5"),
-        Filter::And(vec![
-            int("id", CompareOp::Gt, 1),
-            int("id", CompareOp::Lt, 5)
-        ])
+        Filter::And(vec![int("id", CompareOp::Gt, 1), int("id", CompareOp::Lt, 5)])
     );
 }
 
@@ -130,10 +124,7 @@ fn in_list() {
 fn or_list() {
     assert_eq!(
         ok("filter[or][][id]=1&filter[or][][id][gte]=44"),
-        Filter::Or(vec![
-            int("id", CompareOp::Eq, 1),
-            int("id", CompareOp::Gte, 44)
-        ])
+        Filter::Or(vec![int("id", CompareOp::Eq, 1), int("id", CompareOp::Gte, 44)])
     );
 }
 
@@ -161,10 +152,7 @@ fn several_keys_are_anded_in_key_order() {
     assert_eq!(
         ok("filter[id][gt]=1&filter[id][lt]=9&filter[name]=x"),
         Filter::And(vec![
-            Filter::And(vec![
-                int("id", CompareOp::Gt, 1),
-                int("id", CompareOp::Lt, 9)
-            ]),
+            Filter::And(vec![int("id", CompareOp::Gt, 1), int("id", CompareOp::Lt, 9)]),
             str_eq("name", "x"),
         ])
     );
@@ -176,10 +164,7 @@ fn several_keys_are_anded_in_key_order() {
 
 #[test]
 fn repeated_key_last_wins() {
-    assert_eq!(
-        ok("filter[id][eq]=1&filter[id][eq]=2"),
-        int("id", CompareOp::Eq, 2)
-    );
+    assert_eq!(ok("filter[id][eq]=1&filter[id][eq]=2"), int("id", CompareOp::Eq, 2));
 }
 
 #[test]
@@ -215,14 +200,8 @@ fn null_means_sql_null() {
             negated: false
         }
     );
-    assert_eq!(
-        ok("filter[note][in][]=NULL"),
-        Filter::IsNull { attr: "note" }
-    );
-    assert_eq!(
-        ok("filter[note][nin][]=NULL"),
-        Filter::IsNotNull { attr: "note" }
-    );
+    assert_eq!(ok("filter[note][in][]=NULL"), Filter::IsNull { attr: "note" });
+    assert_eq!(ok("filter[note][nin][]=NULL"), Filter::IsNotNull { attr: "note" });
     assert_eq!(
         ok("filter[id][nin][]=NULL&filter[id][nin][]=4"),
         Filter::In {
@@ -317,18 +296,12 @@ fn empty_operands() {
     assert_eq!(okj(json!({"id": {"in": []}})), Filter::Never);
     assert_eq!(fj(json!({"id": {"nin": []}})), Ok(None));
     assert_eq!(okj(json!({"id": {"eq": []}})), Filter::Never);
-    assert_eq!(
-        okj(json!({"id": {"neq": {}}})),
-        Filter::IsNotNull { attr: "id" }
-    );
+    assert_eq!(okj(json!({"id": {"neq": {}}})), Filter::IsNotNull { attr: "id" });
 }
 
 #[test]
 fn a_plain_array_is_not_an_in_list() {
-    assert_eq!(
-        err("filter[id][]=1&filter[id][]=2"),
-        "Id must be an integer."
-    );
+    assert_eq!(err("filter[id][]=1&filter[id][]=2"), "Id must be an integer.");
 }
 
 #[test]
@@ -341,10 +314,7 @@ fn empty_filters_set_no_condition() {
     assert_eq!(fj(json!({"or": {}})), Ok(None));
     assert_eq!(fj(json!({"not": {}})), Ok(None));
     assert_eq!(fj(json!({"and": [{}, {}]})), Ok(None));
-    assert_eq!(
-        okj(json!({"and": [{}, {"id": 1}]})),
-        int("id", CompareOp::Eq, 1)
-    );
+    assert_eq!(okj(json!({"and": [{}, {"id": 1}]})), int("id", CompareOp::Eq, 1));
     assert_eq!(okj(json!({"or": [{"id": 1}]})), int("id", CompareOp::Eq, 1));
 }
 
@@ -358,35 +328,14 @@ fn error_table() {
         ("filter[]=x", "Unknown filter attribute \"0\""),
         ("filter[id]=abc", "Id must be an integer."),
         ("filter[weight][gt]=x", "Weight must be a number."),
-        (
-            "filter[active]=yes",
-            "Active must be either \"1\" or \"0\".",
-        ),
+        ("filter[active]=yes", "Active must be either \"1\" or \"0\"."),
         ("filter[name][like][]=a", "Name must be a string."),
-        (
-            "filter[created_at][gt]=2024-13-45",
-            "Created At must be an integer.",
-        ),
-        (
-            "filter[id][like]=1",
-            "\"id\" does not support operator \"like\".",
-        ),
-        (
-            "filter[id][in]=5",
-            "Operator \"in\" requires multiple operands.",
-        ),
-        (
-            "filter[and]=1",
-            "Operator \"and\" requires multiple operands.",
-        ),
-        (
-            "filter[and][x][id]=1",
-            "Operator \"and\" requires multiple operands.",
-        ),
-        (
-            "filter[eq]=5",
-            "Operator \"eq\" must be used with a search attribute.",
-        ),
+        ("filter[created_at][gt]=2024-13-45", "Created At must be an integer."),
+        ("filter[id][like]=1", "\"id\" does not support operator \"like\"."),
+        ("filter[id][in]=5", "Operator \"in\" requires multiple operands."),
+        ("filter[and]=1", "Operator \"and\" requires multiple operands."),
+        ("filter[and][x][id]=1", "Operator \"and\" requires multiple operands."),
+        ("filter[eq]=5", "Operator \"eq\" must be used with a search attribute."),
         (
             "filter[id][gt]=1&filter[id][bogus]=2",
             "Condition for \"id\" should be either a value or valid operator specification.",
@@ -406,10 +355,7 @@ fn more_errors() {
         ("filter[id][GT]=5", "Id must be an integer."),
         ("filter[name][GT]=5", "Name must be a string."),
         ("filter[id][and][x]=5", "Id must be an integer."),
-        (
-            "filter[or]=1",
-            "Operator \"or\" requires multiple operands.",
-        ),
+        ("filter[or]=1", "Operator \"or\" requires multiple operands."),
         (
             "filter[nin]=5",
             "Operator \"nin\" must be used with a search attribute.",
@@ -418,22 +364,10 @@ fn more_errors() {
             "filter[like][name]=5",
             "Operator \"like\" must be used with a search attribute.",
         ),
-        (
-            "filter[id][nin]=5",
-            "Operator \"nin\" requires multiple operands.",
-        ),
-        (
-            "filter[id][in]=NULL",
-            "Operator \"in\" requires multiple operands.",
-        ),
-        (
-            "filter[name][gt]=a",
-            "\"name\" does not support operator \"gt\".",
-        ),
-        (
-            "filter[active][lte]=1",
-            "\"active\" does not support operator \"lte\".",
-        ),
+        ("filter[id][nin]=5", "Operator \"nin\" requires multiple operands."),
+        ("filter[id][in]=NULL", "Operator \"in\" requires multiple operands."),
+        ("filter[name][gt]=a", "\"name\" does not support operator \"gt\"."),
+        ("filter[active][lte]=1", "\"active\" does not support operator \"lte\"."),
         (
             "filter[weight][like]=1",
             "\"weight\" does not support operator \"like\".",
@@ -442,10 +376,7 @@ fn more_errors() {
         ("filter[or][0]=x", "The format of Filter is invalid."),
         ("filter[id_group]=x", "Group must be an integer."),
         ("filter[group_id]=x", "Group Id must be an integer."),
-        (
-            "filter[id][in][]=1&filter[id][in][]=x",
-            "Id must be an integer.",
-        ),
+        ("filter[id][in][]=1&filter[id][in][]=x", "Id must be an integer."),
         ("filter[id][in][][]=1", "Id must be an integer."),
     ] {
         assert_eq!(err(query), message, "{query}");
@@ -454,19 +385,10 @@ fn more_errors() {
 
 #[test]
 fn first_error_depth_first_in_key_order() {
-    assert_eq!(
-        err("filter[foo]=1&filter[id]=abc"),
-        "Unknown filter attribute \"foo\""
-    );
-    assert_eq!(
-        err("filter[id]=abc&filter[foo]=1"),
-        "Id must be an integer."
-    );
+    assert_eq!(err("filter[foo]=1&filter[id]=abc"), "Unknown filter attribute \"foo\"");
+    assert_eq!(err("filter[id]=abc&filter[foo]=1"), "Id must be an integer.");
     // An operator's own error comes before the "mixed keys" error.
-    assert_eq!(
-        err("filter[id][bogus]=2&filter[id][gt]=x"),
-        "Id must be an integer."
-    );
+    assert_eq!(err("filter[id][bogus]=2&filter[id][gt]=x"), "Id must be an integer.");
     assert_eq!(
         err("filter[id][bogus]=2&filter[id][gt]=1"),
         "Condition for \"id\" should be either a value or valid operator specification."
@@ -519,10 +441,7 @@ fn json_body_structure() {
     // An object whose keys are all integers is a list.
     assert_eq!(
         okj(json!({"or": {"0": {"id": 1}, "5": {"id": 2}}})),
-        Filter::Or(vec![
-            int("id", CompareOp::Eq, 1),
-            int("id", CompareOp::Eq, 2)
-        ])
+        Filter::Or(vec![int("id", CompareOp::Eq, 1), int("id", CompareOp::Eq, 2)])
     );
     assert_eq!(
         errj(json!({"or": {"0": {"id": 1}, "01": {"id": 2}}})),
@@ -532,14 +451,8 @@ fn json_body_structure() {
         errj(json!({"and": null})),
         "Operator \"and\" requires multiple operands."
     );
-    assert_eq!(
-        errj(json!({"and": [null]})),
-        "The format of Filter is invalid."
-    );
-    assert_eq!(
-        errj(json!({"not": null})),
-        "The format of Filter is invalid."
-    );
+    assert_eq!(errj(json!({"and": [null]})), "The format of Filter is invalid.");
+    assert_eq!(errj(json!({"not": null})), "The format of Filter is invalid.");
     assert_eq!(errj(json!([{"id": 1}])), "Unknown filter attribute \"0\"");
     for scalar in [json!("abc"), json!(5), json!(true), json!(false), json!("")] {
         assert_eq!(errj(scalar), "The format of Filter is invalid.");
@@ -589,12 +502,6 @@ fn labels() {
     assert_eq!(a.label(), "Created At");
     let b = Attribute::labelled("id_group", AttrKind::Integer, "Group");
     assert_eq!(b.label(), "Group");
-    assert_eq!(
-        Attribute::new("groupId", AttrKind::Integer).label(),
-        "Group Id"
-    );
-    assert_eq!(
-        Attribute::new("id_group", AttrKind::Integer).label(),
-        "Id Group"
-    );
+    assert_eq!(Attribute::new("groupId", AttrKind::Integer).label(), "Group Id");
+    assert_eq!(Attribute::new("id_group", AttrKind::Integer).label(), "Id Group");
 }

@@ -254,32 +254,13 @@ mod tests {
 
     #[test]
     fn booleans() {
-        for t in [
-            json!("1"),
-            json!(" 1"),
-            json!("1.0"),
-            json!(1),
-            json!(true),
-            json!(1.0),
-        ] {
+        for t in [json!("1"), json!(" 1"), json!("1.0"), json!(1), json!(true), json!(1.0)] {
             assert_eq!(ok(&ACTIVE, t), Scalar::Bool(true));
         }
-        for f in [
-            json!("0"),
-            json!("-0"),
-            json!("0e5"),
-            json!(0),
-            json!(false),
-        ] {
+        for f in [json!("0"), json!("-0"), json!("0e5"), json!(0), json!(false)] {
             assert_eq!(ok(&ACTIVE, f), Scalar::Bool(false));
         }
-        for bad in [
-            json!("yes"),
-            json!("true"),
-            json!("2"),
-            json!(2),
-            json!(["1"]),
-        ] {
+        for bad in [json!("yes"), json!("true"), json!("2"), json!(2), json!(["1"])] {
             assert_eq!(err(&ACTIVE, bad), "Active must be either \"1\" or \"0\".");
         }
     }

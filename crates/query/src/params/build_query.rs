@@ -84,10 +84,7 @@ mod tests {
                     ("b c".to_owned(), Param::Scalar("1".to_owned())),
                     (
                         "0".to_owned(),
-                        Param::Map(Params(vec![(
-                            "x".to_owned(),
-                            Param::Scalar("2".to_owned()),
-                        )])),
+                        Param::Map(Params(vec![("x".to_owned(), Param::Scalar("2".to_owned()))])),
                     ),
                 ])),
             ),

@@ -148,9 +148,7 @@ fn child_map<'a>(table: &'a mut Params, key: Option<&str>) -> Option<&'a mut Par
     let at = match key {
         None => {
             let index = next_index(table)?;
-            table
-                .0
-                .push((index.to_string(), Param::Map(Params::default())));
+            table.0.push((index.to_string(), Param::Map(Params::default())));
             table.0.len().checked_sub(1)?
         }
         Some(k) => match table.position(k) {
@@ -267,10 +265,7 @@ mod tests {
         assert_eq!(q("a[5]=x&a[]=y"), "a%5B5%5D=x&a%5B6%5D=y");
         assert_eq!(q("a[x]=1&a[]=2"), "a%5Bx%5D=1&a%5B0%5D=2");
         // "05" and "-0" are string keys; a negative key does not lower the next index (PHP 8.2).
-        assert_eq!(
-            q("a[05]=1&a[-3]=2&a[]=3"),
-            "a%5B05%5D=1&a%5B-3%5D=2&a%5B0%5D=3"
-        );
+        assert_eq!(q("a[05]=1&a[-3]=2&a[]=3"), "a%5B05%5D=1&a%5B-3%5D=2&a%5B0%5D=3");
         // Nothing can follow PHP_INT_MAX.
         assert_eq!(
             q("a[9223372036854775807]=1&a[]=2&a[][x]=3"),

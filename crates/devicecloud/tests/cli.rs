@@ -1,0 +1,162 @@
+//! The binary as users run it (contract §1): admin commands print JSON, `serve` prints one
+//! `listening …` line with the chosen ports, a port in use fails naming its variable, settings
+//! come from file < environment < flags, and SIGTERM stops the service cleanly.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_devicecloud");
+
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let path = std::env::temp_dir().join(format!("dc-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Dir(path)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn command(dir: &Dir) -> Command {
+    let mut c = Command::new(BIN);
+    c.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("DEVICECLOUD_DATA_DIR", &dir.0).env("DEVICECLOUD_LOG", "warn");
+    c
+}
+
+fn admin(dir: &Dir, args: &[&str]) -> Value {
+    let out = command(dir).arg("admin").args(args).output().unwrap();
+    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Starts `serve` and returns the child and its start line.
+fn serve(mut command: Command) -> (Child, String) {
+    let mut child = command.arg("serve").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (child, line.trim().to_string())
+}
+
+fn http_addr(line: &str) -> String {
+    line.split_whitespace().find_map(|w| w.strip_prefix("http=")).unwrap_or_else(|| panic!("no http= in {line:?}")).to_string()
+}
+
+/// A one-shot HTTP/1.1 form POST over a plain socket; returns the whole answer.
+fn post_form(addr: &str, path: &str, form: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    panic!("serve did not stop within 10 s of SIGTERM");
+}
+
+#[test]
+fn admin_commands_print_json_and_the_accounts_work() {
+    let dir = Dir::new("admin");
+    let client = admin(&dir, &["create-client", "--name", "integration"]);
+    assert_eq!(client.as_object().unwrap().keys().collect::<Vec<_>>(), ["client_id", "client_secret"]);
+    let user = admin(&dir, &["create-user", "--username", "ops@example.com", "--password", "long-password", "--admin"]);
+    assert_eq!(user.as_object().unwrap().keys().collect::<Vec<_>>(), ["id_user", "username"]);
+    assert_eq!(user["username"], "ops@example.com");
+
+    let mut c = command(&dir);
+    c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0").env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0");
+    let (mut child, line) = serve(c);
+    assert!(line.starts_with("listening http=127.0.0.1:"), "{line}");
+    let addr = http_addr(&line);
+    assert!(!addr.ends_with(":0"), "port 0 must be replaced by the chosen port: {line}");
+
+    // A second account created while serve runs is usable at once.
+    admin(&dir, &["create-user", "--username", "late@example.com", "--password", "long-password"]);
+    let form = format!(
+        "grant_type=password&client_id={}&client_secret={}&username=late%40example.com&password=long-password",
+        client["client_id"].as_str().unwrap(),
+        client["client_secret"].as_str().unwrap()
+    );
+    let answer = post_form(&addr, "/oauth2/token", &form);
+    assert!(answer.starts_with("HTTP/1.1 200"), "token answer: {answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap();
+    assert_eq!(body["token_type"], "Bearer");
+    assert!(terminate(&mut child).success(), "serve must exit 0 on SIGTERM");
+}
+
+#[test]
+fn duplicate_user_fails_with_a_message() {
+    let dir = Dir::new("dup");
+    admin(&dir, &["create-user", "--username", "a@example.com", "--password", "long-password"]);
+    let out = command(&dir).args(["admin", "create-user", "--username", "A@example.com", "--password", "x"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+}
+
+#[test]
+fn a_port_in_use_names_the_variable() {
+    let dir = Dir::new("port");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = command(&dir).env("DEVICECLOUD_HTTP_ADDR", &addr).arg("serve").output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("DEVICECLOUD_HTTP_ADDR={addr}")), "stderr: {stderr}");
+}
+
+#[test]
+fn environment_beats_file_and_flags_beat_environment() {
+    let dir = Dir::new("settings");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().to_string();
+    let config = dir.0.join("devicecloud.toml");
+    std::fs::write(&config, format!("http_addr = \"{busy}\"\n")).unwrap();
+
+    // File alone: the busy port is used and refused.
+    let out = command(&dir).arg("--config").arg(&config).arg("serve").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&busy));
+
+    // Environment wins over the file.
+    let mut c = command(&dir);
+    c.arg("--config").arg(&config).env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0");
+    let (mut child, line) = serve(c);
+    assert_ne!(http_addr(&line), busy);
+    terminate(&mut child);
+
+    // A flag wins over the environment.
+    let mut c = command(&dir);
+    c.env("DEVICECLOUD_HTTP_ADDR", &busy).args(["--http-addr", "127.0.0.1:0"]);
+    let (mut child, line) = serve(c);
+    assert_ne!(http_addr(&line), busy);
+    terminate(&mut child);
+
+    // Unknown keys in the file are refused rather than ignored.
+    std::fs::write(&config, "htp_addr = \"127.0.0.1:0\"\n").unwrap();
+    let out = command(&dir).arg("--config").arg(&config).arg("serve").output().unwrap();
+    assert!(!out.status.success());
+}
