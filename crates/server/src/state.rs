@@ -8,6 +8,7 @@ use devicecloud_store::Db;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::cache::AuthCache;
+use crate::http::page_cache::PageCache;
 
 /// Settings of the running service that handlers need (the binary fills them from flags, the
 /// TOML file and `DEVICECLOUD_*` variables).
@@ -40,6 +41,7 @@ pub struct AppState {
     pub db: Db,
     pub settings: Arc<Settings>,
     pub auth: Arc<AuthCache>,
+    pub pages: Arc<PageCache>,
     pub metrics: PrometheusHandle,
 }
 
@@ -47,6 +49,7 @@ impl AppState {
     pub fn new(db: Db, settings: Settings) -> AppState {
         AppState {
             db,
+            pages: Arc::default(),
             auth: Arc::new(AuthCache::new(settings.auth_cache_ttl)),
             settings: Arc::new(settings),
             metrics: crate::metrics::handle(),

@@ -314,3 +314,66 @@ async fn a_missing_role_error_is_the_specification_body() {
     assert_eq!(common::keys(&body), ["name", "message", "code", "status"]);
     assert_error_exact(&body, 401, "Unauthorized", body["message"].as_str().unwrap());
 }
+
+fn labels(body: &Value) -> Vec<String> {
+    body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["label"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn writes_show_in_lists_at_once() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let (a_id, a) = app.user().await;
+    let (b_id, b) = app.user().await;
+    let ga = app.create_group(&admin, "A's").await;
+    let gb = app.create_group(&admin, "B's").await;
+    app.grant(&admin, &ga, &a_id, "manager").await;
+    app.grant(&admin, &gb, &b_id, "manager").await;
+    let list = |token: String| {
+        let app = &app;
+        async move {
+            send(app.get("/api/v2/group/index?sort=label", &token))
+                .await
+                .expect(200)
+                .json()
+        }
+    };
+    // The same request by two users answers each their own groups.
+    assert_eq!(labels(&list(a.clone()).await), ["A's"]);
+    assert_eq!(labels(&list(b.clone()).await), ["B's"]);
+    assert_eq!(labels(&list(admin.clone()).await), ["A's", "B's"]);
+    // An edit shows in every list at once.
+    patch(&app, &a, &ga, json!({"label": "A renamed"})).await.expect(200);
+    assert_eq!(labels(&list(a.clone()).await), ["A renamed"]);
+    assert_eq!(labels(&list(admin.clone()).await), ["A renamed", "B's"]);
+    // A creation too.
+    app.create_group(&admin, "C's").await;
+    assert_eq!(labels(&list(admin.clone()).await), ["A renamed", "B's", "C's"]);
+    assert_eq!(labels(&list(b.clone()).await), ["B's"]);
+    // A new role.
+    app.grant(&admin, &ga, &b_id, "viewer").await;
+    assert_eq!(labels(&list(b.clone()).await), ["A renamed", "B's"]);
+    // A removed role.
+    send(app.request(Method::DELETE, &format!("/api/v2/group/{ga}/member/{b_id}"), &a))
+        .await
+        .expect(204);
+    assert_eq!(labels(&list(b.clone()).await), ["B's"]);
+    // A deletion.
+    send(app.request(Method::DELETE, &format!("/api/v2/group/{gb}"), &b))
+        .await
+        .expect(204);
+    assert_eq!(list(b.clone()).await["_meta"]["totalCount"], 0);
+    let all = list(admin.clone()).await;
+    assert_eq!(labels(&all), ["A renamed", "B's", "C's"]);
+    assert!(all["items"][1]["deleted_at"].is_i64());
+    // HEAD agrees with GET.
+    let head = send(app.request(Method::HEAD, "/api/v2/group/index?sort=label", &b))
+        .await
+        .expect(200);
+    assert_eq!(head.header("x-pagination-total-count"), Some("0"));
+}

@@ -112,11 +112,15 @@ where
         let requested = u64::try_from(Ord::max(req.page.page, 1) - 1).unwrap_or(0);
         let mut offset = requested.saturating_mul(req.page.per_page);
         loop {
-            base.limit(req.page.per_page).offset(offset);
             let (count_sql, count_values) = db.build(&count);
             let (page_sql, page_values) = db.build(&base);
             let pairs = output.iter().map(|name| format!("'{name}', t.\"{name}\"")).collect::<Vec<_>>().join(", ");
-            let sql = format!("SELECT ({count_sql}), (SELECT json_group_array(json_object({pairs})) FROM ({page_sql}) AS t)");
+            // LIMIT and OFFSET are written as literals (they are integers of ours): SQLite
+            // re-prepares a statement whose bound LIMIT changes, on every step.
+            let (limit, page_sql) = (req.page.per_page, page_sql);
+            let sql = format!(
+                "SELECT ({count_sql}), (SELECT json_group_array(json_object({pairs})) FROM ({page_sql} LIMIT {limit} OFFSET {offset}) AS t)"
+            );
             // `?` placeholders are positional: the count's values come first, as in the text.
             let values = SqlxValues(sea_query::Values([count_values.0.0, page_values.0.0].concat()));
             let (total, items): (i64, String) = sqlx::query_as_with(sqlx::AssertSqlSafe(sql), values).fetch_one(pool).await?;

@@ -6,6 +6,8 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header::{CONTENT_TYPE, HOST, LINK};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use std::sync::Arc;
+
 use axum::response::{IntoResponse, Response};
 use devicecloud_query::{CollectionQuery, CollectionSpec, Page, Params, fields, link_header};
 use serde_json::{Map, Value};
@@ -31,6 +33,16 @@ impl RawCollection {
             self.body.as_ref(),
             spec,
         )?)
+    }
+
+    /// The raw query string.
+    pub fn query_bytes(&self) -> &[u8] {
+        &self.query
+    }
+
+    /// The JSON body as compact text (empty without a body).
+    pub fn body_text(&self) -> String {
+        self.body.as_ref().map(Value::to_string).unwrap_or_default()
     }
 
     /// Absolute base of the `_links` hrefs: scheme, `Host` and the requested path.
@@ -150,31 +162,26 @@ pub struct CollectionPage {
     pub head: bool,
     pub links: Vec<(&'static str, String)>,
     pub page: Page,
-    pub items: Vec<Value>,
+    /// The records as a JSON array text (pages are remembered rendered, see `page_cache`).
+    pub items: Arc<str>,
     /// Extra top-level keys after `_meta` (`expand`, `labels`, …).
     pub extra: Vec<(&'static str, Value)>,
 }
 
 impl CollectionPage {
-    pub fn new(
-        raw: &RawCollection,
-        query: &CollectionQuery,
-        page: Page,
-        items: Vec<Value>,
-    ) -> CollectionPage {
-        CollectionPage {
-            head: raw.head,
-            links: query.links(raw.base_url(), &page),
-            page,
-            items,
-            extra: Vec::new(),
-        }
+    pub fn new(raw: &RawCollection, query: &CollectionQuery, page: Page, items: Arc<str>) -> CollectionPage {
+        CollectionPage { head: raw.head, links: query.links(raw.base_url(), &page), page, items, extra: Vec::new() }
     }
 
     pub fn with(mut self, key: &'static str, value: Value) -> CollectionPage {
         self.extra.push((key, value));
         self
     }
+}
+
+/// Renders records into the JSON array text a [`CollectionPage`] carries.
+pub fn items_json(items: &[Value]) -> Arc<str> {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".into()).into()
 }
 
 const TOTAL: HeaderName = HeaderName::from_static("x-pagination-total-count");
@@ -196,28 +203,35 @@ impl IntoResponse for CollectionPage {
         if let Ok(link) = HeaderValue::from_str(&link_header(&self.links)) {
             headers.insert(LINK, link);
         }
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if self.head {
-            return (headers, [(CONTENT_TYPE, "application/json; charset=UTF-8")]).into_response();
+            return headers.into_response();
         }
         let mut links = Map::new();
         for (rel, href) in self.links {
             links.insert(rel.to_string(), serde_json::json!({ "href": href }));
         }
-        let mut body = Map::new();
-        body.insert("items".into(), Value::Array(self.items));
-        body.insert("_links".into(), Value::Object(links));
-        body.insert(
-            "_meta".into(),
-            serde_json::json!({
-                "totalCount": self.page.total,
-                "pageCount": self.page.page_count,
-                "currentPage": self.page.current_page,
-                "perPage": self.page.per_page,
-            }),
-        );
+        let meta = serde_json::json!({
+            "totalCount": self.page.total,
+            "pageCount": self.page.page_count,
+            "currentPage": self.page.current_page,
+            "perPage": self.page.per_page,
+        });
+        // The envelope is written around the already rendered items, in Yii's key order.
+        let mut body = String::with_capacity(self.items.len() + 512);
+        body.push_str("{\"items\":");
+        body.push_str(&self.items);
+        body.push_str(",\"_links\":");
+        body.push_str(&Value::Object(links).to_string());
+        body.push_str(",\"_meta\":");
+        body.push_str(&meta.to_string());
         for (key, value) in self.extra {
-            body.insert(key.to_string(), value);
+            body.push(',');
+            body.push_str(&Value::String(key.to_string()).to_string());
+            body.push(':');
+            body.push_str(&value.to_string());
         }
-        (headers, axum::Json(Value::Object(body))).into_response()
+        body.push('}');
+        (headers, body).into_response()
     }
 }

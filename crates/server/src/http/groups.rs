@@ -11,8 +11,10 @@ use devicecloud_query::{AttrKind, Attribute, CollectionSpec};
 use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
 use devicecloud_store::{accounts, memberships, unix_now};
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
-use super::collection::{CollectionPage, RawCollection, Selection};
+use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::page_cache::{CachedPage, PageCache};
 use super::validate::{Fields, json_object};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
@@ -120,22 +122,28 @@ pub async fn index(
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
     let query = raw.parse(&SPEC)?;
-    let listing = groups::list(
-        &state.db,
-        caller.group_scope(),
-        query.filter.as_ref(),
-        query.sort.as_ref(),
-        query.page,
-        raw.head,
-    )
-    .await?;
-    let selection = Selection::of(&query);
-    let items = listing
-        .items
-        .iter()
-        .map(|row| render(row, &selection))
-        .collect();
-    Ok(CollectionPage::new(&raw, &query, listing.page, items).with("expand", json!([])))
+    let key = PageCache::key("group", &caller, &raw);
+    let cached = match state.pages.get(&key) {
+        Some(hit) => hit,
+        None => {
+            let version = state.pages.version();
+            let listing = groups::list(
+                &state.db,
+                caller.group_scope(),
+                query.filter.as_ref(),
+                query.sort.as_ref(),
+                query.page,
+                false,
+            )
+            .await?;
+            let selection = Selection::of(&query);
+            let items: Vec<Value> = listing.items.iter().map(|row| render(row, &selection)).collect();
+            let page = Arc::new(CachedPage { page: listing.page, items: items_json(&items) });
+            state.pages.put(key, version, page.clone());
+            page
+        }
+    };
+    Ok(CollectionPage::new(&raw, &query, cached.page, cached.items.clone()).with("expand", json!([])))
 }
 
 #[utoipa::path(get, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
@@ -204,6 +212,7 @@ pub async fn create(
         id_country: country.as_deref(),
     };
     let row = groups::create(&state.db, &new, unix_now()).await?;
+    state.pages.invalidate();
     let location = format!("/api/v2/group/{}", row.id_group);
     Ok((
         StatusCode::CREATED,
@@ -232,6 +241,7 @@ pub async fn update(
     let row = groups::update(&state.db, &id, &changes)
         .await?
         .ok_or_else(|| ApiError::not_found("Group", &id))?;
+    state.pages.invalidate();
     Ok(axum::Json(render(&row, &Selection::default())))
 }
 
@@ -244,6 +254,7 @@ pub async fn remove(
 ) -> Result<StatusCode, ApiError> {
     caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
     groups::soft_delete(&state.db, &id, unix_now()).await?;
+    state.pages.invalidate();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -272,6 +283,7 @@ pub async fn put_member(
         .ok_or_else(|| ApiError::not_found("User", &id_user))?;
     memberships::put(&state.db, &id, &id_user, &role).await?;
     state.auth.forget_roles(&id_user);
+    state.pages.invalidate();
     Ok(axum::Json(
         json!({"id_group": id, "id_user": id_user, "role": role}),
     ))
@@ -291,5 +303,6 @@ pub async fn remove_member(
         )));
     }
     state.auth.forget_roles(&id_user);
+    state.pages.invalidate();
     Ok(StatusCode::NO_CONTENT)
 }

@@ -6,6 +6,7 @@ pub mod groups;
 pub mod health;
 pub mod oauth;
 pub mod openapi;
+pub mod page_cache;
 pub mod users;
 pub mod validate;
 
