@@ -48,17 +48,7 @@ pub async fn run(command: BenchCommand) -> Result<()> {
             connections,
             database_url,
             as_member,
-        } => {
-            api(
-                groups,
-                seconds,
-                rounds,
-                connections,
-                database_url,
-                as_member,
-            )
-            .await
-        }
+        } => api(groups, seconds, rounds, connections, database_url, as_member).await,
     }
 }
 
@@ -72,8 +62,7 @@ struct ServerUnderTest {
 
 impl ServerUnderTest {
     async fn start(database_url: Option<String>) -> Result<ServerUnderTest> {
-        let data_dir =
-            std::env::temp_dir().join(format!("devicecloud-bench-{}", std::process::id()));
+        let data_dir = std::env::temp_dir().join(format!("devicecloud-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data_dir);
         std::fs::create_dir_all(&data_dir)?;
         let mut command = Command::new(std::env::current_exe()?);
@@ -118,11 +107,7 @@ impl ServerUnderTest {
         }
         let out = command.output().await?;
         if !out.status.success() {
-            bail!(
-                "admin {:?} failed: {}",
-                args,
-                String::from_utf8_lossy(&out.stderr)
-            );
+            bail!("admin {:?} failed: {}", args, String::from_utf8_lossy(&out.stderr));
         }
         Ok(serde_json::from_slice(&out.stdout)?)
     }
@@ -139,23 +124,11 @@ impl ServerUnderTest {
     }
 }
 
-async fn token(
-    http: &reqwest::Client,
-    base: &str,
-    client: &Value,
-    username: &str,
-    password: &str,
-) -> Result<String> {
+async fn token(http: &reqwest::Client, base: &str, client: &Value, username: &str, password: &str) -> Result<String> {
     let form = [
         ("grant_type", "password"),
-        (
-            "client_id",
-            client["client_id"].as_str().unwrap_or_default(),
-        ),
-        (
-            "client_secret",
-            client["client_secret"].as_str().unwrap_or_default(),
-        ),
+        ("client_id", client["client_id"].as_str().unwrap_or_default()),
+        ("client_secret", client["client_secret"].as_str().unwrap_or_default()),
         ("username", username),
         ("password", password),
     ];
@@ -196,14 +169,7 @@ async fn api(
             "--admin",
         ])
         .await?;
-    let admin = token(
-        &http,
-        &server.base,
-        &client,
-        "admin@bench.local",
-        "bench-password",
-    )
-    .await?;
+    let admin = token(&http, &server.base, &client, "admin@bench.local", "bench-password").await?;
     let member = if as_member {
         let user: Value = http
             .post(format!("{}/api/v2/user", server.base))
@@ -259,14 +225,7 @@ async fn api(
     }
     eprintln!("groups created in {:.1} s", started.elapsed().as_secs_f64());
     let caller = if as_member {
-        token(
-            &http,
-            &server.base,
-            &client,
-            "member@bench.local",
-            "bench-password",
-        )
-        .await?
+        token(&http, &server.base, &client, "member@bench.local", "bench-password").await?
     } else {
         admin
     };
@@ -289,33 +248,12 @@ async fn api(
     }
     // Warm-up.
     load(&http, &health, None, connections, Duration::from_secs(1)).await?;
-    load(
-        &http,
-        &index,
-        Some(&caller),
-        connections,
-        Duration::from_secs(1),
-    )
-    .await?;
+    load(&http, &index, Some(&caller), connections, Duration::from_secs(1)).await?;
 
     let (mut health_runs, mut index_runs) = (Vec::new(), Vec::new());
     for round in 1..=rounds.max(1) {
-        let h = load(
-            &http,
-            &health,
-            None,
-            connections,
-            Duration::from_secs(seconds),
-        )
-        .await?;
-        let g = load(
-            &http,
-            &index,
-            Some(&caller),
-            connections,
-            Duration::from_secs(seconds),
-        )
-        .await?;
+        let h = load(&http, &health, None, connections, Duration::from_secs(seconds)).await?;
+        let g = load(&http, &index, Some(&caller), connections, Duration::from_secs(seconds)).await?;
         eprintln!(
             "round {round}: healthz {:.0} req/s, group index {:.0} req/s",
             h.rps, g.rps
@@ -330,10 +268,7 @@ async fn api(
     println!(
         "bench api: {groups} groups, {connections} connections, {rounds} rounds of {seconds} s per endpoint (medians of rounds)"
     );
-    println!(
-        "{:<44} {:>10} {:>10} {:>10}",
-        "endpoint", "req/s", "p50 ms", "p99 ms"
-    );
+    println!("{:<44} {:>10} {:>10} {:>10}", "endpoint", "req/s", "p50 ms", "p99 ms");
     println!(
         "{:<44} {:>10.0} {:>10.3} {:>10.3}",
         "GET /healthz", h.rps, h.p50_ms, h.p99_ms
@@ -391,11 +326,7 @@ async fn load(
     let started = Instant::now();
     let mut workers = Vec::new();
     for _ in 0..connections {
-        let (http, url, bearer) = (
-            http.clone(),
-            url.to_string(),
-            bearer.map(|b| format!("Bearer {b}")),
-        );
+        let (http, url, bearer) = (http.clone(), url.to_string(), bearer.map(|b| format!("Bearer {b}")));
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(4096);
             while Instant::now() < deadline {

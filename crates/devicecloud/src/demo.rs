@@ -16,7 +16,9 @@ pub async fn run(mut settings: Settings) -> Result<()> {
     // A fresh store every time: the demo never touches an existing data dir's database.
     settings.data_dir = settings.data_dir.join(format!("demo-{}", unix_now()));
     settings.database_url = None;
-    let db = Db::connect(&settings.database_url()?).await.context("cannot open the demo store")?;
+    let db = Db::connect(&settings.database_url()?)
+        .await
+        .context("cannot open the demo store")?;
     let (client_id, secret) = seed(&db).await?;
     let base = format!("http://{}", settings.http_addr);
     let token_curl = format!(
@@ -40,8 +42,25 @@ async fn seed(db: &Db) -> Result<(String, String)> {
     let viewer = accounts::create(db, VIEWER, &hash, false, now).await?;
     let (client_id, secret) = (new_id(), random_token());
     clients::create(db, &client_id, "demo", &token_hash(&secret), now).await?;
-    for (i, (label, kind)) in [("Rotterdam water plant", "1"), ("Utrecht district heating", "1"), ("Fleet of service vans", "4")].into_iter().enumerate() {
-        let group = groups::create(db, &NewGroup { label, r#type: kind, subtype: "", id_country: None }, now).await?;
+    for (i, (label, kind)) in [
+        ("Rotterdam water plant", "1"),
+        ("Utrecht district heating", "1"),
+        ("Fleet of service vans", "4"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let group = groups::create(
+            db,
+            &NewGroup {
+                label,
+                r#type: kind,
+                subtype: "",
+                id_country: None,
+            },
+            now,
+        )
+        .await?;
         if i == 0 {
             memberships::put(db, &group.id_group, &viewer.id_user, "viewer").await?;
         }

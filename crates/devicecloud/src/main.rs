@@ -51,9 +51,7 @@ fn main() -> Result<()> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match cli.command {
             Command::Serve => serve(settings, None).await,
@@ -84,7 +82,9 @@ async fn bind(addr: std::net::SocketAddr, variable: &str) -> Result<TcpListener>
 async fn serve(settings: Settings, db: Option<Db>) -> Result<()> {
     let db = match db {
         Some(db) => db,
-        None => Db::connect(&settings.database_url()?).await.context("cannot open the store")?,
+        None => Db::connect(&settings.database_url()?)
+            .await
+            .context("cannot open the store")?,
     };
     let http = bind(settings.http_addr, "DEVICECLOUD_HTTP_ADDR").await?;
     let state = AppState::new(db.clone(), settings.server());
@@ -95,11 +95,7 @@ async fn serve(settings: Settings, db: Option<Db>) -> Result<()> {
     println!("listening http={}", http.local_addr()?);
     tracing::info!(http = %http.local_addr()?, backend = ?db.backend(), "devicecloud started");
 
-    let server = tokio::spawn(devicecloud_server::serve_http(
-        http,
-        state,
-        shutdown.clone(),
-    ));
+    let server = tokio::spawn(devicecloud_server::serve_http(http, state, shutdown.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down");
     shutdown.cancel();
@@ -121,14 +117,13 @@ async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

@@ -80,10 +80,7 @@ impl Settings {
                 .filter(|v| !v.is_empty())
         };
         let mut s = Settings::default();
-        let config = flags
-            .config
-            .clone()
-            .or_else(|| env("CONFIG").map(PathBuf::from));
+        let config = flags.config.clone().or_else(|| env("CONFIG").map(PathBuf::from));
         if let Some(path) = config {
             s.apply_file(&path)?;
         }
@@ -94,19 +91,19 @@ impl Settings {
             s.database_url = Some(v);
         }
         if let Some(v) = env("HTTP_ADDR") {
-            s.http_addr = v.parse().with_context(|| {
-                format!("DEVICECLOUD_HTTP_ADDR={v} is not an address such as 127.0.0.1:8080")
-            })?;
+            s.http_addr = v
+                .parse()
+                .with_context(|| format!("DEVICECLOUD_HTTP_ADDR={v} is not an address such as 127.0.0.1:8080"))?;
         }
         if let Some(v) = env("MQTT_ADDR") {
-            s.mqtt_addr = v.parse().with_context(|| {
-                format!("DEVICECLOUD_MQTT_ADDR={v} is not an address such as 127.0.0.1:1883")
-            })?;
+            s.mqtt_addr = v
+                .parse()
+                .with_context(|| format!("DEVICECLOUD_MQTT_ADDR={v} is not an address such as 127.0.0.1:1883"))?;
         }
         if let Some(v) = env("COMMAND_TIMEOUT_S") {
-            s.command_timeout_s = v.parse().with_context(|| {
-                format!("DEVICECLOUD_COMMAND_TIMEOUT_S={v} is not a whole number of seconds")
-            })?;
+            s.command_timeout_s = v
+                .parse()
+                .with_context(|| format!("DEVICECLOUD_COMMAND_TIMEOUT_S={v} is not a whole number of seconds"))?;
         }
         if let Some(v) = env("WEBHOOK_ALLOW_PRIVATE") {
             s.webhook_allow_private = match v.as_str() {
@@ -116,9 +113,9 @@ impl Settings {
             };
         }
         if let Some(v) = env("MAX_BODY_BYTES") {
-            s.max_body_bytes = v.parse().with_context(|| {
-                format!("DEVICECLOUD_MAX_BODY_BYTES={v} is not a number of bytes")
-            })?;
+            s.max_body_bytes = v
+                .parse()
+                .with_context(|| format!("DEVICECLOUD_MAX_BODY_BYTES={v} is not a number of bytes"))?;
         }
         if let Some(v) = env("LOG") {
             s.log = v;
@@ -139,10 +136,10 @@ impl Settings {
     }
 
     fn apply_file(&mut self, path: &Path) -> Result<()> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read settings file {}", path.display()))?;
-        let file: FileSettings = toml::from_str(&text)
-            .with_context(|| format!("invalid settings file {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read settings file {}", path.display()))?;
+        let file: FileSettings =
+            toml::from_str(&text).with_context(|| format!("invalid settings file {}", path.display()))?;
         let FileSettings {
             data_dir,
             database_url,
@@ -171,10 +168,7 @@ impl Settings {
         }
         std::fs::create_dir_all(&self.data_dir)
             .with_context(|| format!("cannot create data dir {}", self.data_dir.display()))?;
-        Ok(format!(
-            "sqlite://{}",
-            self.data_dir.join("devicecloud.db").display()
-        ))
+        Ok(format!("sqlite://{}", self.data_dir.join("devicecloud.db").display()))
     }
 
     /// The service settings handed to the server.
@@ -197,11 +191,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dc-settings-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let good = dir.join("good.toml");
-        std::fs::write(
-            &good,
-            "http_addr = \"127.0.0.1:9999\"\ncommand_timeout_s = 3\n",
-        )
-        .unwrap();
+        std::fs::write(&good, "http_addr = \"127.0.0.1:9999\"\ncommand_timeout_s = 3\n").unwrap();
         let mut s = Settings::default();
         s.apply_file(&good).unwrap();
         assert_eq!(s.http_addr.port(), 9999);

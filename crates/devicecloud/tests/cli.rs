@@ -29,26 +29,43 @@ impl Drop for Dir {
 
 fn command(dir: &Dir) -> Command {
     let mut c = Command::new(BIN);
-    c.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("DEVICECLOUD_DATA_DIR", &dir.0).env("DEVICECLOUD_LOG", "warn");
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DEVICECLOUD_DATA_DIR", &dir.0)
+        .env("DEVICECLOUD_LOG", "warn");
     c
 }
 
 fn admin(dir: &Dir, args: &[&str]) -> Value {
     let out = command(dir).arg("admin").args(args).output().unwrap();
-    assert!(out.status.success(), "admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "admin {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Starts `serve` and returns the child and its start line.
 fn serve(mut command: Command) -> (Child, String) {
-    let mut child = command.arg("serve").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = command
+        .arg("serve")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     (child, line.trim().to_string())
 }
 
 fn http_addr(line: &str) -> String {
-    line.split_whitespace().find_map(|w| w.strip_prefix("http=")).unwrap_or_else(|| panic!("no http= in {line:?}")).to_string()
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("http="))
+        .unwrap_or_else(|| panic!("no http= in {line:?}"))
+        .to_string()
 }
 
 /// A one-shot HTTP/1.1 form POST over a plain socket; returns the whole answer.
@@ -68,7 +85,11 @@ fn post_form(addr: &str, path: &str, form: &str) -> String {
 }
 
 fn terminate(child: &mut Child) -> std::process::ExitStatus {
-    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
     for _ in 0..200 {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
@@ -83,20 +104,49 @@ fn terminate(child: &mut Child) -> std::process::ExitStatus {
 fn admin_commands_print_json_and_the_accounts_work() {
     let dir = Dir::new("admin");
     let client = admin(&dir, &["create-client", "--name", "integration"]);
-    assert_eq!(client.as_object().unwrap().keys().collect::<Vec<_>>(), ["client_id", "client_secret"]);
-    let user = admin(&dir, &["create-user", "--username", "ops@example.com", "--password", "long-password", "--admin"]);
-    assert_eq!(user.as_object().unwrap().keys().collect::<Vec<_>>(), ["id_user", "username"]);
+    assert_eq!(
+        client.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["client_id", "client_secret"]
+    );
+    let user = admin(
+        &dir,
+        &[
+            "create-user",
+            "--username",
+            "ops@example.com",
+            "--password",
+            "long-password",
+            "--admin",
+        ],
+    );
+    assert_eq!(
+        user.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["id_user", "username"]
+    );
     assert_eq!(user["username"], "ops@example.com");
 
     let mut c = command(&dir);
-    c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0").env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0");
+    c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+        .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0");
     let (mut child, line) = serve(c);
     assert!(line.starts_with("listening http=127.0.0.1:"), "{line}");
     let addr = http_addr(&line);
-    assert!(!addr.ends_with(":0"), "port 0 must be replaced by the chosen port: {line}");
+    assert!(
+        !addr.ends_with(":0"),
+        "port 0 must be replaced by the chosen port: {line}"
+    );
 
     // A second account created while serve runs is usable at once.
-    admin(&dir, &["create-user", "--username", "late@example.com", "--password", "long-password"]);
+    admin(
+        &dir,
+        &[
+            "create-user",
+            "--username",
+            "late@example.com",
+            "--password",
+            "long-password",
+        ],
+    );
     let form = format!(
         "grant_type=password&client_id={}&client_secret={}&username=late%40example.com&password=long-password",
         client["client_id"].as_str().unwrap(),
@@ -112,8 +162,20 @@ fn admin_commands_print_json_and_the_accounts_work() {
 #[test]
 fn duplicate_user_fails_with_a_message() {
     let dir = Dir::new("dup");
-    admin(&dir, &["create-user", "--username", "a@example.com", "--password", "long-password"]);
-    let out = command(&dir).args(["admin", "create-user", "--username", "A@example.com", "--password", "x"]).output().unwrap();
+    admin(
+        &dir,
+        &[
+            "create-user",
+            "--username",
+            "a@example.com",
+            "--password",
+            "long-password",
+        ],
+    );
+    let out = command(&dir)
+        .args(["admin", "create-user", "--username", "A@example.com", "--password", "x"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
 }
@@ -123,10 +185,17 @@ fn a_port_in_use_names_the_variable() {
     let dir = Dir::new("port");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let out = command(&dir).env("DEVICECLOUD_HTTP_ADDR", &addr).arg("serve").output().unwrap();
+    let out = command(&dir)
+        .env("DEVICECLOUD_HTTP_ADDR", &addr)
+        .arg("serve")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("DEVICECLOUD_HTTP_ADDR={addr}")), "stderr: {stderr}");
+    assert!(
+        stderr.contains(&format!("DEVICECLOUD_HTTP_ADDR={addr}")),
+        "stderr: {stderr}"
+    );
 }
 
 #[test]
@@ -138,25 +207,38 @@ fn environment_beats_file_and_flags_beat_environment() {
     std::fs::write(&config, format!("http_addr = \"{busy}\"\n")).unwrap();
 
     // File alone: the busy port is used and refused.
-    let out = command(&dir).arg("--config").arg(&config).arg("serve").output().unwrap();
+    let out = command(&dir)
+        .arg("--config")
+        .arg(&config)
+        .arg("serve")
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains(&busy));
 
     // Environment wins over the file.
     let mut c = command(&dir);
-    c.arg("--config").arg(&config).env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0");
+    c.arg("--config")
+        .arg(&config)
+        .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0");
     let (mut child, line) = serve(c);
     assert_ne!(http_addr(&line), busy);
     terminate(&mut child);
 
     // A flag wins over the environment.
     let mut c = command(&dir);
-    c.env("DEVICECLOUD_HTTP_ADDR", &busy).args(["--http-addr", "127.0.0.1:0"]);
+    c.env("DEVICECLOUD_HTTP_ADDR", &busy)
+        .args(["--http-addr", "127.0.0.1:0"]);
     let (mut child, line) = serve(c);
     assert_ne!(http_addr(&line), busy);
     terminate(&mut child);
 
     // Unknown keys in the file are refused rather than ignored.
     std::fs::write(&config, "htp_addr = \"127.0.0.1:0\"\n").unwrap();
-    let out = command(&dir).arg("--config").arg(&config).arg("serve").output().unwrap();
+    let out = command(&dir)
+        .arg("--config")
+        .arg(&config)
+        .arg("serve")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
 }

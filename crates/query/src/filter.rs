@@ -160,7 +160,28 @@ pub fn parse_filter(value: &Value, attributes: &[Attribute]) -> Result<Option<Fi
         // DataFilter::validateFilter skips a null filter: no condition.
         return Ok(None);
     }
-    grammar::Grammar::new(attributes).condition(value, 1)
+    let filter = grammar::Grammar::new(attributes).condition(value, 1)?;
+    if filter.as_ref().map_or(0, Filter::condition_count) > MAX_CONDITIONS {
+        return Err(QueryError::Filter(format!(
+            "The filter has too many conditions (at most {MAX_CONDITIONS})."
+        )));
+    }
+    Ok(filter)
+}
+
+/// Most comparisons one filter may hold. SQLite refuses expressions deeper than 1000 levels and
+/// reads `a OR b OR …` as a chain, so a longer filter could only fail in the database.
+pub const MAX_CONDITIONS: usize = 250;
+
+impl Filter {
+    /// How many comparisons (leaves) the filter holds.
+    pub fn condition_count(&self) -> usize {
+        match self {
+            Filter::And(parts) | Filter::Or(parts) => parts.iter().map(Filter::condition_count).sum(),
+            Filter::Not(inner) => inner.condition_count(),
+            _ => 1,
+        }
+    }
 }
 
 #[cfg(test)]

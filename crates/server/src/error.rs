@@ -81,11 +81,11 @@ impl From<StoreError> for ApiError {
         match err {
             StoreError::Conflict(field) => ApiError::invalid(
                 field,
-                format!(
-                    "{} has already been taken.",
-                    crate::http::validate::label_of(field)
-                ),
+                format!("{} has already been taken.", crate::http::validate::label_of(field)),
             ),
+            StoreError::InvalidText(_) => {
+                ApiError::BadRequest("The request contains characters that cannot be stored (such as NUL).".into())
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -116,14 +116,8 @@ pub fn error_body(status: StatusCode, message: &str) -> Value {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, body) = match &self {
-            ApiError::BadRequest(m) => (
-                StatusCode::BAD_REQUEST,
-                error_body(StatusCode::BAD_REQUEST, m),
-            ),
-            ApiError::Unauthorized(m) => (
-                StatusCode::UNAUTHORIZED,
-                error_body(StatusCode::UNAUTHORIZED, m),
-            ),
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, error_body(StatusCode::BAD_REQUEST, m)),
+            ApiError::Unauthorized(m) => (StatusCode::UNAUTHORIZED, error_body(StatusCode::UNAUTHORIZED, m)),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, error_body(StatusCode::NOT_FOUND, m)),
             ApiError::Validation(list) => (StatusCode::UNPROCESSABLE_ENTITY, json!(list)),
             ApiError::Status(status, m) => (*status, error_body(*status, m)),
@@ -142,10 +136,7 @@ impl IntoResponse for ApiError {
             ApiError::Internal(detail) => {
                 tracing::error!(error = %detail, "request failed");
                 let status = StatusCode::INTERNAL_SERVER_ERROR;
-                (
-                    status,
-                    error_body(status, "An internal server error occurred."),
-                )
+                (status, error_body(status, "An internal server error occurred."))
             }
         };
         let mut response = (status, axum::Json(body)).into_response();

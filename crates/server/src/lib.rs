@@ -17,11 +17,7 @@ pub use state::{AppState, Settings};
 
 /// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight.
 /// Tests bind port 0 and pass the listener in.
-pub async fn serve_http(
-    listener: TcpListener,
-    state: AppState,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
+pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
     axum::serve(listener, http::app(state))
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await

@@ -13,13 +13,7 @@ pub struct ClientRow {
 }
 
 /// Registers a client.
-pub async fn create(
-    db: &Db,
-    client_id: &str,
-    name: &str,
-    secret_hash: &str,
-    now: i64,
-) -> Result<ClientRow> {
+pub async fn create(db: &Db, client_id: &str, name: &str, secret_hash: &str, now: i64) -> Result<ClientRow> {
     on_pool!(db, |p| sqlx::query(
         "INSERT INTO api_clients (client_id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4)"
     )

@@ -7,14 +7,14 @@
 //! overlap (contract §4).
 
 use devicecloud_query::{CompareOp, Filter, Page, PageRequest, Scalar, SortKey};
-use sea_query::{Expr, ExprTrait, Func, LikeExpr, Order, SelectStatement};
+use sea_query::{Condition, Expr, ExprTrait, Func, LikeExpr, Order, SelectStatement};
 use sea_query_sqlx::SqlxValues;
 use serde::de::DeserializeOwned;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
+use crate::db::{Backend, Db, on_pool};
 use crate::{Result, StoreError};
-use crate::db::{Db, on_pool};
 
 /// How values of an attribute compare and sort.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,13 +91,16 @@ where
     T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + DeserializeOwned + Send + Unpin,
 {
     if let Some(filter) = req.filter {
-        base.and_where(filter_expr(filter, columns));
+        base.cond_where(filter_cond(filter, columns, db.backend()));
     }
     let mut count = base.clone();
     count.clear_selects().expr(Func::count(Expr::col(sea_query::Asterisk)));
     if req.count_only {
         let total = count_rows(db, &count).await?;
-        return Ok(Listing { page: req.page.resolve(total), items: Vec::new() });
+        return Ok(Listing {
+            page: req.page.resolve(total),
+            items: Vec::new(),
+        });
     }
 
     let sort = req.sort.unwrap_or(&req.default_sort);
@@ -110,11 +113,16 @@ where
     if let Db::Sqlite(pool) = db {
         // The page asked for; a page past the end is clamped after the count is known.
         let requested = u64::try_from(Ord::max(req.page.page, 1) - 1).unwrap_or(0);
-        let mut offset = requested.saturating_mul(req.page.per_page);
+        // Kept within SQLite's signed 64-bit integers.
+        let mut offset = Ord::min(requested.saturating_mul(req.page.per_page), i64::MAX as u64);
         loop {
             let (count_sql, count_values) = db.build(&count);
             let (page_sql, page_values) = db.build(&base);
-            let pairs = output.iter().map(|name| format!("'{name}', t.\"{name}\"")).collect::<Vec<_>>().join(", ");
+            let pairs = output
+                .iter()
+                .map(|name| format!("'{name}', t.\"{name}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
             // LIMIT and OFFSET are written as literals (they are integers of ours): SQLite
             // re-prepares a statement whose bound LIMIT changes, on every step.
             let (limit, page_sql) = (req.page.per_page, page_sql);
@@ -123,7 +131,9 @@ where
             );
             // `?` placeholders are positional: the count's values come first, as in the text.
             let values = SqlxValues(sea_query::Values([count_values.0.0, page_values.0.0].concat()));
-            let (total, items): (i64, String) = sqlx::query_as_with(sqlx::AssertSqlSafe(sql), values).fetch_one(pool).await?;
+            let (total, items): (i64, String) = sqlx::query_as_with(sqlx::AssertSqlSafe(sql), values)
+                .fetch_one(pool)
+                .await?;
             let page = req.page.resolve(u64::try_from(total).unwrap_or(0));
             if page.offset == offset || page.total == 0 {
                 let items = serde_json::from_str(&items).map_err(|e| StoreError::Decode(e.to_string()))?;
@@ -135,30 +145,45 @@ where
 
     let page = req.page.resolve(count_rows(db, &count).await?);
     if page.total == 0 {
-        return Ok(Listing { page, items: Vec::new() });
+        return Ok(Listing {
+            page,
+            items: Vec::new(),
+        });
     }
     base.limit(page.per_page).offset(page.offset);
     let (sql, values) = db.build(&base);
-    let items = on_pool!(db, |p| sqlx::query_as_with::<_, T, _>(sqlx::AssertSqlSafe(sql), values).fetch_all(p).await)?;
+    let items = on_pool!(db, |p| sqlx::query_as_with::<_, T, _>(sqlx::AssertSqlSafe(sql), values)
+        .fetch_all(p)
+        .await)?;
     Ok(Listing { page, items })
 }
 
 async fn count_rows(db: &Db, count: &SelectStatement) -> Result<u64> {
     let (sql, values) = db.build(count);
-    let total: i64 = on_pool!(db, |p| sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values).fetch_one(p).await)?;
+    let total: i64 = on_pool!(db, |p| sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
+        .fetch_one(p)
+        .await)?;
     Ok(u64::try_from(total).unwrap_or(0))
 }
 
-/// Translates a filter AST into one SQL expression over `columns`.
+/// Translates a filter AST into one SQL condition over `columns`.
 ///
 /// The parser only lets through attributes of the collection, so a missing column cannot
 /// happen; should it, the condition matches nothing rather than everything.
-pub(crate) fn filter_expr(filter: &Filter, columns: &[Column]) -> Expr {
+pub(crate) fn filter_cond(filter: &Filter, columns: &[Column], backend: Backend) -> Condition {
+    match filter {
+        Filter::And(parts) => fold(parts, columns, backend, Condition::all()),
+        Filter::Or(parts) => fold(parts, columns, backend, Condition::any()),
+        Filter::Not(inner) => filter_cond(inner, columns, backend).not(),
+        leaf => Condition::all().add(leaf_expr(leaf, columns, backend)),
+    }
+}
+
+/// One comparison of a filter (anything but and/or/not).
+fn leaf_expr(filter: &Filter, columns: &[Column], backend: Backend) -> Expr {
     let column = |attr: &str| columns.iter().find(|c| c.attr == attr);
     match filter {
-        Filter::And(parts) => fold(parts, columns, |a, b| a.and(b)),
-        Filter::Or(parts) => fold(parts, columns, |a, b| a.or(b)),
-        Filter::Not(inner) => filter_expr(inner, columns).not(),
+        Filter::And(_) | Filter::Or(_) | Filter::Not(_) => Expr::expr(filter_cond(filter, columns, backend)),
         Filter::Never => never(),
         Filter::Compare { attr, op, value } => match column(attr) {
             Some(c) => {
@@ -174,12 +199,17 @@ pub(crate) fn filter_expr(filter: &Filter, columns: &[Column]) -> Expr {
             }
             None => never(),
         },
-        Filter::Like { attr, value } => match column(attr) {
-            // Yii's `like` is a literal substring match; `%`, `_` and `\` are escaped.
-            Some(c) => Expr::expr(Func::lower(c.expr())).like(
-                LikeExpr::new(format!("%{}%", escape_like(&value.to_lowercase()))).escape('\\'),
+        Filter::Like { attr, value } => match (column(attr), backend) {
+            // Yii's `like` is a literal substring match, case-insensitive. SQLite's own LIKE
+            // and lower() fold ASCII only, so there the match is a case-insensitive regular
+            // expression of the escaped literal (sqlx's REGEXP, Unicode-aware).
+            (Some(c), Backend::Sqlite) => c.expr().binary(
+                sea_query::BinOper::Custom("REGEXP"),
+                Expr::val(format!("(?i){}", regex::escape(value))),
             ),
-            None => never(),
+            (Some(c), Backend::Postgres) => Expr::expr(Func::lower(c.expr()))
+                .like(LikeExpr::new(format!("%{}%", escape_like(&value.to_lowercase()))).escape('\\')),
+            (None, _) => never(),
         },
         Filter::In {
             attr,
@@ -205,12 +235,17 @@ pub(crate) fn filter_expr(filter: &Filter, columns: &[Column]) -> Expr {
     }
 }
 
-fn fold(parts: &[Filter], columns: &[Column], join: fn(Expr, Expr) -> Expr) -> Expr {
-    let mut exprs = parts.iter().map(|p| filter_expr(p, columns));
-    match exprs.next() {
-        Some(first) => exprs.fold(first, join),
-        None => never(),
+/// And/or of several parts as one flat condition. sea-query renders a condition's parts in
+/// a loop, whereas a chain of binary expressions would recurse once per branch: deep or wide
+/// input must not exhaust the stack.
+fn fold(parts: &[Filter], columns: &[Column], backend: Backend, mut condition: Condition) -> Condition {
+    if parts.is_empty() {
+        return Condition::all().add(never());
     }
+    for part in parts {
+        condition = condition.add(filter_cond(part, columns, backend));
+    }
+    condition
 }
 
 /// A condition no row satisfies (SQL `1 = 0`), valid on both databases.

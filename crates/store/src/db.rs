@@ -10,9 +10,7 @@ use std::time::Duration;
 use sea_query::{PostgresQueryBuilder, SqliteQueryBuilder};
 use sea_query_sqlx::{SqlxBinder, SqlxValues};
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 use crate::{Result, StoreError};
 
@@ -54,6 +52,8 @@ impl Db {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
+                // REGEXP backs the case-insensitive `like` filter (see `collection`).
+                .with_regexp()
                 .busy_timeout(Duration::from_secs(10))
                 .pragma("cache_size", "-32000");
             let pool = SqlitePoolOptions::new()

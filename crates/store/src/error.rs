@@ -6,9 +6,13 @@ pub enum StoreError {
     /// A unique constraint refused the write; the payload names the conflicting field.
     #[error("{0} already exists")]
     Conflict(&'static str),
+    /// A text the database cannot hold (PostgreSQL refuses NUL characters): the client's
+    /// input, answered as a bad request.
+    #[error("text the store cannot hold: {0}")]
+    InvalidText(String),
     /// Any other database failure: logged by the caller, never shown to clients.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// Migrations could not be applied at start.
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -20,12 +24,24 @@ pub enum StoreError {
     UnsupportedUrl(String),
 }
 
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> StoreError {
+        // 22021 character_not_in_repertoire (a NUL byte in text), 22P05 untranslatable_character.
+        if let sqlx::Error::Database(db) = &err
+            && matches!(db.code().as_deref(), Some("22021" | "22P05"))
+        {
+            return StoreError::InvalidText(db.message().to_string());
+        }
+        StoreError::Database(err)
+    }
+}
+
 impl StoreError {
     /// Maps a unique-violation from either database to `Conflict(field)`, leaving others as they are.
     pub(crate) fn conflict_on(err: sqlx::Error, field: &'static str) -> StoreError {
         match &err {
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(field),
-            _ => StoreError::Database(err),
+            _ => StoreError::from(err),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Groups: the data containers every gateway and every record belongs to.
 
 use devicecloud_query::SortKey;
-use sea_query::{Expr, ExprTrait, Query};
+use sea_query::{Condition, Expr, ExprTrait, Query};
 
 use crate::collection::{self, Column, ColumnKind, ListRequest, Listing};
 use crate::db::{Db, on_pool};
@@ -48,9 +48,16 @@ pub struct GroupChanges<'a> {
 
 const TABLE: &str = "groups";
 /// The columns of a [`GroupRow`], in its order.
-const OUTPUT: [&str; 7] = ["id_group", "label", "type", "subtype", "id_country", "created_at", "deleted_at"];
-const SELECT: &str =
-    "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
+const OUTPUT: [&str; 7] = [
+    "id_group",
+    "label",
+    "type",
+    "subtype",
+    "id_country",
+    "created_at",
+    "deleted_at",
+];
+const SELECT: &str = "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
 
 /// The filterable and sortable attributes of the group collection.
 pub const COLUMNS: &[Column] = &[
@@ -102,12 +109,10 @@ pub async fn create(db: &Db, group: &NewGroup<'_>, now: i64) -> Result<GroupRow>
 /// One group, deleted or not; visibility is the caller's business.
 pub async fn get(db: &Db, id_group: &str) -> Result<Option<GroupRow>> {
     let sql = format!("{SELECT} WHERE id_group = $1");
-    let row = on_pool!(db, |p| sqlx::query_as::<_, GroupRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(id_group)
-    .fetch_optional(p)
-    .await)?;
+    let row = on_pool!(db, |p| sqlx::query_as::<_, GroupRow>(sqlx::AssertSqlSafe(sql))
+        .bind(id_group)
+        .fetch_optional(p)
+        .await)?;
     Ok(row)
 }
 
@@ -121,13 +126,11 @@ pub async fn list(
     count_only: bool,
 ) -> Result<Listing<GroupRow>> {
     let mut select = Query::select();
-    select
-        .columns(OUTPUT.map(|c| (TABLE, c)))
-        .from(TABLE);
+    select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
     if let GroupScope::MemberOf(id_user) = scope {
-        select
-            .and_where(Expr::col((TABLE, "deleted_at")).is_null())
-            .and_where(
+        // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
+        select.cond_where(
+            Condition::all().add(Expr::col((TABLE, "deleted_at")).is_null()).add(
                 Expr::col((TABLE, "id_group")).in_subquery(
                     Query::select()
                         .column("id_group")
@@ -135,7 +138,8 @@ pub async fn list(
                         .and_where(Expr::col("id_user").eq(id_user))
                         .to_owned(),
                 ),
-            );
+            ),
+        );
     }
     let req = ListRequest {
         filter,
@@ -152,15 +156,9 @@ pub async fn list(
 }
 
 /// Applies `changes` and returns the updated group (`None` if it does not exist).
-pub async fn update(
-    db: &Db,
-    id_group: &str,
-    changes: &GroupChanges<'_>,
-) -> Result<Option<GroupRow>> {
+pub async fn update(db: &Db, id_group: &str, changes: &GroupChanges<'_>) -> Result<Option<GroupRow>> {
     let mut update = Query::update();
-    update
-        .table(TABLE)
-        .and_where(Expr::col("id_group").eq(id_group));
+    update.table(TABLE).and_where(Expr::col("id_group").eq(id_group));
     let mut any = false;
     for (column, value) in [
         ("label", changes.label),

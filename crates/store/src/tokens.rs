@@ -51,15 +51,11 @@ pub async fn owner(db: &Db, token_hash: &str) -> Result<Option<TokenOwner>> {
 
 /// Extends the access token to `expires_at` if `refresh_hash` and `client_id` belong to it.
 /// Returns whether a token was extended.
-pub async fn refresh(
-    db: &Db,
-    token_hash: &str,
-    refresh_hash: &str,
-    client_id: &str,
-    expires_at: i64,
-) -> Result<bool> {
+pub async fn refresh(db: &Db, token_hash: &str, refresh_hash: &str, client_id: &str, expires_at: i64) -> Result<bool> {
     let n = on_pool!(db, |p| {
-        sqlx::query("UPDATE access_tokens SET expires_at = $1 WHERE token_hash = $2 AND refresh_hash = $3 AND client_id = $4")
+        sqlx::query(
+            "UPDATE access_tokens SET expires_at = $1 WHERE token_hash = $2 AND refresh_hash = $3 AND client_id = $4",
+        )
         .bind(expires_at)
         .bind(token_hash)
         .bind(refresh_hash)

@@ -57,12 +57,7 @@ impl Caller {
 
     /// A group the caller must be able to see with at least `need`: 404 when invisible (or
     /// absent), 401 when visible with a lower role (contract §2).
-    pub fn require(
-        &self,
-        group: Option<GroupRow>,
-        id: &str,
-        need: Role,
-    ) -> Result<GroupRow, ApiError> {
+    pub fn require(&self, group: Option<GroupRow>, id: &str, need: Role) -> Result<GroupRow, ApiError> {
         let group = group.ok_or_else(|| ApiError::not_found("Group", id))?;
         match self.role_in(&group) {
             None => Err(ApiError::not_found("Group", id)),

@@ -31,9 +31,7 @@ pub fn hash_password(password: &str) -> Result<String, String> {
 
 /// Whether `password` matches the stored argon2 `hash` (the comparison is constant-time).
 pub fn verify_password(password: &str, hash: &str) -> bool {
-    Argon2::default()
-        .verify_password(password.as_bytes(), hash)
-        .is_ok()
+    Argon2::default().verify_password(password.as_bytes(), hash).is_ok()
 }
 
 /// Constant-time equality of two hashes, for client secrets.

@@ -28,11 +28,7 @@ pub struct RawCollection {
 impl RawCollection {
     /// Parses against the collection's attributes and page limits.
     pub fn parse(&self, spec: &CollectionSpec) -> Result<CollectionQuery, ApiError> {
-        Ok(CollectionQuery::parse(
-            &self.query,
-            self.body.as_ref(),
-            spec,
-        )?)
+        Ok(CollectionQuery::parse(&self.query, self.body.as_ref(), spec)?)
     }
 
     /// The raw query string.
@@ -51,12 +47,15 @@ impl RawCollection {
     }
 }
 
+/// The absolute URL of `path` on the host the request was sent to (for `Location`, as Yii).
+pub fn absolute_url(headers: &HeaderMap, path: &str) -> String {
+    let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    format!("http://{host}{path}")
+}
+
 /// Absolute URL base of a request (`http://<Host><path>`), as Yii builds link hrefs.
 pub fn absolute_base(headers: &HeaderMap, uri: &Uri) -> String {
-    let host = headers
-        .get(HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
+    let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
     format!("http://{host}{}", uri.path())
 }
 
@@ -71,20 +70,17 @@ impl FromRequest<AppState> for RawCollection {
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            });
+            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
         let body = if is_json {
             let bytes = read_body(req, state.settings.max_body_bytes).await?;
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 None
             } else {
                 // Yii's message for a body its JSON parser refuses (§5.8).
-                Some(serde_json::from_slice::<Value>(&bytes).map_err(|_| {
-                    ApiError::BadRequest("Invalid JSON data in request body: Syntax error".into())
-                })?)
+                Some(
+                    serde_json::from_slice::<Value>(&bytes)
+                        .map_err(|_| ApiError::BadRequest("Invalid JSON data in request body: Syntax error".into()))?,
+                )
             }
         } else {
             None
@@ -100,14 +96,12 @@ impl FromRequest<AppState> for RawCollection {
 
 /// Reads a whole body up to `limit` bytes; a larger one is a 413.
 pub async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(req.into_body(), limit)
-        .await
-        .map_err(|_| {
-            ApiError::Status(
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                format!("The request body is larger than {limit} bytes."),
-            )
-        })
+    axum::body::to_bytes(req.into_body(), limit).await.map_err(|_| {
+        ApiError::Status(
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            format!("The request body is larger than {limit} bytes."),
+        )
+    })
 }
 
 /// `fields` and `expand` of a single-record request, from the query string.
@@ -136,19 +130,12 @@ impl Selection {
 
     /// Whether relation `name` was asked for (first segment of an `expand` entry).
     pub fn expands(&self, name: &str) -> bool {
-        self.expand
-            .iter()
-            .any(|e| e.split('.').next() == Some(name))
+        self.expand.iter().any(|e| e.split('.').next() == Some(name))
     }
 
     /// Applies `fields` to a record's regular fields, appends the expanded relations and then
     /// the record's `_links` (Yii's Linkable adds them after the selected fields).
-    pub fn render(
-        &self,
-        regular: Map<String, Value>,
-        expanded: Vec<(String, Value)>,
-        links: Option<Value>,
-    ) -> Value {
+    pub fn render(&self, regular: Map<String, Value>, expanded: Vec<(String, Value)>, links: Option<Value>) -> Value {
         let mut value = fields::select(regular, self.fields.as_deref(), expanded);
         if let (Some(links), Value::Object(map)) = (links, &mut value) {
             map.insert("_links".into(), links);
@@ -170,7 +157,13 @@ pub struct CollectionPage {
 
 impl CollectionPage {
     pub fn new(raw: &RawCollection, query: &CollectionQuery, page: Page, items: Arc<str>) -> CollectionPage {
-        CollectionPage { head: raw.head, links: query.links(raw.base_url(), &page), page, items, extra: Vec::new() }
+        CollectionPage {
+            head: raw.head,
+            links: query.links(raw.base_url(), &page),
+            page,
+            items,
+            extra: Vec::new(),
+        }
     }
 
     pub fn with(mut self, key: &'static str, value: Value) -> CollectionPage {

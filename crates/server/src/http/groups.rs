@@ -4,7 +4,7 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{StatusCode, header::LOCATION};
+use axum::http::{HeaderMap, StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use devicecloud_query::{AttrKind, Attribute, CollectionSpec};
@@ -13,7 +13,7 @@ use devicecloud_store::{accounts, memberships, unix_now};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::collection::{CollectionPage, RawCollection, Selection, absolute_url, items_json};
 use super::page_cache::{CachedPage, PageCache};
 use super::validate::{Fields, json_object};
 use crate::auth::{Caller, Role};
@@ -105,11 +105,7 @@ pub fn group_links(id: &str) -> Value {
 }
 
 fn render(row: &GroupRow, selection: &Selection) -> Value {
-    selection.render(
-        group_fields(row),
-        Vec::new(),
-        Some(group_links(&row.id_group)),
-    )
+    selection.render(group_fields(row), Vec::new(), Some(group_links(&row.id_group)))
 }
 
 #[utoipa::path(get, path = "/api/v2/group/index", tag = "groups",
@@ -138,7 +134,10 @@ pub async fn index(
             .await?;
             let selection = Selection::of(&query);
             let items: Vec<Value> = listing.items.iter().map(|row| render(row, &selection)).collect();
-            let page = Arc::new(CachedPage { page: listing.page, items: items_json(&items) });
+            let page = Arc::new(CachedPage {
+                page: listing.page,
+                items: items_json(&items),
+            });
             state.pages.put(key, version, page.clone());
             page
         }
@@ -155,30 +154,27 @@ pub async fn view(
     RawQuery(query): RawQuery,
 ) -> Result<Json, ApiError> {
     let group = caller.require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
-    Ok(axum::Json(render(
-        &group,
-        &Selection::from_query(query.as_deref()),
-    )))
+    Ok(axum::Json(render(&group, &Selection::from_query(query.as_deref()))))
 }
 
 /// A JSON answer with status 200.
 type Json = axum::Json<Value>;
 
-/// Validates a group body; `creating` requires the label.
-fn read_group(
-    body: &Map<String, Value>,
-    creating: bool,
-) -> Result<
-    (
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<Option<String>>,
-    ),
-    ApiError,
-> {
+/// The fields of a group body, validated.
+struct GroupBody {
+    label: Option<String>,
+    kind: Option<String>,
+    subtype: Option<String>,
+    /// `Some(None)` clears the country.
+    country: Option<Option<String>>,
+}
+
+/// Validates a group body; `creating` requires the label, and a label present is never blank.
+fn read_group(body: &Map<String, Value>, creating: bool) -> Result<GroupBody, ApiError> {
     let mut f = Fields::new(body);
-    let label = f.string("label", creating, 255).map(str::to_string);
+    let label = f
+        .string("label", creating || body.contains_key("label"), 255)
+        .map(str::to_string);
     let kind = f.code("type");
     if let Some(code) = &kind
         && !GROUP_TYPES.iter().any(|(c, _)| c == code)
@@ -186,13 +182,16 @@ fn read_group(
         f.error("type", "Type is invalid.");
     }
     let subtype = f.string("subtype", false, 255).map(str::to_string);
-    let country = if body.contains_key("id_country") {
-        Some(f.string("id_country", false, 64).map(str::to_string))
-    } else {
-        None
-    };
+    let country = body
+        .contains_key("id_country")
+        .then(|| f.string("id_country", false, 64).map(str::to_string));
     f.finish()?;
-    Ok((label, kind, subtype, country))
+    Ok(GroupBody {
+        label,
+        kind,
+        subtype,
+        country,
+    })
 }
 
 #[utoipa::path(post, path = "/api/v2/group", tag = "groups", request_body(content = Object, description = "{label, type?, subtype?}"),
@@ -200,24 +199,27 @@ fn read_group(
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
-    let (label, kind, subtype, country) = read_group(&json_object(&body)?, true)?;
-    let country = country.flatten();
+    let body = read_group(&json_object(&body)?, true)?;
+    let country = body.country.flatten();
     let new = NewGroup {
-        label: label.as_deref().unwrap_or_default(),
-        r#type: kind.as_deref().unwrap_or("0"),
-        subtype: subtype.as_deref().unwrap_or_default(),
+        label: body.label.as_deref().unwrap_or_default(),
+        r#type: body.kind.as_deref().unwrap_or("0"),
+        subtype: body.subtype.as_deref().unwrap_or_default(),
         id_country: country.as_deref(),
     };
     let row = groups::create(&state.db, &new, unix_now()).await?;
     state.pages.invalidate();
-    let location = format!("/api/v2/group/{}", row.id_group);
+    let location = absolute_url(&headers, &format!("/api/v2/group/{}", row.id_group));
+    let selection = Selection::from_query(query.as_deref());
     Ok((
         StatusCode::CREATED,
         [(LOCATION, location)],
-        axum::Json(render(&row, &Selection::default())),
+        axum::Json(render(&row, &selection)),
     )
         .into_response())
 }
@@ -228,21 +230,22 @@ pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Json, ApiError> {
     caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
-    let (label, kind, subtype, country) = read_group(&json_object(&body)?, false)?;
+    let body = read_group(&json_object(&body)?, false)?;
     let changes = GroupChanges {
-        label: label.as_deref(),
-        r#type: kind.as_deref(),
-        subtype: subtype.as_deref(),
-        id_country: country.as_ref().map(|c| c.as_deref()),
+        label: body.label.as_deref(),
+        r#type: body.kind.as_deref(),
+        subtype: body.subtype.as_deref(),
+        id_country: body.country.as_ref().map(|c| c.as_deref()),
     };
     let row = groups::update(&state.db, &id, &changes)
         .await?
         .ok_or_else(|| ApiError::not_found("Group", &id))?;
     state.pages.invalidate();
-    Ok(axum::Json(render(&row, &Selection::default())))
+    Ok(axum::Json(render(&row, &Selection::from_query(query.as_deref()))))
 }
 
 #[utoipa::path(delete, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
@@ -284,9 +287,7 @@ pub async fn put_member(
     memberships::put(&state.db, &id, &id_user, &role).await?;
     state.auth.forget_roles(&id_user);
     state.pages.invalidate();
-    Ok(axum::Json(
-        json!({"id_group": id, "id_user": id_user, "role": role}),
-    ))
+    Ok(axum::Json(json!({"id_group": id, "id_user": id_user, "role": role})))
 }
 
 #[utoipa::path(delete, path = "/api/v2/group/{id}/member/{id_user}", tag = "groups", params(("id" = String, Path), ("id_user" = String, Path)),

@@ -82,9 +82,7 @@ async fn json_errors(response: Response) -> Response {
         if let Ok(value) = HeaderValue::from_str(&allow) {
             parts.headers.insert(ALLOW, value);
         }
-        format!(
-            "Method Not Allowed. This URL can only handle the following request methods: {allow}."
-        )
+        format!("Method Not Allowed. This URL can only handle the following request methods: {allow}.")
     } else {
         let bytes = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes).trim().to_string();

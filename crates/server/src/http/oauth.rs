@@ -38,6 +38,16 @@ fn oauth(status: StatusCode, error: &'static str, description: impl Into<String>
     }
 }
 
+/// A body over the limit stays a 413 (with the standard body); anything else malformed in a
+/// multipart body is the client's `invalid_request`.
+fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::Status(StatusCode::PAYLOAD_TOO_LARGE, e.body_text())
+    } else {
+        oauth(StatusCode::BAD_REQUEST, "invalid_request", e.body_text())
+    }
+}
+
 /// The form fields of a token request, whatever encoding carried them.
 async fn form_fields(req: Request, state: &AppState) -> Result<HashMap<String, String>, ApiError> {
     let content_type = req
@@ -51,16 +61,9 @@ async fn form_fields(req: Request, state: &AppState) -> Result<HashMap<String, S
         let mut multipart = Multipart::from_request(req, state)
             .await
             .map_err(|e| oauth(StatusCode::BAD_REQUEST, "invalid_request", e.body_text()))?;
-        while let Some(field) = multipart
-            .next_field()
-            .await
-            .map_err(|e| oauth(StatusCode::BAD_REQUEST, "invalid_request", e.body_text()))?
-        {
+        while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
             let name = field.name().unwrap_or_default().to_string();
-            let value = field
-                .text()
-                .await
-                .map_err(|e| oauth(StatusCode::BAD_REQUEST, "invalid_request", e.body_text()))?;
+            let value = field.text().await.map_err(multipart_error)?;
             fields.insert(name, value);
         }
     } else {
@@ -98,12 +101,7 @@ async fn form_fields(req: Request, state: &AppState) -> Result<HashMap<String, S
 pub async fn token(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
     let fields = form_fields(req, &state).await?;
-    let field = |name: &str| {
-        fields
-            .get(name)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    };
+    let field = |name: &str| fields.get(name).map(String::as_str).filter(|v| !v.is_empty());
     let grant = field("grant_type").ok_or_else(|| {
         oauth(
             StatusCode::BAD_REQUEST,
@@ -124,10 +122,9 @@ pub async fn token(State(state): State<AppState>, req: Request) -> Result<Respon
     } else {
         refresh_grant(&state, &client_id, &headers, field("refresh_token")).await?
     };
-    response.headers_mut().insert(
-        CACHE_CONTROL,
-        axum::http::HeaderValue::from_static("no-store"),
-    );
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
     Ok(response)
 }
 
@@ -152,9 +149,10 @@ async fn authenticate_client(
             "The client must authenticate with its client_secret",
         )
     })?;
-    let client = clients::get(&state.db, client_id)
-        .await?
-        .ok_or_else(invalid)?;
+    if client_id.contains('\0') {
+        return Err(invalid());
+    }
+    let client = clients::get(&state.db, client_id).await?.ok_or_else(invalid)?;
     if !same_hash(&token_hash(secret), &client.secret_hash) {
         return Err(invalid());
     }
@@ -174,7 +172,12 @@ async fn password_grant(
             "Missing parameters: \"username\" and \"password\" required",
         ));
     };
-    let account = accounts::by_username(&state.db, username).await?;
+    // No account name holds a NUL (PostgreSQL cannot even compare one): unknown user.
+    let account = if username.contains('\0') {
+        None
+    } else {
+        accounts::by_username(&state.db, username).await?
+    };
     // An unknown user is checked against a dummy hash too, so timing does not reveal which
     // usernames exist.
     let hash = match &account {
@@ -256,29 +259,15 @@ async fn refresh_grant(
         )
     })?;
     let expires = unix_now() + REFRESHED_LIFETIME_S;
-    if !tokens::refresh(
-        &state.db,
-        &access_hash,
-        &token_hash(refresh),
-        client_id,
-        expires,
-    )
-    .await?
-    {
-        return Err(oauth(
-            StatusCode::BAD_REQUEST,
-            "invalid_grant",
-            "Invalid refresh token",
-        ));
+    if !tokens::refresh(&state.db, &access_hash, &token_hash(refresh), client_id, expires).await? {
+        return Err(oauth(StatusCode::BAD_REQUEST, "invalid_grant", "Invalid refresh token"));
     }
     state.auth.forget_token(&access_hash);
     let expires_text = OffsetDateTime::from_unix_timestamp(expires)
         .ok()
         .and_then(|t| {
-            t.format(format_description!(
-                "[year]-[month]-[day] [hour]:[minute]:[second]"
-            ))
-            .ok()
+            t.format(format_description!("[year]-[month]-[day] [hour]:[minute]:[second]"))
+                .ok()
         })
         .ok_or_else(|| ApiError::Internal("unrepresentable expiry".into()))?;
     Ok(axum::Json(json!({"refreshed": true, "expires": expires_text})).into_response())

@@ -29,17 +29,29 @@ pub struct CachedPage {
     pub items: Arc<str>,
 }
 
+/// A remembered page with the version it was computed at and when.
+#[derive(Debug)]
+struct Entry {
+    version: u64,
+    at: Instant,
+    page: Arc<CachedPage>,
+}
+
 #[derive(Debug, Default)]
 pub struct PageCache {
     version: AtomicU64,
-    entries: RwLock<HashMap<String, (u64, Instant, Arc<CachedPage>)>>,
+    entries: RwLock<HashMap<String, Entry>>,
 }
 
 impl PageCache {
     /// The key of a request: the resource, who asks, and exactly what they ask.
     pub fn key(resource: &str, caller: &Caller, raw: &RawCollection) -> String {
         let who = if caller.is_admin { "*" } else { caller.id_user.as_str() };
-        format!("{resource}\0{who}\0{}\0{}", String::from_utf8_lossy(raw.query_bytes()), raw.body_text())
+        format!(
+            "{resource}\0{who}\0{}\0{}",
+            String::from_utf8_lossy(raw.query_bytes()),
+            raw.body_text()
+        )
     }
 
     /// The version to pass to [`PageCache::put`]; read it before querying the store.
@@ -50,8 +62,8 @@ impl PageCache {
     pub fn get(&self, key: &str) -> Option<Arc<CachedPage>> {
         let version = self.version();
         let map = self.entries.read().ok()?;
-        let (v, at, page) = map.get(key)?;
-        (*v == version && at.elapsed() < PAGE_TTL).then(|| page.clone())
+        let entry = map.get(key)?;
+        (entry.version == version && entry.at.elapsed() < PAGE_TTL).then(|| entry.page.clone())
     }
 
     /// Remembers a page computed from the store as it was at `version`; a write that happened
@@ -61,7 +73,14 @@ impl PageCache {
             if map.len() >= MAX_ENTRIES {
                 map.clear();
             }
-            map.insert(key, (version, Instant::now(), page));
+            map.insert(
+                key,
+                Entry {
+                    version,
+                    at: Instant::now(),
+                    page,
+                },
+            );
         }
     }
 

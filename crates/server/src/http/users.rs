@@ -12,6 +12,7 @@ use devicecloud_store::accounts::{self, AccountRow};
 use devicecloud_store::unix_now;
 use serde_json::{Value, json};
 
+use super::collection::absolute_url;
 use super::validate::{Fields, json_object};
 use crate::auth::Caller;
 use crate::auth::secrets::hash_password;
@@ -33,6 +34,7 @@ fn user_json(row: &AccountRow) -> Value {
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
@@ -53,7 +55,10 @@ pub async fn create(
     let row = accounts::create(&state.db, &username, &hash, is_admin, unix_now()).await?;
     Ok((
         StatusCode::CREATED,
-        [(LOCATION, format!("/api/v2/user/{}", row.id_user))],
+        [(
+            LOCATION,
+            absolute_url(&headers, &format!("/api/v2/user/{}", row.id_user)),
+        )],
         axum::Json(user_json(&row)),
     )
         .into_response())

@@ -13,12 +13,8 @@ pub fn json_object(body: &Bytes) -> Result<Map<String, Value>, ApiError> {
     }
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::BadRequest(
-            "The request body must be a JSON object.".into(),
-        )),
-        Err(e) => Err(ApiError::BadRequest(format!(
-            "Invalid JSON data in request body: {e}"
-        ))),
+        Ok(_) => Err(ApiError::BadRequest("The request body must be a JSON object.".into())),
+        Err(e) => Err(ApiError::BadRequest(format!("Invalid JSON data in request body: {e}"))),
     }
 }
 
@@ -75,10 +71,7 @@ impl<'a> Fields<'a> {
             Some(Value::String(s)) if s.chars().count() > max => {
                 self.fail(
                     field,
-                    format!(
-                        "{} should contain at most {max} characters.",
-                        label_of(field)
-                    ),
+                    format!("{} should contain at most {max} characters.", label_of(field)),
                 );
                 None
             }
@@ -111,10 +104,7 @@ impl<'a> Fields<'a> {
             Some(v) if v == 1 || v == "1" => Some(true),
             Some(v) if v == 0 || v == "0" => Some(false),
             Some(_) => {
-                self.fail(
-                    field,
-                    format!("{} must be either \"1\" or \"0\".", label_of(field)),
-                );
+                self.fail(field, format!("{} must be either \"1\" or \"0\".", label_of(field)));
                 None
             }
         }
@@ -135,14 +125,8 @@ impl<'a> Fields<'a> {
         };
         match value {
             None => self.fail(field, format!("{} must be an integer.", label_of(field))),
-            Some(v) if v < min => self.fail(
-                field,
-                format!("{} must be no less than {min}.", label_of(field)),
-            ),
-            Some(v) if v > max => self.fail(
-                field,
-                format!("{} must be no greater than {max}.", label_of(field)),
-            ),
+            Some(v) if v < min => self.fail(field, format!("{} must be no less than {min}.", label_of(field))),
+            Some(v) if v > max => self.fail(field, format!("{} must be no greater than {max}.", label_of(field))),
             Some(v) => return Some(v),
         }
         None
