@@ -36,6 +36,10 @@ pub enum BenchCommand {
         /// Query as a normal user with a role in every group, instead of an administrator.
         #[arg(long)]
         as_member: bool,
+        /// Make every collection request distinct (an extra `n=<counter>` parameter), so that
+        /// no answer comes from the page cache: the cost of a real store query.
+        #[arg(long)]
+        distinct: bool,
     },
 }
 
@@ -48,7 +52,8 @@ pub async fn run(command: BenchCommand) -> Result<()> {
             connections,
             database_url,
             as_member,
-        } => api(groups, seconds, rounds, connections, database_url, as_member).await,
+            distinct,
+        } => api(groups, seconds, rounds, connections, database_url, as_member, distinct).await,
     }
 }
 
@@ -146,6 +151,7 @@ async fn token(http: &reqwest::Client, base: &str, client: &Value, username: &st
         .context("no access_token")
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn api(
     groups: usize,
     seconds: u64,
@@ -153,6 +159,7 @@ async fn api(
     connections: usize,
     database_url: Option<String>,
     as_member: bool,
+    distinct: bool,
 ) -> Result<()> {
     let server = ServerUnderTest::start(database_url).await?;
     let http = reqwest::Client::builder()
@@ -247,13 +254,29 @@ async fn api(
         bail!("unexpected collection answer: {}", first["_meta"]);
     }
     // Warm-up.
-    load(&http, &health, None, connections, Duration::from_secs(1)).await?;
-    load(&http, &index, Some(&caller), connections, Duration::from_secs(1)).await?;
+    load(&http, &health, None, connections, Duration::from_secs(1), false).await?;
+    load(
+        &http,
+        &index,
+        Some(&caller),
+        connections,
+        Duration::from_secs(1),
+        distinct,
+    )
+    .await?;
 
     let (mut health_runs, mut index_runs) = (Vec::new(), Vec::new());
     for round in 1..=rounds.max(1) {
-        let h = load(&http, &health, None, connections, Duration::from_secs(seconds)).await?;
-        let g = load(&http, &index, Some(&caller), connections, Duration::from_secs(seconds)).await?;
+        let h = load(&http, &health, None, connections, Duration::from_secs(seconds), false).await?;
+        let g = load(
+            &http,
+            &index,
+            Some(&caller),
+            connections,
+            Duration::from_secs(seconds),
+            distinct,
+        )
+        .await?;
         eprintln!(
             "round {round}: healthz {:.0} req/s, group index {:.0} req/s",
             h.rps, g.rps
@@ -277,7 +300,12 @@ async fn api(
         "{:<44} {:>10.0} {:>10.3} {:>10.3}",
         format!(
             "GET /api/v2/group/index?per-page=20 ({})",
-            if as_member { "member" } else { "admin" }
+            match (as_member, distinct) {
+                (false, false) => "admin",
+                (true, false) => "member",
+                (false, true) => "admin, distinct",
+                (true, true) => "member, distinct",
+            }
         ),
         g.rps,
         g.p50_ms,
@@ -321,17 +349,25 @@ async fn load(
     bearer: Option<&str>,
     connections: usize,
     duration: Duration,
+    distinct: bool,
 ) -> Result<Summary> {
     let deadline = Instant::now() + duration;
     let started = Instant::now();
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut workers = Vec::new();
     for _ in 0..connections {
+        let counter = counter.clone();
         let (http, url, bearer) = (http.clone(), url.to_string(), bearer.map(|b| format!("Bearer {b}")));
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(4096);
             while Instant::now() < deadline {
                 let t = Instant::now();
-                let mut request = http.get(&url);
+                let mut request = if distinct {
+                    let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    http.get(format!("{url}&n={n}"))
+                } else {
+                    http.get(&url)
+                };
                 if let Some(b) = &bearer {
                     request = request.header("authorization", b);
                 }

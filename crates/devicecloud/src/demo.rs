@@ -20,18 +20,24 @@ pub async fn run(mut settings: Settings) -> Result<()> {
         .await
         .context("cannot open the demo store")?;
     let (client_id, secret) = seed(&db).await?;
-    let base = format!("http://{}", settings.http_addr);
+    let data_dir = settings.data_dir.display().to_string();
+    let on_ready =
+        move |addr: std::net::SocketAddr| print_usage(&data_dir, &format!("http://{addr}"), &client_id, &secret);
+    crate::serve(settings, Some(db), Some(Box::new(on_ready))).await
+}
+
+/// What a newcomer needs: where the API is, the accounts, and `curl` lines that work as printed.
+fn print_usage(data_dir: &str, base: &str, client_id: &str, secret: &str) {
     let token_curl = format!(
         "TOKEN=$(curl -s -X POST {base}/oauth2/token -d grant_type=password -d client_id={client_id} -d client_secret={secret} -d username={ADMIN} -d password={PASSWORD} | sed -n 's/.*\"access_token\":\"\\([^\"]*\\)\".*/\\1/p')"
     );
-    println!("devicecloud demo: store {}", settings.data_dir.display());
+    println!("devicecloud demo: store {data_dir}");
     println!("  API          {base}/api/v2/  (OpenAPI at {base}/api/v2/openapi.json)");
     println!("  accounts     {ADMIN} (administrator) and {VIEWER} (viewer of one group), password {PASSWORD}");
     println!("  API client   client_id={client_id} client_secret={secret}");
     println!("  get a token  {token_curl}");
     println!("  list groups  curl -s '{base}/api/v2/group/index?sort=label' -H \"Authorization: Bearer $TOKEN\"");
     println!("  stop with Ctrl-C");
-    crate::serve(settings, Some(db)).await
 }
 
 /// Accounts, an API client and a few groups; returns the client's id and secret.

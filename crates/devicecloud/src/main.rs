@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod settings;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -54,7 +55,7 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve => serve(settings, None).await,
+            Command::Serve => serve(settings, None, None).await,
             Command::Demo => demo::run(settings).await,
             Command::Admin(command) => {
                 let db = Db::connect(&settings.database_url()?)
@@ -79,7 +80,9 @@ async fn bind(addr: std::net::SocketAddr, variable: &str) -> Result<TcpListener>
 
 /// Runs the service until SIGINT or SIGTERM; `db` is an already opened store (the demo seeds
 /// one first), otherwise the configured one is opened.
-async fn serve(settings: Settings, db: Option<Db>) -> Result<()> {
+///
+/// `on_ready` runs once the listeners are bound, with the HTTP address chosen.
+async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<Box<dyn FnOnce(SocketAddr) + Send>>) -> Result<()> {
     let db = match db {
         Some(db) => db,
         None => Db::connect(&settings.database_url()?)
@@ -92,7 +95,11 @@ async fn serve(settings: Settings, db: Option<Db>) -> Result<()> {
     let tracker = TaskTracker::new();
     devicecloud_server::spawn_background(&state, &tracker, &shutdown);
     // The one line scripts and tests read to learn the chosen ports.
-    println!("listening http={}", http.local_addr()?);
+    let http_addr = http.local_addr()?;
+    println!("listening http={http_addr}");
+    if let Some(on_ready) = on_ready {
+        on_ready(http_addr);
+    }
     tracing::info!(http = %http.local_addr()?, backend = ?db.backend(), "devicecloud started");
 
     let server = tokio::spawn(devicecloud_server::serve_http(http, state, shutdown.clone()));

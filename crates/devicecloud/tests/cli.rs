@@ -242,3 +242,46 @@ fn environment_beats_file_and_flags_beat_environment() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn demo_prints_credentials_that_work() {
+    let dir = Dir::new("demo");
+    let mut child = command(&dir)
+        .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+        .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
+        .arg("demo")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let done = line.contains("stop with Ctrl-C");
+        printed.push(line);
+        if done {
+            break;
+        }
+    }
+    let text = printed.join("\n");
+    let addr = http_addr(&printed[0]);
+    let value = |key: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+            .to_string()
+    };
+    let form = format!(
+        "grant_type=password&client_id={}&client_secret={}&username=admin%40devicecloud.demo&password=demo-password",
+        value("client_id="),
+        value("client_secret=")
+    );
+    let answer = post_form(&addr, "/oauth2/token", &form);
+    assert!(answer.starts_with("HTTP/1.1 200"), "token answer: {answer}");
+    assert!(
+        text.contains(&format!("curl -s 'http://{addr}/api/v2/group/index?sort=label'")),
+        "{text}"
+    );
+    assert!(terminate(&mut child).success());
+}
