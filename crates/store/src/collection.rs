@@ -6,7 +6,7 @@
 //! visibility scope) to [`list`]; ties are always broken by the primary key so that pages never
 //! overlap (contract §4).
 
-use devicecloud_query::{CompareOp, Filter, Page, PageRequest, Scalar, SortKey};
+use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Page, PageRequest, Scalar, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Func, LikeExpr, Order, SelectStatement};
 use sea_query_sqlx::SqlxValues;
 use serde::de::DeserializeOwned;
@@ -16,24 +16,38 @@ use sqlx::sqlite::SqliteRow;
 use crate::db::{Backend, Db, on_pool};
 use crate::{Result, StoreError};
 
-/// How values of an attribute compare and sort.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ColumnKind {
-    /// Integers and flags: numeric order.
-    Integer,
-    /// Floating-point numbers: numeric order.
-    Number,
-    /// Text: case-insensitive order ("strings sort naturally", contract §5).
-    Text,
-}
-
-/// One attribute of a collection and the SQL column behind it.
+/// One attribute of a collection and the SQL column behind it. The attribute's kind types its
+/// filter values; text (`AttrKind::String`) sorts case-insensitively ("strings sort naturally",
+/// contract §5).
 #[derive(Clone, Copy, Debug)]
 pub struct Column {
     pub attr: &'static str,
     pub table: &'static str,
     pub column: &'static str,
-    pub kind: ColumnKind,
+    pub kind: AttrKind,
+}
+
+/// The filter attributes of a collection's columns, so that one table of columns is the single
+/// description of a collection (the server hands these to the `query` parser).
+pub const fn attributes<const N: usize>(columns: &[Column; N]) -> [Attribute; N] {
+    let mut out = [Attribute::new("", AttrKind::String); N];
+    let mut i = 0;
+    while i < N {
+        out[i] = Attribute::new(columns[i].attr, columns[i].kind);
+        i += 1;
+    }
+    out
+}
+
+/// The attribute names of a collection's columns: all of them are sortable.
+pub const fn names<const N: usize>(columns: &[Column; N]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = columns[i].attr;
+        i += 1;
+    }
+    out
 }
 
 impl Column {
@@ -44,7 +58,7 @@ impl Column {
     /// The expression to order by: text is compared lower-cased on both databases.
     fn sort_expr(&self) -> Expr {
         match self.kind {
-            ColumnKind::Text => Func::lower(self.expr()).into(),
+            AttrKind::String => Func::lower(self.expr()).into(),
             _ => self.expr(),
         }
     }

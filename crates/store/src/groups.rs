@@ -3,7 +3,9 @@
 use devicecloud_query::SortKey;
 use sea_query::{Condition, Expr, ExprTrait, Query};
 
-use crate::collection::{self, Column, ColumnKind, ListRequest, Listing};
+use devicecloud_query::{AttrKind, Attribute};
+
+use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
 use crate::db::{Db, on_pool};
 use crate::{Result, new_id};
 
@@ -60,18 +62,23 @@ const OUTPUT: [&str; 7] = [
 const SELECT: &str = "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
 
 /// The filterable and sortable attributes of the group collection.
-pub const COLUMNS: &[Column] = &[
-    col("id", "id_group", ColumnKind::Text),
-    col("id_group", "id_group", ColumnKind::Text),
-    col("label", "label", ColumnKind::Text),
-    col("type", "type", ColumnKind::Text),
-    col("subtype", "subtype", ColumnKind::Text),
-    col("id_country", "id_country", ColumnKind::Text),
-    col("created_at", "created_at", ColumnKind::Integer),
-    col("deleted_at", "deleted_at", ColumnKind::Integer),
+pub const COLUMNS: [Column; 8] = [
+    col("id", "id_group", AttrKind::String),
+    col("id_group", "id_group", AttrKind::String),
+    col("label", "label", AttrKind::String),
+    col("type", "type", AttrKind::String),
+    col("subtype", "subtype", AttrKind::String),
+    col("id_country", "id_country", AttrKind::String),
+    col("created_at", "created_at", AttrKind::Integer),
+    col("deleted_at", "deleted_at", AttrKind::Integer),
 ];
 
-const fn col(attr: &'static str, column: &'static str, kind: ColumnKind) -> Column {
+/// The filter attributes of the group collection.
+pub const ATTRIBUTES: [Attribute; 8] = attributes(&COLUMNS);
+/// The sortable attributes of the group collection.
+pub const SORTABLE: [&str; 8] = names(&COLUMNS);
+
+const fn col(attr: &'static str, column: &'static str, kind: AttrKind) -> Column {
     Column {
         attr,
         table: TABLE,
@@ -148,11 +155,11 @@ pub async fn list(
             attr: "created_at",
             descending: false,
         },
-        primary_key: col("id_group", "id_group", ColumnKind::Text),
+        primary_key: col("id_group", "id_group", AttrKind::String),
         page,
         count_only,
     };
-    collection::list(db, select, &OUTPUT, COLUMNS, req).await
+    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
 }
 
 /// Applies `changes` and returns the updated group (`None` if it does not exist).

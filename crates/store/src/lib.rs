@@ -12,7 +12,7 @@ pub mod groups;
 pub mod memberships;
 pub mod tokens;
 
-pub use collection::{Column, ColumnKind, ListRequest, Listing};
+pub use collection::{Column, ListRequest, Listing, attributes, names};
 pub use db::{Backend, Db};
 pub use error::StoreError;
 

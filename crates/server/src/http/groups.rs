@@ -7,7 +7,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
-use devicecloud_query::{AttrKind, Attribute, CollectionSpec};
+use devicecloud_query::CollectionSpec;
 use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
 use devicecloud_store::{accounts, memberships, unix_now};
 use serde_json::{Map, Value, json};
@@ -29,30 +29,10 @@ pub const GROUP_TYPES: &[(&str, &str)] = &[
     ("4", "Fleet"),
 ];
 
-const ATTRIBUTES: &[Attribute] = &[
-    Attribute::new("id", AttrKind::String),
-    Attribute::new("id_group", AttrKind::String),
-    Attribute::new("label", AttrKind::String),
-    Attribute::new("type", AttrKind::String),
-    Attribute::new("subtype", AttrKind::String),
-    Attribute::new("id_country", AttrKind::String),
-    Attribute::new("created_at", AttrKind::Integer),
-    Attribute::new("deleted_at", AttrKind::Integer),
-];
-
 /// Page sizes: contract §4 (largest 1000 outside the data endpoints); default as Yii's 20.
 const SPEC: CollectionSpec = CollectionSpec {
-    attributes: ATTRIBUTES,
-    sortable: &[
-        "id",
-        "id_group",
-        "label",
-        "type",
-        "subtype",
-        "id_country",
-        "created_at",
-        "deleted_at",
-    ],
+    attributes: &groups::ATTRIBUTES,
+    sortable: &groups::SORTABLE,
     default_per_page: 20,
     max_per_page: 1000,
 };
