@@ -8,6 +8,7 @@ mod error;
 
 pub mod accounts;
 pub mod clients;
+pub mod devices;
 pub mod groups;
 pub mod memberships;
 pub mod tokens;

@@ -2,6 +2,7 @@
 //! together here with the layers every route shares (error bodies, panics, body limit, metrics).
 
 pub mod collection;
+pub mod devices;
 pub mod groups;
 pub mod health;
 pub mod oauth;
@@ -37,6 +38,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(oauth::router())
         .merge(groups::router())
+        .merge(devices::router())
         .merge(users::router())
         .merge(health::router())
         .merge(openapi::router())

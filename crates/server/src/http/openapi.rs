@@ -6,7 +6,7 @@ use axum::routing::get;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
-use super::{groups, health, oauth, users};
+use super::{devices, groups, health, oauth, users};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -16,6 +16,7 @@ use crate::state::AppState;
         oauth::token,
         groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
         users::create, users::view,
+        devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
         health::healthz, health::readyz, health::metrics_text,
     ),
     modifiers(&BearerAuth),

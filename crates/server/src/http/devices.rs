@@ -1,0 +1,224 @@
+//! Physical devices: provisioning of gateways and their management (contract §2), and the
+//! single-record view. Gateways authenticate over MQTT with the `device_token` handed out here.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header::LOCATION};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use devicecloud_store::devices::{self, DeviceChanges, DeviceRow, NewGateway};
+use devicecloud_store::{groups, unix_now};
+use serde_json::{Map, Value, json};
+
+use super::collection::{Selection, absolute_url};
+use super::validate::{Fields, json_object};
+use crate::auth::secrets::{random_token, token_hash};
+use crate::auth::{Caller, Role};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Module kinds a gateway may be provisioned as (specification: GO, CORE, PLUS).
+pub const MODULE_KINDS: [&str; 3] = ["GO", "CORE", "PLUS"];
+
+/// Default `expected_offline_interval` in seconds: a gateway silent for an hour is late.
+const DEFAULT_OFFLINE_INTERVAL_S: i64 = 3600;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v2/physical-device", post(provision))
+        .route("/api/v2/physical-device/{id}", get(view).patch(update).delete(archive))
+        .route("/api/v2/physical-device/{id}/rotate-token", post(rotate_token))
+}
+
+/// A device record with every field of the specification, in its order.
+pub fn device_fields(row: &DeviceRow) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("id_physical_device".into(), json!(row.id_physical_device));
+    map.insert("serial_hardware".into(), json!(row.serial_hardware));
+    map.insert("label".into(), json!(row.label));
+    map.insert("id_parent".into(), json!(row.id_parent));
+    map.insert("id_group".into(), json!(row.id_group));
+    map.insert("id_device_type".into(), json!(row.id_device_type));
+    map.insert("id_iot_device".into(), json!(row.id_iot_device));
+    map.insert("is_connected".into(), json!(row.is_connected));
+    map.insert("expected_offline_interval".into(), json!(row.expected_offline_interval));
+    map.insert("expected_live_status".into(), json!(row.expected_live_status));
+    map.insert("device_status".into(), json!(row.device_status));
+    map.insert("connection".into(), json!(row.connection));
+    map.insert("created_at".into(), json!(row.created_at));
+    map.insert("last_data_at".into(), json!(row.last_data_at));
+    map.insert("signal".into(), json!(row.signal));
+    map.insert("commissioned_at".into(), json!(row.commissioned_at));
+    map.insert("calibrated_at".into(), json!(row.calibrated_at));
+    map.insert("reconnected_at".into(), json!(row.reconnected_at));
+    map.insert("platform_software_version".into(), json!(row.platform_software_version));
+    map.insert("app_software_version".into(), json!(row.app_software_version));
+    map.insert("archived_serial".into(), json!(row.archived_serial));
+    map.insert("archived_at".into(), json!(row.archived_at));
+    map.insert("archived_by".into(), json!(row.archived_by));
+    map
+}
+
+/// The item `_links` of a device (specification: self, index).
+pub fn device_links(id: &str) -> Value {
+    json!({
+        "self": {"href": format!("/api/v2/physical-device/{id}")},
+        "index": {"href": "/api/v2/physical-device"},
+    })
+}
+
+fn render(row: &DeviceRow, selection: &Selection) -> Value {
+    selection.render(
+        device_fields(row),
+        Vec::new(),
+        Some(device_links(&row.id_physical_device)),
+    )
+}
+
+/// A device the caller may see, with at least `need` in its group: 404 when the device or
+/// its group is invisible, 401 when the role is too low (contract §2).
+pub async fn require_device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow, ApiError> {
+    let not_found = || ApiError::not_found("Physical device", id);
+    let device = devices::get(&state.db, id).await?.ok_or_else(not_found)?;
+    let group = groups::get(&state.db, &device.id_group).await?;
+    match caller.require(group, &device.id_group, need) {
+        Ok(_) => Ok(device),
+        Err(ApiError::NotFound(_)) => Err(not_found()),
+        Err(other) => Err(other),
+    }
+}
+
+/// Serials: printable, no spaces, at most 64 characters (they are MQTT user names too).
+fn valid_serial(serial: &str) -> bool {
+    !serial.is_empty() && serial.chars().count() <= 64 && serial.chars().all(|c| c.is_ascii_graphic())
+}
+
+#[utoipa::path(post, path = "/api/v2/physical-device", tag = "physical devices",
+    request_body(content = Object, description = "{id_group, serial_hardware, kind: GO|CORE|PLUS, label?, expected_offline_interval?}"),
+    responses((status = 201, description = "The device with its device_token (shown this once) and a Location header"), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, serial already provisioned, or a group the caller cannot see")),
+    security(("bearer" = [])))]
+pub async fn provision(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body = json_object(&body)?;
+    let mut f = Fields::new(&body);
+    let id_group = f.string("id_group", true, 64).map(str::to_string);
+    let serial = f.string("serial_hardware", true, 64).map(str::to_string);
+    if serial.as_deref().is_some_and(|s| !valid_serial(s)) {
+        f.error(
+            "serial_hardware",
+            "Serial Hardware must be 1 to 64 printable characters without spaces.",
+        );
+    }
+    let kind = f.string("kind", true, 8).map(str::to_string);
+    if kind.as_deref().is_some_and(|k| !MODULE_KINDS.contains(&k)) {
+        f.error("kind", "Kind must be one of GO, CORE, PLUS.");
+    }
+    let label = f.string("label", false, 255).unwrap_or_default().to_string();
+    let interval = f.integer("expected_offline_interval", false, 0, 31_536_000);
+    f.finish()?;
+    let (id_group, serial, kind) = (
+        id_group.unwrap_or_default(),
+        serial.unwrap_or_default(),
+        kind.unwrap_or_default(),
+    );
+
+    // A group the caller cannot see is a field error, not a 404 (contract §5).
+    let group = groups::get(&state.db, &id_group).await?;
+    match group.as_ref().and_then(|g| caller.role_in(g)) {
+        None => return Err(ApiError::invalid("id_group", "Group not found.")),
+        Some(role) if role < Role::Manager => return Err(ApiError::forbidden()),
+        Some(_) => {}
+    }
+    let token = random_token();
+    let gateway = NewGateway {
+        id_group: &id_group,
+        serial_hardware: &serial,
+        kind: &kind,
+        label: &label,
+        expected_offline_interval: interval.unwrap_or(DEFAULT_OFFLINE_INTERVAL_S),
+    };
+    let row = devices::provision(&state.db, &gateway, &token_hash(&token), unix_now()).await?;
+    let mut record = render(&row, &Selection::default());
+    if let Value::Object(map) = &mut record {
+        map.insert("device_token".into(), json!(token));
+    }
+    let location = absolute_url(&headers, &format!("/api/v2/physical-device/{}", row.id_physical_device));
+    Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
+}
+
+#[utoipa::path(get, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
+    responses((status = 200, description = "A Physical Device record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+pub async fn view(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<axum::Json<Value>, ApiError> {
+    let device = require_device(&state, &caller, &id, Role::Viewer).await?;
+    Ok(axum::Json(render(&device, &Selection::from_query(query.as_deref()))))
+}
+
+#[utoipa::path(patch, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
+    request_body(content = Object, description = "{label?, expected_offline_interval?, expected_live_status?: 0|1}"),
+    responses((status = 200, description = "The updated device"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")),
+    security(("bearer" = [])))]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Result<axum::Json<Value>, ApiError> {
+    require_device(&state, &caller, &id, Role::Manager).await?;
+    let body = json_object(&body)?;
+    let mut f = Fields::new(&body);
+    let label = f.string("label", false, 255).map(str::to_string);
+    let interval = f.integer("expected_offline_interval", false, 0, 31_536_000);
+    let live = f.integer("expected_live_status", false, 0, 1);
+    f.finish()?;
+    let changes = DeviceChanges {
+        label: label.as_deref(),
+        expected_offline_interval: interval,
+        expected_live_status: live,
+    };
+    let row = devices::update(&state.db, &id, &changes)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Physical device", &id))?;
+    Ok(axum::Json(render(&row, &Selection::from_query(query.as_deref()))))
+}
+
+#[utoipa::path(delete, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
+    responses((status = 204, description = "Archived"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found or already archived")),
+    security(("bearer" = [])))]
+pub async fn archive(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    require_device(&state, &caller, &id, Role::Manager).await?;
+    if !devices::archive(&state.db, &id, &caller.id_user, unix_now()).await? {
+        return Err(ApiError::not_found("Physical device", &id));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/api/v2/physical-device/{id}/rotate-token", tag = "physical devices", params(("id" = String, Path)),
+    responses((status = 200, description = "{id_physical_device, device_token}: the new token; the old one stops working at once"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found, archived, or not a gateway")),
+    security(("bearer" = [])))]
+pub async fn rotate_token(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    require_device(&state, &caller, &id, Role::Manager).await?;
+    let token = random_token();
+    if !devices::rotate_token(&state.db, &id, &token_hash(&token)).await? {
+        return Err(ApiError::not_found("Physical device", &id));
+    }
+    Ok(axum::Json(json!({"id_physical_device": id, "device_token": token})))
+}

@@ -1,0 +1,212 @@
+//! Physical devices: gateways (provisioned through the API, with a device token) and the assets
+//! behind them (created by their gateway). Device tokens are stored as SHA-256 hashes.
+
+use crate::db::{Db, on_pool};
+use crate::{Result, StoreError, new_id};
+
+/// A stored physical device with every field of the specification and the service's own.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+pub struct DeviceRow {
+    pub id_physical_device: String,
+    pub serial_hardware: String,
+    pub label: String,
+    pub id_parent: Option<String>,
+    pub id_group: String,
+    pub id_device_type: String,
+    pub id_iot_device: Option<String>,
+    pub kind: Option<String>,
+    pub is_connected: i64,
+    pub expected_offline_interval: i64,
+    pub expected_live_status: i64,
+    pub device_status: i64,
+    pub connection: String,
+    pub created_at: i64,
+    pub last_data_at: Option<i64>,
+    pub signal: Option<i64>,
+    pub commissioned_at: Option<i64>,
+    pub calibrated_at: Option<i64>,
+    pub reconnected_at: Option<i64>,
+    pub platform_software_version: String,
+    pub app_software_version: String,
+    pub archived_serial: Option<String>,
+    pub archived_at: Option<i64>,
+    pub archived_by: Option<String>,
+}
+
+/// The columns of a [`DeviceRow`], in its order.
+pub const OUTPUT: [&str; 24] = [
+    "id_physical_device",
+    "serial_hardware",
+    "label",
+    "id_parent",
+    "id_group",
+    "id_device_type",
+    "id_iot_device",
+    "kind",
+    "is_connected",
+    "expected_offline_interval",
+    "expected_live_status",
+    "device_status",
+    "connection",
+    "created_at",
+    "last_data_at",
+    "signal",
+    "commissioned_at",
+    "calibrated_at",
+    "reconnected_at",
+    "platform_software_version",
+    "app_software_version",
+    "archived_serial",
+    "archived_at",
+    "archived_by",
+];
+
+/// A gateway to provision.
+#[derive(Clone, Debug)]
+pub struct NewGateway<'a> {
+    pub id_group: &'a str,
+    pub serial_hardware: &'a str,
+    /// `GO`, `CORE` or `PLUS`; also the gateway's `id_device_type`.
+    pub kind: &'a str,
+    pub label: &'a str,
+    pub expected_offline_interval: i64,
+}
+
+/// Changes a manager may make; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceChanges<'a> {
+    pub label: Option<&'a str>,
+    pub expected_offline_interval: Option<i64>,
+    pub expected_live_status: Option<i64>,
+}
+
+/// What CONNECT needs to know about a serial: the live (not archived) device with that serial,
+/// else the most recently archived one, so that an archived gateway is told "not authorized"
+/// rather than "bad user name or password".
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct GatewayAuth {
+    pub id_physical_device: String,
+    pub id_group: String,
+    pub kind: Option<String>,
+    pub device_token_hash: Option<String>,
+    pub archived_at: Option<i64>,
+    pub group_deleted_at: Option<i64>,
+}
+
+fn select_sql(where_clause: &str) -> String {
+    format!(
+        "SELECT {} FROM physical_devices WHERE {where_clause}",
+        OUTPUT.join(", ")
+    )
+}
+
+/// Provisions a gateway with the hash of its device token; a serial already in use by a
+/// device that is not archived is a `Conflict("serial_hardware")`.
+pub async fn provision(db: &Db, gateway: &NewGateway<'_>, token_hash: &str, now: i64) -> Result<DeviceRow> {
+    let id = new_id();
+    let id_iot_device = new_id();
+    let insert = "INSERT INTO physical_devices (id_physical_device, serial_hardware, label, id_group, id_device_type, \
+                  id_iot_device, kind, expected_offline_interval, created_at, device_token_hash) \
+                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+    let endpoint = "INSERT INTO iot_devices (id_iot_device, id_physical_device, protocol) VALUES ($1, $2, 'mqtt')";
+    // One async block per backend so that `?` stops inside it and the unique violation can be
+    // told apart below.
+    on_pool!(db, |p| async {
+        let mut tx = p.begin().await?;
+        sqlx::query(insert)
+            .bind(&id)
+            .bind(gateway.serial_hardware)
+            .bind(gateway.label)
+            .bind(gateway.id_group)
+            .bind(gateway.kind)
+            .bind(&id_iot_device)
+            .bind(gateway.kind)
+            .bind(gateway.expected_offline_interval)
+            .bind(now)
+            .bind(token_hash)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(endpoint)
+            .bind(&id_iot_device)
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
+    }
+    .await)
+    .map_err(|e| StoreError::conflict_on(e, "serial_hardware"))?;
+    get(db, &id)
+        .await?
+        .ok_or(StoreError::Decode("provisioned device vanished".into()))
+}
+
+/// One device, archived or not.
+pub async fn get(db: &Db, id: &str) -> Result<Option<DeviceRow>> {
+    let sql = select_sql("id_physical_device = $1");
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, DeviceRow>(sqlx::AssertSqlSafe(
+        sql
+    ))
+    .bind(id)
+    .fetch_optional(p)
+    .await)?)
+}
+
+/// The CONNECT view of a serial (see [`GatewayAuth`]).
+pub async fn gateway_auth(db: &Db, serial: &str) -> Result<Option<GatewayAuth>> {
+    let sql = "SELECT d.id_physical_device, d.id_group, d.kind, d.device_token_hash, d.archived_at, g.deleted_at AS group_deleted_at \
+               FROM physical_devices d JOIN groups g ON g.id_group = d.id_group \
+               WHERE d.serial_hardware = $1 AND d.id_parent IS NULL \
+               ORDER BY (d.archived_at IS NULL) DESC, d.archived_at DESC LIMIT 1";
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, GatewayAuth>(sql)
+        .bind(serial)
+        .fetch_optional(p)
+        .await)?)
+}
+
+/// Replaces the device token hash of a live gateway; returns whether one was changed.
+pub async fn rotate_token(db: &Db, id: &str, token_hash: &str) -> Result<bool> {
+    let n = on_pool!(db, |p| {
+        sqlx::query(
+        "UPDATE physical_devices SET device_token_hash = $1 WHERE id_physical_device = $2 AND archived_at IS NULL AND id_parent IS NULL"
+    )
+    .bind(token_hash)
+    .bind(id)
+    .execute(p)
+    .await
+    .map(|r| r.rows_affected())
+    })?;
+    Ok(n > 0)
+}
+
+/// Applies a manager's changes and returns the device.
+pub async fn update(db: &Db, id: &str, changes: &DeviceChanges<'_>) -> Result<Option<DeviceRow>> {
+    on_pool!(db, |p| sqlx::query(
+        "UPDATE physical_devices SET label = COALESCE($1, label), \
+         expected_offline_interval = COALESCE($2, expected_offline_interval), \
+         expected_live_status = COALESCE($3, expected_live_status) WHERE id_physical_device = $4"
+    )
+    .bind(changes.label)
+    .bind(changes.expected_offline_interval)
+    .bind(changes.expected_live_status)
+    .bind(id)
+    .execute(p)
+    .await
+    .map(|r| r.rows_affected()))?;
+    get(db, id).await
+}
+
+/// Archives a device (and forgets its token): `archived_at`, `archived_by`, `archived_serial`.
+/// The serial becomes free for a new device. Returns whether the device was live.
+pub async fn archive(db: &Db, id: &str, by: &str, now: i64) -> Result<bool> {
+    let n = on_pool!(db, |p| sqlx::query(
+        "UPDATE physical_devices SET archived_at = $1, archived_by = $2, archived_serial = serial_hardware, \
+         device_token_hash = NULL, is_connected = 0 WHERE id_physical_device = $3 AND archived_at IS NULL"
+    )
+    .bind(now)
+    .bind(by)
+    .bind(id)
+    .execute(p)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(n > 0)
+}
