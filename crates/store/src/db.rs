@@ -115,3 +115,70 @@ impl Db {
         on_pool!(self, |p| p.close().await)
     }
 }
+
+/// An open transaction on either database, for write paths built from SQL text and values
+/// (the same `$n` text serves both).
+pub(crate) enum Tx {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl Tx {
+    pub(crate) async fn begin(db: &Db) -> sqlx::Result<Tx> {
+        Ok(match db {
+            Db::Sqlite(p) => Tx::Sqlite(p.begin().await?),
+            Db::Postgres(p) => Tx::Postgres(p.begin().await?),
+        })
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            Tx::Sqlite(_) => Backend::Sqlite,
+            Tx::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Runs one statement; returns the rows it affected.
+    pub(crate) async fn execute(&mut self, sql: String, values: SqlxValues) -> sqlx::Result<u64> {
+        let sql = sqlx::AssertSqlSafe(sql);
+        Ok(match self {
+            Tx::Sqlite(tx) => sqlx::query_with(sql, values).execute(&mut **tx).await?.rows_affected(),
+            Tx::Postgres(tx) => sqlx::query_with(sql, values).execute(&mut **tx).await?.rows_affected(),
+        })
+    }
+
+    /// Runs a statement without values (savepoints).
+    pub(crate) async fn run(&mut self, sql: &'static str) -> sqlx::Result<()> {
+        match self {
+            Tx::Sqlite(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
+            Tx::Postgres(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
+        }
+    }
+
+    /// Rows of three integers. On SQLite the rows come back as one JSON array built by SQLite
+    /// (`json_group_array`), since sqlx hands SQLite rows over one by one; `select` must name
+    /// its three columns `a`, `b` and `c`.
+    pub(crate) async fn triples(&mut self, select: String, values: SqlxValues) -> sqlx::Result<Vec<(i64, i64, i64)>> {
+        match self {
+            Tx::Sqlite(tx) => {
+                let sql = format!("SELECT json_group_array(json_array(a, b, c)) FROM ({select})");
+                let text: String = sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
+                    .fetch_one(&mut **tx)
+                    .await?;
+                serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))
+            }
+            Tx::Postgres(tx) => {
+                sqlx::query_as_with(sqlx::AssertSqlSafe(select), values)
+                    .fetch_all(&mut **tx)
+                    .await
+            }
+        }
+    }
+
+    pub(crate) async fn commit(self) -> sqlx::Result<()> {
+        match self {
+            Tx::Sqlite(tx) => tx.commit().await,
+            Tx::Postgres(tx) => tx.commit().await,
+        }
+    }
+}

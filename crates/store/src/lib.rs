@@ -10,6 +10,7 @@ pub mod accounts;
 pub mod clients;
 pub mod devices;
 pub mod groups;
+pub mod ingest;
 pub mod memberships;
 pub mod tokens;
 
