@@ -90,18 +90,20 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<Box<dyn FnOn
             .context("cannot open the store")?,
     };
     let http = bind(settings.http_addr, "DEVICECLOUD_HTTP_ADDR").await?;
-    let state = AppState::new(db.clone(), settings.server());
+    let mqtt = bind(settings.mqtt_addr, "DEVICECLOUD_MQTT_ADDR").await?;
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let state = AppState::start(db.clone(), settings.server(), &tracker, &shutdown);
     devicecloud_server::spawn_background(&state, &tracker, &shutdown);
+    let (http_addr, mqtt_addr) = (http.local_addr()?, mqtt.local_addr()?);
     // The one line scripts and tests read to learn the chosen ports.
-    let http_addr = http.local_addr()?;
-    println!("listening http={http_addr}");
+    println!("listening http={http_addr} mqtt={mqtt_addr}");
     if let Some(on_ready) = on_ready {
         on_ready(http_addr);
     }
-    tracing::info!(http = %http.local_addr()?, backend = ?db.backend(), "devicecloud started");
+    tracing::info!(http = %http_addr, mqtt = %mqtt_addr, backend = ?db.backend(), "devicecloud started");
 
+    tracker.spawn(devicecloud_server::mqtt::serve_mqtt(mqtt, state.clone(), tracker.clone(), shutdown.clone()));
     let server = tokio::spawn(devicecloud_server::serve_http(http, state, shutdown.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down");

@@ -3,8 +3,12 @@
 
 pub mod auth;
 pub mod error;
+pub mod event_types;
+pub mod gateway;
 pub mod http;
+pub mod ingest;
 pub mod metrics;
+pub mod mqtt;
 pub mod state;
 
 use std::time::Duration;

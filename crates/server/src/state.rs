@@ -9,6 +9,10 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::cache::AuthCache;
 use crate::http::page_cache::PageCache;
+use crate::ingest::IngestQueue;
+use crate::mqtt::registry::GatewayRegistry;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Settings of the running service that handlers need (the binary fills them from flags, the
 /// TOML file and `DEVICECLOUD_*` variables).
@@ -22,6 +26,8 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// How long a token or a set of roles is trusted from memory.
     pub auth_cache_ttl: Duration,
+    /// Largest MQTT packet accepted, in bytes; a larger one closes the connection.
+    pub mqtt_max_packet_bytes: u32,
 }
 
 impl Default for Settings {
@@ -31,6 +37,7 @@ impl Default for Settings {
             webhook_allow_private: false,
             max_body_bytes: 1024 * 1024,
             auth_cache_ttl: Duration::from_secs(5),
+            mqtt_max_packet_bytes: 256 * 1024,
         }
     }
 }
@@ -43,16 +50,27 @@ pub struct AppState {
     pub auth: Arc<AuthCache>,
     pub pages: Arc<PageCache>,
     pub metrics: PrometheusHandle,
+    /// The submitting side of the ingest queue.
+    pub ingest: IngestQueue,
+    /// Live gateway connections of this node.
+    pub gateways: Arc<GatewayRegistry>,
+    /// This process's identity among the nodes sharing a database.
+    pub node_id: String,
 }
 
 impl AppState {
-    pub fn new(db: Db, settings: Settings) -> AppState {
+    /// The state of a service, with its ingest writer started on `tracker` (stopped, after
+    /// draining, when `shutdown` is cancelled).
+    pub fn start(db: Db, settings: Settings, tracker: &TaskTracker, shutdown: &CancellationToken) -> AppState {
         AppState {
+            ingest: IngestQueue::start(db.clone(), tracker, shutdown.clone()),
             db,
             pages: Arc::default(),
             auth: Arc::new(AuthCache::new(settings.auth_cache_ttl)),
             settings: Arc::new(settings),
             metrics: crate::metrics::handle(),
+            gateways: Arc::default(),
+            node_id: uuid::Uuid::new_v4().to_string(),
         }
     }
 }

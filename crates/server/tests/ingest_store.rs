@@ -86,6 +86,8 @@ where
 }
 
 type Rollup = (i64, i64, f64, f64, f64, i64);
+/// A series' key and latest seconds, microseconds and value.
+type Latest = (i64, Option<i64>, Option<i64>, Option<f64>);
 
 /// Asserts that every rollup table equals the aggregation of the raw rows.
 async fn assert_rollups_match_raw(db: &Db) {
@@ -157,7 +159,7 @@ async fn a_batch_stores_points_rollups_latest_values_and_last_data_at() {
     );
     assert_rollups_match_raw(&f.db).await;
 
-    let latest: Vec<(i64, Option<i64>, Option<i64>, Option<f64>)> = fetch(
+    let latest: Vec<Latest> = fetch(
         &f.db,
         "SELECT container_key, latest_seconds, latest_microseconds, latest_value FROM containers ORDER BY 1",
     )
@@ -165,7 +167,12 @@ async fn a_batch_stores_points_rollups_latest_values_and_last_data_at() {
     let last = day + 2_499 * 67;
     assert_eq!(
         latest[0],
-        (a, Some(last), Some((2_499 % 7) * 1000), Some((2_499f64).sin() * 10.0))
+        (
+            a,
+            Some(last),
+            Some(0), /* 2,499 is a multiple of 7 */
+            Some((2_499f64).sin() * 10.0)
+        )
     );
     assert_eq!(latest[1], (b, Some(last), Some(0), Some(2_499.0)));
     assert_eq!(

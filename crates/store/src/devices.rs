@@ -210,3 +210,147 @@ pub async fn archive(db: &Db, id: &str, by: &str, now: i64) -> Result<bool> {
     .map(|r| r.rows_affected()))?;
     Ok(n > 0)
 }
+
+/// What a hello (birth message) sets on its gateway (device-protocol §4).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HelloUpdate<'a> {
+    pub connection: &'a str,
+    pub signal: Option<i64>,
+    pub platform_software_version: Option<&'a str>,
+    pub app_software_version: Option<&'a str>,
+    pub wifi_enabled: Option<bool>,
+    pub location_json: Option<String>,
+    pub sim_json: Option<String>,
+    pub modbus_template_json: Option<String>,
+    pub client_identifier: &'a str,
+    pub node_id: &'a str,
+}
+
+/// Marks a gateway connected with what its hello said; `reconnected_at` is set when it had
+/// been disconnected before. A new Modbus template is appended to the template history.
+pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Result<()> {
+    let update = "UPDATE physical_devices SET \
+        reconnected_at = CASE WHEN last_disconnect_at IS NOT NULL AND is_connected = 0 THEN $1 ELSE reconnected_at END, \
+        is_connected = 1, connection = $2, signal = COALESCE($3, signal), \
+        platform_software_version = COALESCE($4, platform_software_version), \
+        app_software_version = COALESCE($5, app_software_version), wifi_enabled = COALESCE($6, wifi_enabled), \
+        location_json = COALESCE($7, location_json), sim_json = COALESCE($8, sim_json), \
+        commissioned_at = COALESCE(commissioned_at, $1) WHERE id_physical_device = $9";
+    let endpoint = "UPDATE iot_devices SET client_identifier = $1, node_id = $2, last_connect_at = $3 \
+                    WHERE id_physical_device = $4";
+    let previous_template = "SELECT modbus_template_json FROM physical_devices WHERE id_physical_device = $1";
+    let set_template = "UPDATE physical_devices SET modbus_template_json = $1 WHERE id_physical_device = $2";
+    let history = "INSERT INTO modbus_template_history (id_physical_device, template_json, received_at) VALUES ($1, $2, $3)";
+    on_pool!(db, |p| async {
+        let mut tx = p.begin().await?;
+        sqlx::query(update)
+            .bind(now)
+            .bind(hello.connection)
+            .bind(hello.signal)
+            .bind(hello.platform_software_version)
+            .bind(hello.app_software_version)
+            .bind(hello.wifi_enabled.map(i64::from))
+            .bind(&hello.location_json)
+            .bind(&hello.sim_json)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(endpoint).bind(hello.client_identifier).bind(hello.node_id).bind(now).bind(id).execute(&mut *tx).await?;
+        if let Some(template) = &hello.modbus_template_json {
+            let before: Option<String> = sqlx::query_scalar(previous_template).bind(id).fetch_one(&mut *tx).await?;
+            if before.as_ref() != Some(template) {
+                sqlx::query(set_template).bind(template).bind(id).execute(&mut *tx).await?;
+                sqlx::query(history).bind(id).bind(template).bind(now).execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await
+    }
+    .await)?;
+    Ok(())
+}
+
+/// Marks a gateway disconnected (connection lost, clean DISCONNECT or power off).
+pub async fn disconnected(db: &Db, id: &str, now: i64) -> Result<()> {
+    let device = "UPDATE physical_devices SET is_connected = 0, last_disconnect_at = $1 WHERE id_physical_device = $2";
+    let endpoint = "UPDATE iot_devices SET last_disconnect_at = $1 WHERE id_physical_device = $2";
+    on_pool!(db, |p| async {
+        let mut tx = p.begin().await?;
+        sqlx::query(device).bind(now).bind(id).execute(&mut *tx).await?;
+        sqlx::query(endpoint).bind(now).bind(id).execute(&mut *tx).await?;
+        tx.commit().await
+    }
+    .await)?;
+    Ok(())
+}
+
+/// An asset behind a gateway, found by serial.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Child {
+    /// The asset's device id (created if it was unknown).
+    Device(String),
+    /// The serial belongs to a device that is not an asset of this gateway.
+    Taken,
+}
+
+/// The asset of `gateway` with `serial`, created on first sight (`id_parent` = the gateway,
+/// same group) and updated with `device_type` and `label` when given (device-protocol §5, §7).
+pub async fn child(
+    db: &Db,
+    gateway: &str,
+    id_group: &str,
+    serial: &str,
+    device_type: Option<&str>,
+    label: Option<&str>,
+    now: i64,
+) -> Result<Child> {
+    let find = "SELECT id_physical_device, id_parent FROM physical_devices WHERE serial_hardware = $1 AND archived_at IS NULL";
+    let found: Option<(String, Option<String>)> =
+        on_pool!(db, |p| sqlx::query_as(find).bind(serial).fetch_optional(p).await)?;
+    if let Some((id, parent)) = found {
+        if parent.as_deref() != Some(gateway) {
+            return Ok(Child::Taken);
+        }
+        if device_type.is_some() || label.is_some() {
+            let update = "UPDATE physical_devices SET id_device_type = COALESCE($1, id_device_type), \
+                          label = COALESCE($2, label) WHERE id_physical_device = $3";
+            on_pool!(db, |p| sqlx::query(update)
+                .bind(device_type)
+                .bind(label)
+                .bind(&id)
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()))?;
+        }
+        return Ok(Child::Device(id));
+    }
+    let id = new_id();
+    let insert = "INSERT INTO physical_devices (id_physical_device, serial_hardware, label, id_parent, id_group, \
+                  id_device_type, created_at, expected_offline_interval) \
+                  SELECT $1, $2, $3, $4, id_group, $5, $6, expected_offline_interval FROM physical_devices \
+                  WHERE id_physical_device = $4 AND id_group = $7";
+    let inserted = on_pool!(db, |p| sqlx::query(insert)
+        .bind(&id)
+        .bind(serial)
+        .bind(label.unwrap_or_default())
+        .bind(gateway)
+        .bind(device_type.unwrap_or("asset"))
+        .bind(now)
+        .bind(id_group)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()));
+    match inserted {
+        Ok(1) => Ok(Child::Device(id)),
+        Ok(_) => Ok(Child::Taken),
+        // Another connection created it meanwhile: look again.
+        Err(e) if matches!(&e, sqlx::Error::Database(d) if d.is_unique_violation()) => {
+            let again: Option<(String, Option<String>)> =
+                on_pool!(db, |p| sqlx::query_as(find).bind(serial).fetch_optional(p).await)?;
+            Ok(match again {
+                Some((id, Some(parent))) if parent == gateway => Child::Device(id),
+                _ => Child::Taken,
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}

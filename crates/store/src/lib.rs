@@ -9,9 +9,11 @@ mod error;
 pub mod accounts;
 pub mod clients;
 pub mod devices;
+pub mod events;
 pub mod groups;
 pub mod ingest;
 pub mod memberships;
+pub mod sessions;
 pub mod tokens;
 
 pub use collection::{Column, ListRequest, Listing, attributes, names};

@@ -204,6 +204,8 @@ pub async fn archive(
     if !devices::archive(&state.db, &id, &caller.id_user, unix_now()).await? {
         return Err(ApiError::not_found("Physical device", &id));
     }
+    // Its live connection ends now; a later CONNECT is refused as not authorized.
+    state.gateways.revoke(&id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -220,5 +222,7 @@ pub async fn rotate_token(
     if !devices::rotate_token(&state.db, &id, &token_hash(&token)).await? {
         return Err(ApiError::not_found("Physical device", &id));
     }
+    // The connection that used the old token ends now.
+    state.gateways.revoke(&id);
     Ok(axum::Json(json!({"id_physical_device": id, "device_token": token})))
 }

@@ -12,12 +12,15 @@ use devicecloud_store::{Db, accounts, clients, unix_now};
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A running service and an HTTP client for it.
 pub struct TestApp {
     pub base: String,
+    /// The MQTT endpoint (loopback, port chosen at start).
+    pub mqtt_addr: std::net::SocketAddr,
     pub http: reqwest::Client,
     pub state: AppState,
     pub client_id: String,
@@ -80,10 +83,18 @@ impl TestApp {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let db = fresh_db(&dir).await;
-        let state = AppState::new(db.clone(), settings);
+        let shutdown = CancellationToken::new();
+        let state = AppState::start(db.clone(), settings, &TaskTracker::new(), &shutdown);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let shutdown = CancellationToken::new();
+        let mqtt = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mqtt_addr = mqtt.local_addr().unwrap();
+        tokio::spawn(devicecloud_server::mqtt::serve_mqtt(
+            mqtt,
+            state.clone(),
+            TaskTracker::new(),
+            shutdown.clone(),
+        ));
         tokio::spawn(devicecloud_server::serve_http(
             listener,
             state.clone(),
@@ -95,6 +106,7 @@ impl TestApp {
             .unwrap();
         TestApp {
             base,
+            mqtt_addr,
             http: reqwest::Client::new(),
             state,
             client_id,

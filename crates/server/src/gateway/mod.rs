@@ -1,0 +1,344 @@
+//! A connected gateway as the service sees it, whatever transport carries its messages (MQTT,
+//! or HTTP for gateways that cannot speak MQTT): authentication, and the effect of every
+//! message of the gateway protocol (device-protocol §4–§8, §10).
+
+mod auth;
+
+use std::collections::HashMap;
+
+use devicecloud_protocol::{
+    Hello, ModuleKind, Rejection, parse_devices, parse_events, parse_hello, parse_measurements, parse_power,
+};
+use devicecloud_store::devices::{self, Child, HelloUpdate};
+use devicecloud_store::events::{self, NewEvent};
+use devicecloud_store::ingest::{self, Point, SeriesId};
+use devicecloud_store::{StoreError, sessions};
+
+pub use auth::{AuthError, authenticate};
+
+use crate::event_types;
+use crate::ingest::IngestError;
+use crate::state::AppState;
+
+/// Why a message had no effect.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// Refused whole (§5); already counted and recorded. Over MQTT still acknowledged.
+    #[error("message rejected: {0}")]
+    Rejected(Rejection),
+    /// A hello with another module kind than provisioned (contract §5): close the connection.
+    #[error("hello with module kind {0}, provisioned as another kind")]
+    KindMismatch(String),
+    /// The data could not be committed: not acknowledged, so the gateway sends it again.
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
+    /// A store failure outside the ingest path.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An authenticated gateway and what its connection remembers.
+#[derive(Debug)]
+pub struct Gateway {
+    pub id: String,
+    pub id_group: String,
+    pub serial: String,
+    pub kind: ModuleKind,
+    /// The active data session (GO modules, from hello until power off).
+    session_key: Option<i64>,
+    /// Asset serial → device id.
+    children: HashMap<String, String>,
+    /// (source device, datatype) → series key.
+    series: HashMap<(String, i64), i64>,
+    /// A power-off message came: the disconnect that follows is expected.
+    pub powered_off: bool,
+}
+
+/// Unix time now as seconds and microseconds.
+pub fn now_parts() -> (i64, i64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (now.as_secs() as i64, i64::from(now.subsec_micros()))
+}
+
+impl Gateway {
+    fn new(id: String, id_group: String, serial: String, kind: ModuleKind) -> Gateway {
+        Gateway {
+            id,
+            id_group,
+            serial,
+            kind,
+            session_key: None,
+            children: HashMap::new(),
+            series: HashMap::new(),
+            powered_off: false,
+        }
+    }
+
+    /// Counts and records a refused message, and hands the rejection back.
+    pub async fn reject(&self, state: &AppState, topic: &str, rejection: Rejection) -> GatewayError {
+        metrics::counter!("devicecloud_gateway_rejected_total", "reason" => rejection.reason().as_str()).increment(1);
+        let description = rejection.description();
+        let event = NewEvent {
+            id_group: &self.id_group,
+            source_device: &self.id,
+            from_device: Some(0),
+            event_type: event_types::MESSAGE_REJECTED,
+            occurred_at: now_parts().0,
+            value: topic,
+            datatype: None,
+            value_description: Some(&description),
+        };
+        if let Err(e) = events::insert(&state.db, &[event], now_parts().0).await {
+            tracing::warn!(error = %e, "cannot record a rejected message");
+        }
+        GatewayError::Rejected(rejection)
+    }
+
+    async fn cloud_event(
+        &self,
+        state: &AppState,
+        event_type: i64,
+        value: &str,
+        from_device: i64,
+    ) -> Result<(), StoreError> {
+        let now = now_parts().0;
+        let event = NewEvent {
+            id_group: &self.id_group,
+            source_device: &self.id,
+            from_device: Some(from_device),
+            event_type,
+            occurred_at: now,
+            value,
+            datatype: None,
+            value_description: None,
+        };
+        events::insert(&state.db, &[event], now).await.map(drop)
+    }
+
+    /// Hello (§4): device fields, event 208, and for a GO module a data session.
+    pub async fn hello(&mut self, state: &AppState, payload: &[u8], client_id: &str) -> Result<(), GatewayError> {
+        let hello: Hello = match parse_hello(payload) {
+            Ok(h) => h,
+            Err(r) => return Err(self.reject(state, "v1/gateway/hello", r).await),
+        };
+        if hello.kind != self.kind {
+            self.cloud_event(state, event_types::KIND_MISMATCH, &hello.kind.to_string(), 0)
+                .await?;
+            return Err(GatewayError::KindMismatch(hello.kind.to_string()));
+        }
+        let now = now_parts().0;
+        let json = |v: &Option<serde_json::Value>| v.as_ref().map(serde_json::Value::to_string);
+        let update = HelloUpdate {
+            connection: hello.connection.as_str(),
+            signal: hello.signal,
+            platform_software_version: hello.platform_software_version.as_deref(),
+            app_software_version: hello.app_software_version.as_deref(),
+            wifi_enabled: hello.wifi_enabled,
+            location_json: json(&hello.location),
+            sim_json: json(&hello.sim),
+            modbus_template_json: json(&hello.modbus_template),
+            client_identifier: client_id,
+            node_id: &state.node_id,
+        };
+        devices::hello(&state.db, &self.id, &update, now).await?;
+        self.cloud_event(
+            state,
+            event_types::CONNECTIVITY,
+            &hello.connection.event_value().to_string(),
+            1,
+        )
+        .await?;
+        if self.kind == ModuleKind::Go && self.session_key.is_none() {
+            let opened = sessions::active(&state.db, &self.id).await?.is_none();
+            self.session_key = Some(sessions::open(&state.db, &self.id_group, &self.id, now).await?);
+            if opened {
+                self.cloud_event(state, event_types::DATA_SESSION, "1", 0).await?;
+            }
+        }
+        self.powered_off = false;
+        Ok(())
+    }
+
+    /// The device id of a source serial: the gateway itself, or an asset (created on first sight).
+    async fn source(&mut self, state: &AppState, serial: Option<&str>) -> Result<Option<String>, StoreError> {
+        let Some(serial) = serial.filter(|s| *s != self.serial) else {
+            return Ok(Some(self.id.clone()));
+        };
+        if let Some(id) = self.children.get(serial) {
+            return Ok(Some(id.clone()));
+        }
+        let now = now_parts().0;
+        match devices::child(&state.db, &self.id, &self.id_group, serial, None, None, now).await? {
+            Child::Device(id) => {
+                self.children.insert(serial.to_string(), id.clone());
+                Ok(Some(id))
+            }
+            Child::Taken => Ok(None),
+        }
+    }
+
+    async fn series_key(&mut self, state: &AppState, source: &str, datatype: i64) -> Result<i64, StoreError> {
+        if let Some(key) = self.series.get(&(source.to_string(), datatype)) {
+            return Ok(*key);
+        }
+        let id = SeriesId {
+            id_group: self.id_group.clone(),
+            source_device: source.to_string(),
+            datatype,
+        };
+        let key = ingest::container_key(&state.db, &id).await?;
+        self.series.insert((source.to_string(), datatype), key);
+        Ok(key)
+    }
+
+    /// Measurements (§5): validated whole, then stored through the ingest queue; returns once
+    /// every point is durably committed.
+    pub async fn measurements(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
+        const TOPIC: &str = "v1/gateway/measurements";
+        let (now, now_us) = now_parts();
+        let batch = match parse_measurements(payload, now) {
+            Ok(b) => b,
+            Err(r) => return Err(self.reject(state, TOPIC, r).await),
+        };
+        let mut points = Vec::new();
+        let mut touched = vec![(self.id.clone(), now)];
+        for m in &batch {
+            let Some(source) = self.source(state, m.device.as_deref()).await? else {
+                let serial = m.device.clone().unwrap_or_default();
+                let rejection = Rejection::Invalid {
+                    reason: devicecloud_protocol::RejectReason::BadField,
+                    detail: format!("device {serial:?} is not an asset of this gateway"),
+                };
+                return Err(self.reject(state, TOPIC, rejection).await);
+            };
+            let (seconds, microseconds) = m.ts.map_or((now, now_us), |t| (t.seconds, i64::from(t.microseconds)));
+            for (datatype, value) in &m.values {
+                let container_key = self.series_key(state, &source, i64::from(*datatype)).await?;
+                points.push(Point {
+                    container_key,
+                    seconds,
+                    microseconds,
+                    value: *value,
+                    session_key: self.session_key,
+                });
+            }
+            if source != self.id && !touched.iter().any(|(id, _)| *id == source) {
+                touched.push((source, now));
+            }
+        }
+        let count = points.len();
+        state.ingest.submit(points, touched).await?;
+        Ok(count)
+    }
+
+    /// Events (§6): stored with `from_device` 1 on their source device.
+    pub async fn events(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
+        const TOPIC: &str = "v1/gateway/events";
+        let (now, _) = now_parts();
+        let batch = match parse_events(payload, now) {
+            Ok(b) => b,
+            Err(r) => return Err(self.reject(state, TOPIC, r).await),
+        };
+        let mut sources = Vec::with_capacity(batch.len());
+        for e in &batch {
+            match self.source(state, e.device.as_deref()).await? {
+                Some(id) => sources.push(id),
+                None => {
+                    let rejection = Rejection::Invalid {
+                        reason: devicecloud_protocol::RejectReason::BadField,
+                        detail: format!(
+                            "device {:?} is not an asset of this gateway",
+                            e.device.clone().unwrap_or_default()
+                        ),
+                    };
+                    return Err(self.reject(state, TOPIC, rejection).await);
+                }
+            }
+        }
+        let records: Vec<NewEvent> = batch
+            .iter()
+            .zip(&sources)
+            .map(|(e, source)| NewEvent {
+                id_group: &self.id_group,
+                source_device: source,
+                from_device: Some(1),
+                event_type: e.event_type,
+                occurred_at: e.ts.map_or(now, |t| t.seconds),
+                value: &e.value,
+                datatype: e.datatype.map(i64::from),
+                value_description: None,
+            })
+            .collect();
+        Ok(events::insert(&state.db, &records, now).await? as usize)
+    }
+
+    /// Attached assets (§7): created or updated as children of the gateway.
+    pub async fn devices(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
+        let assets = match parse_devices(payload) {
+            Ok(a) => a,
+            Err(r) => return Err(self.reject(state, "v1/gateway/devices", r).await),
+        };
+        let now = now_parts().0;
+        let mut taken = Vec::new();
+        for asset in &assets {
+            let child = devices::child(
+                &state.db,
+                &self.id,
+                &self.id_group,
+                &asset.serial,
+                Some(&asset.r#type),
+                asset.label.as_deref(),
+                now,
+            )
+            .await?;
+            match child {
+                Child::Device(id) => {
+                    self.children.insert(asset.serial.clone(), id);
+                }
+                Child::Taken => taken.push(asset.serial.clone()),
+            }
+        }
+        if !taken.is_empty() {
+            let rejection = Rejection::Invalid {
+                reason: devicecloud_protocol::RejectReason::BadField,
+                detail: format!("serials already used by other devices: {}", taken.join(", ")),
+            };
+            return Err(self.reject(state, "v1/gateway/devices", rejection).await);
+        }
+        Ok(assets.len())
+    }
+
+    /// Power off (§8): a GO module's data session is closed; the disconnect that follows is
+    /// expected and records no connection loss.
+    pub async fn power(&mut self, state: &AppState, payload: &[u8]) -> Result<(), GatewayError> {
+        if let Err(r) = parse_power(payload) {
+            return Err(self.reject(state, "v1/gateway/power", r).await);
+        }
+        if sessions::close(&state.db, &self.id, now_parts().0).await? {
+            self.cloud_event(state, event_types::DATA_SESSION, "0", 0).await?;
+        }
+        self.session_key = None;
+        self.powered_off = true;
+        Ok(())
+    }
+
+    /// The connection ended. `lost`: without power-off (TCP close, keep-alive expiry, clean
+    /// DISCONNECT, token rotated or device archived) — event 208 with value 0. A take-over by a
+    /// new connection records nothing and leaves `is_connected` alone (contract §5).
+    pub async fn ended(&self, state: &AppState, taken_over: bool) {
+        if taken_over {
+            return;
+        }
+        let now = now_parts().0;
+        if let Err(e) = devices::disconnected(&state.db, &self.id, now).await {
+            tracing::warn!(error = %e, gateway = %self.serial, "cannot mark the gateway disconnected");
+        }
+        if !self.powered_off
+            && let Err(e) = self.cloud_event(state, event_types::CONNECTIVITY, "0", 0).await
+        {
+            tracing::warn!(error = %e, gateway = %self.serial, "cannot record the connection loss");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The ingest queue and its single writer: accept fast, write in groups (architecture: group
+//! commit). Connections submit jobs into a bounded queue and wait for the commit before they
+//! acknowledge; a full queue makes them wait, which stops them reading their sockets (TCP
+//! back-pressure) instead of dropping or buffering without bound.
+
+use std::time::Duration;
+
+use devicecloud_store::Db;
+use devicecloud_store::ingest::{self, Point};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Jobs the queue holds before submitters wait.
+const QUEUE_JOBS: usize = 4096;
+/// Points one transaction takes at most; more wait for the next one.
+const BATCH_POINTS: usize = 20_000;
+/// How long the writer waits for more jobs when a batch is small, trading a little latency
+/// for fewer, larger transactions.
+const LINGER: Duration = Duration::from_millis(2);
+
+/// Why a job was not stored.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The service is stopping and the writer is gone.
+    #[error("the ingest writer has stopped")]
+    Stopped,
+    /// The store refused the write (logged with details).
+    #[error("the store could not take the data")]
+    Store,
+}
+
+/// One submitter's points, acknowledged after the commit that contains them.
+struct Job {
+    points: Vec<Point>,
+    devices: Vec<(String, i64)>,
+    done: oneshot::Sender<Result<(), IngestError>>,
+}
+
+/// The submitting side of the queue; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct IngestQueue {
+    tx: mpsc::Sender<Job>,
+}
+
+impl IngestQueue {
+    /// Starts the writer on `tracker`. On shutdown it stops taking jobs only once the queue is
+    /// empty, so every job accepted before is committed and answered.
+    pub fn start(db: Db, tracker: &TaskTracker, shutdown: CancellationToken) -> IngestQueue {
+        let (tx, rx) = mpsc::channel(QUEUE_JOBS);
+        tracker.spawn(writer(db, rx, shutdown));
+        IngestQueue { tx }
+    }
+
+    /// Submits points (and the devices whose `last_data_at` moves) and waits until they are
+    /// durably committed (resent points count as committed: they were stored before).
+    pub async fn submit(&self, points: Vec<Point>, devices: Vec<(String, i64)>) -> Result<(), IngestError> {
+        let (done, answer) = oneshot::channel();
+        self.tx
+            .send(Job { points, devices, done })
+            .await
+            .map_err(|_| IngestError::Stopped)?;
+        answer.await.map_err(|_| IngestError::Stopped)?
+    }
+}
+
+async fn writer(db: Db, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken) {
+    loop {
+        let first = tokio::select! {
+            job = rx.recv() => job,
+            _ = shutdown.cancelled() => {
+                // Stop accepting, then drain what is queued.
+                rx.close();
+                rx.recv().await
+            }
+        };
+        let Some(first) = first else { break };
+        let mut jobs = vec![first];
+        let mut points = jobs[0].points.len();
+        let deadline = tokio::time::Instant::now() + LINGER;
+        while points < BATCH_POINTS {
+            match rx.try_recv() {
+                Ok(job) => {
+                    points += job.points.len();
+                    jobs.push(job);
+                }
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    if shutdown.is_cancelled() {
+                        break;
+                    }
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Some(job)) => {
+                            points += job.points.len();
+                            jobs.push(job);
+                        }
+                        _ => break,
+                    }
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+            }
+        }
+        commit(&db, jobs).await;
+    }
+    tracing::debug!("ingest writer stopped");
+}
+
+/// Writes a group of jobs in one transaction; if that fails, each job alone, so that one bad
+/// job (a device archived meanwhile, say) cannot hold back the others.
+async fn commit(db: &Db, jobs: Vec<Job>) {
+    let started = std::time::Instant::now();
+    let points: Vec<Point> = jobs.iter().flat_map(|j| j.points.iter().copied()).collect();
+    let devices: Vec<(String, i64)> = jobs.iter().flat_map(|j| j.devices.iter().cloned()).collect();
+    match ingest::write(db, &points, &devices).await {
+        Ok(written) => {
+            metrics::counter!("devicecloud_ingest_points_total", "outcome" => "stored")
+                .increment(written.inserted as u64);
+            metrics::counter!("devicecloud_ingest_points_total", "outcome" => "duplicate")
+                .increment(written.duplicates as u64);
+            metrics::histogram!("devicecloud_ingest_commit_seconds").record(started.elapsed().as_secs_f64());
+            for job in jobs {
+                let _ = job.done.send(Ok(()));
+            }
+        }
+        Err(e) if jobs.len() > 1 => {
+            tracing::warn!(error = %e, jobs = jobs.len(), "group commit failed; writing jobs one by one");
+            for job in jobs {
+                let result = ingest::write(db, &job.points, &job.devices)
+                    .await
+                    .map(drop)
+                    .map_err(|e| {
+                        tracing::error!(error = %e, "ingest write failed");
+                        IngestError::Store
+                    });
+                let _ = job.done.send(result);
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "ingest write failed");
+            for job in jobs {
+                let _ = job.done.send(Err(IngestError::Store));
+            }
+        }
+    }
+}

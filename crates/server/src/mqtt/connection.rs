@@ -1,0 +1,195 @@
+//! One gateway connection: version detection, CONNECT and its authentication, then packets
+//! until the connection ends (device-protocol §1–§3). Meaning lives in `gateway`; this file
+//! only frames, acknowledges and enforces the transport rules.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use rmqtt_codec::types::QoS;
+use rmqtt_codec::version::{ProtocolVersion, VersionCodec};
+use rmqtt_codec::{MqttCodec, MqttPacket, v3, v5};
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
+
+use super::packets::{self, Connack, Inbound, Version};
+use super::registry::Kick;
+use crate::gateway::{AuthError, Gateway, GatewayError, authenticate};
+use crate::state::AppState;
+use devicecloud_protocol::{GatewayTopic, subscription_allowed};
+
+/// How long a client may take to send CONNECT after opening the connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Transport = Framed<TcpStream, MqttCodec>;
+
+/// Runs a connection to its end.
+pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken) {
+    let mut framed = Framed::new(stream, MqttCodec::Version(VersionCodec));
+    let version = match tokio::time::timeout(CONNECT_TIMEOUT, framed.next()).await {
+        Ok(Some(Ok((MqttPacket::Version(ProtocolVersion::MQTT3), _)))) => Version::V3,
+        Ok(Some(Ok((MqttPacket::Version(ProtocolVersion::MQTT5), _)))) => Version::V5,
+        _ => return,
+    };
+    let max = state.settings.mqtt_max_packet_bytes;
+    *framed.codec_mut() = match version {
+        Version::V3 => MqttCodec::V3(v3::Codec::new(max)),
+        Version::V5 => MqttCodec::V5(v5::Codec::new(max, max)),
+    };
+    let Ok(Some(Ok((packet, _)))) = tokio::time::timeout(CONNECT_TIMEOUT, framed.next()).await else {
+        return;
+    };
+    let Inbound::Connect {
+        client_id,
+        username,
+        password,
+        keep_alive,
+    } = Inbound::from(packet)
+    else {
+        return;
+    };
+
+    let serial = username.unwrap_or_default();
+    let token = password.unwrap_or_default();
+    let mut gateway = match authenticate(&state, &serial, &token).await {
+        Ok(gateway) => gateway,
+        Err(e) => {
+            let outcome = match e {
+                AuthError::BadCredentials => Connack::BadUserNameOrPassword,
+                AuthError::NotAuthorized => Connack::NotAuthorized,
+                AuthError::Unavailable => Connack::ServiceUnavailable,
+            };
+            metrics::counter!("devicecloud_mqtt_connect_refused_total", "reason" => e.to_string()).increment(1);
+            let _ = framed.send(packets::connack(version, outcome)).await;
+            return;
+        }
+    };
+    let (connection, mut kicked) = state.gateways.register(&gateway.id);
+    if framed.send(packets::connack(version, Connack::Accepted)).await.is_err() {
+        state.gateways.unregister(&gateway.id, connection);
+        gateway.ended(&state, false).await;
+        return;
+    }
+    metrics::gauge!("devicecloud_mqtt_connections").increment(1.0);
+
+    // Keep-alive: no packet within 1.5 times the interval closes the connection (§1).
+    let silence = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
+    let mut taken_over = false;
+    loop {
+        let next = async {
+            match silence {
+                Some(limit) => tokio::time::timeout(limit, framed.next()).await.ok(),
+                None => Some(framed.next().await),
+            }
+        };
+        let packet = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            changed = kicked.changed() => {
+                taken_over = changed.is_ok() && *kicked.borrow() == Some(Kick::TakenOver);
+                break;
+            }
+            packet = next => packet,
+        };
+        let packet = match packet {
+            Some(Some(Ok((packet, _)))) => Inbound::from(packet),
+            Some(Some(Err(e))) => {
+                // Garbage or an oversized packet ends this connection only.
+                metrics::counter!("devicecloud_mqtt_protocol_errors_total").increment(1);
+                tracing::debug!(gateway = %gateway.serial, error = %e, "mqtt decode error");
+                break;
+            }
+            Some(None) | None => break,
+        };
+        match handle(&mut framed, version, &state, &mut gateway, &client_id, packet).await {
+            Ok(true) => {}
+            Ok(false) | Err(()) => break,
+        }
+    }
+    metrics::gauge!("devicecloud_mqtt_connections").decrement(1.0);
+    state.gateways.unregister(&gateway.id, connection);
+    gateway.ended(&state, taken_over).await;
+}
+
+/// Handles one packet; `Ok(false)` ends the connection normally, `Err` on a write failure.
+async fn handle(
+    framed: &mut Transport,
+    version: Version,
+    state: &AppState,
+    gateway: &mut Gateway,
+    client_id: &str,
+    packet: Inbound,
+) -> Result<bool, ()> {
+    match packet {
+        Inbound::Publish {
+            topic,
+            payload,
+            qos,
+            packet_id,
+        } => {
+            // QoS 2 is refused by closing the connection (documented in docs/gateway-protocol.md).
+            if qos == QoS::ExactlyOnce {
+                return Ok(false);
+            }
+            // A publish to any other topic closes the connection (MQTT 3.1.1 has no refusal).
+            let Some(topic) = GatewayTopic::parse(&topic) else {
+                return Ok(false);
+            };
+            let outcome = match topic {
+                GatewayTopic::Hello => gateway.hello(state, &payload, client_id).await,
+                GatewayTopic::Measurements => gateway.measurements(state, &payload).await.map(drop),
+                GatewayTopic::Events => gateway.events(state, &payload).await.map(drop),
+                GatewayTopic::Devices => gateway.devices(state, &payload).await.map(drop),
+                GatewayTopic::Power => gateway.power(state, &payload).await,
+                // Command responses are routed by the command router (not part of this endpoint yet):
+                // acknowledged so that gateways do not resend them.
+                GatewayTopic::Response { .. } => Ok(()),
+            };
+            match outcome {
+                // A rejected message is still acknowledged, so it is not sent again (§5).
+                Ok(()) | Err(GatewayError::Rejected(_)) => {}
+                Err(GatewayError::KindMismatch(_)) => return Ok(false),
+                Err(e) => {
+                    // Not committed: no PUBACK; closing makes the gateway resend after reconnecting.
+                    tracing::warn!(gateway = %gateway.serial, error = %e, "message not stored");
+                    return Ok(false);
+                }
+            }
+            if let Some(id) = packet_id.filter(|_| qos == QoS::AtLeastOnce) {
+                framed.send(packets::puback(version, id)).await.map_err(drop)?;
+            }
+            Ok(true)
+        }
+        Inbound::Subscribe { packet_id, filters } => {
+            let granted: Vec<Option<QoS>> = filters
+                .iter()
+                .map(|(filter, qos)| {
+                    subscription_allowed(filter).then_some(if *qos == QoS::AtMostOnce {
+                        QoS::AtMostOnce
+                    } else {
+                        QoS::AtLeastOnce
+                    })
+                })
+                .collect();
+            framed
+                .send(packets::suback(version, packet_id, &granted))
+                .await
+                .map_err(drop)?;
+            Ok(true)
+        }
+        Inbound::Unsubscribe { packet_id, count } => {
+            framed
+                .send(packets::unsuback(version, packet_id, count))
+                .await
+                .map_err(drop)?;
+            Ok(true)
+        }
+        Inbound::PingRequest => {
+            framed.send(packets::pingresp(version)).await.map_err(drop)?;
+            Ok(true)
+        }
+        Inbound::Disconnect => Ok(false),
+        // A second CONNECT is a protocol violation.
+        Inbound::Connect { .. } => Ok(false),
+        Inbound::Other => Ok(true),
+    }
+}

@@ -1,0 +1,38 @@
+//! The gateway endpoint over MQTT (device-protocol §1–§3), inside the service: no external
+//! broker. `serve_mqtt` accepts connections until shutdown; each connection is one task.
+
+mod connection;
+pub mod packets;
+pub mod registry;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::state::AppState;
+
+/// Accepts gateway connections on `listener` until `shutdown` is cancelled; connections end
+/// with it, and `tracker` lets the caller wait for them.
+pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTracker, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let (state, shutdown) = (state.clone(), shutdown.clone());
+                tracker.spawn(async move {
+                    connection::run(stream, state, shutdown).await;
+                    tracing::debug!(%peer, "mqtt connection ended");
+                });
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: wait a little rather than spin.
+                tracing::warn!(error = %e, "mqtt accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

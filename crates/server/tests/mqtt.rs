@@ -1,0 +1,490 @@
+//! The gateway endpoint over real MQTT with a real client library (rumqttc): CONNECT
+//! authentication and its refusals, topic rules, hello, measurements through the ingest queue
+//! with PUBACK after commit, rejections, events, assets, take-over, loss of connection, GO data
+//! sessions, token rotation and archiving, MQTT 5, and garbage bytes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestApp, send};
+use devicecloud_store::Db;
+use reqwest::Method;
+use rumqttc::{AsyncClient, ConnectReturnCode, ConnectionError, Event, EventLoop, MqttOptions, Packet, QoS};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A provisioned gateway: id, serial and token.
+struct Provisioned {
+    id: String,
+    serial: String,
+    token: String,
+    group: String,
+}
+
+async fn provision(app: &TestApp, admin: &str, serial: &str, kind: &str) -> Provisioned {
+    let group = app.create_group(admin, &format!("group of {serial}")).await;
+    let body = json!({"id_group": group, "serial_hardware": serial, "kind": kind});
+    let reply = send(app.request(Method::POST, "/api/v2/physical-device", admin).json(&body)).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let body = reply.json();
+    Provisioned {
+        id: body["id_physical_device"].as_str().unwrap().into(),
+        serial: serial.into(),
+        token: body["device_token"].as_str().unwrap().into(),
+        group,
+    }
+}
+
+fn options(app: &TestApp, client_id: &str, user: &str, password: &str) -> MqttOptions {
+    let mut options = MqttOptions::new(client_id, app.mqtt_addr.ip().to_string(), app.mqtt_addr.port());
+    options.set_credentials(user, password);
+    options.set_keep_alive(Duration::from_secs(30));
+    options
+}
+
+/// Connects and waits for the CONNACK.
+async fn connect(app: &TestApp, gw: &Provisioned, client_id: &str) -> (AsyncClient, EventLoop) {
+    let (client, mut events) = AsyncClient::new(options(app, client_id, &gw.serial, &gw.token), 64);
+    match tokio::time::timeout(Duration::from_secs(10), events.poll())
+        .await
+        .expect("no CONNACK in 10 s")
+    {
+        Ok(Event::Incoming(Packet::ConnAck(ack))) => assert_eq!(ack.code, ConnectReturnCode::Success),
+        other => panic!("expected CONNACK, got {other:?}"),
+    }
+    (client, events)
+}
+
+/// Polls the event loop until a PUBACK arrives (or the connection fails).
+async fn until_puback(events: &mut EventLoop) {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.poll())
+            .await
+            .expect("no PUBACK in 10 s")
+        {
+            Ok(Event::Incoming(Packet::PubAck(_))) => return,
+            Ok(_) => {}
+            Err(e) => panic!("connection failed before PUBACK: {e}"),
+        }
+    }
+}
+
+/// Polls until the connection ends; returns the error it ended with.
+async fn until_closed(events: &mut EventLoop) -> ConnectionError {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.poll())
+            .await
+            .expect("still open after 10 s")
+        {
+            Ok(_) => {}
+            Err(e) => return e,
+        }
+    }
+}
+
+async fn publish(client: &AsyncClient, events: &mut EventLoop, topic: &str, payload: Value) {
+    client
+        .publish(topic, QoS::AtLeastOnce, false, payload.to_string())
+        .await
+        .unwrap();
+    until_puback(events).await;
+}
+
+async fn scalar(db: &Db, sql: &str, bind: &str) -> i64 {
+    let sql = sqlx::AssertSqlSafe(sql.to_string());
+    match db {
+        Db::Sqlite(p) => sqlx::query_scalar(sql).bind(bind).fetch_one(p).await.unwrap(),
+        Db::Postgres(p) => sqlx::query_scalar(sql).bind(bind).fetch_one(p).await.unwrap(),
+    }
+}
+
+async fn device(app: &TestApp, admin: &str, id: &str) -> Value {
+    send(app.get(&format!("/api/v2/physical-device/{id}"), admin))
+        .await
+        .json()
+}
+
+/// Events of a device as (type, value, from_device), oldest first.
+async fn events_of(db: &Db, id: &str) -> Vec<(i64, String, Option<i64>)> {
+    let sql = "SELECT event_type, value, from_device FROM events WHERE source_device = $1 ORDER BY id_event";
+    match db {
+        Db::Sqlite(p) => sqlx::query_as(sql).bind(id).fetch_all(p).await.unwrap(),
+        Db::Postgres(p) => sqlx::query_as(sql).bind(id).fetch_all(p).await.unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn connect_is_refused_with_the_protocol_codes() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-AUTH", "CORE").await;
+    for (user, password) in [("GW-AUTH", "wrong"), ("NO-SUCH", "x"), ("", "")] {
+        let (_, mut events) = AsyncClient::new(options(&app, "c", user, password), 8);
+        let error = until_closed(&mut events).await;
+        assert!(
+            matches!(
+                error,
+                ConnectionError::ConnectionRefused(ConnectReturnCode::BadUserNamePassword)
+            ),
+            "{user}: {error:?}"
+        );
+    }
+    let reply = send(app.request(Method::DELETE, &format!("/api/v2/physical-device/{}", gw.id), &admin)).await;
+    assert_eq!(reply.status, 204);
+    let (_, mut events) = AsyncClient::new(options(&app, "c", &gw.serial, &gw.token), 8);
+    let error = until_closed(&mut events).await;
+    assert!(
+        matches!(
+            error,
+            ConnectionError::ConnectionRefused(ConnectReturnCode::NotAuthorized)
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn hello_and_measurements_are_stored_before_the_puback() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-DATA", "PLUS").await;
+    let (client, mut events) = connect(&app, &gw, "gw-data").await;
+
+    client
+        .subscribe("v1/gateway/commands/+", QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    client.subscribe("v1/gateway/other/+", QoS::AtLeastOnce).await.unwrap();
+    let mut codes = Vec::new();
+    while codes.len() < 2 {
+        if let Event::Incoming(Packet::SubAck(ack)) = events.poll().await.unwrap() {
+            codes.push(format!("{:?}", ack.return_codes));
+        }
+    }
+    assert_eq!(codes, ["[Success(AtLeastOnce)]", "[Failure]"]);
+
+    let hello = json!({"kind": "PLUS", "connection": "cellular", "signal": 17,
+        "platform_software_version": "5.1.2", "app_software_version": "2.4.0", "wifi_enabled": true});
+    publish(&client, &mut events, "v1/gateway/hello", hello).await;
+    let record = device(&app, &admin, &gw.id).await;
+    assert_eq!(record["is_connected"], 1);
+    assert_eq!(record["connection"], "cellular");
+    assert_eq!(record["signal"], 17);
+    assert_eq!(record["platform_software_version"], "5.1.2");
+    assert_eq!(
+        events_of(&app.state.db, &gw.id).await,
+        [(208, "2".to_string(), Some(1))]
+    );
+
+    let batch = json!([
+        {"ts": 1763726400.25, "values": {"12": 21.5, "13": 1013}},
+        {"ts": 1763726460.5, "values": {"12": 22.5}},
+        {"device": "MB-7781", "ts": 1763726400, "values": {"1": 7}},
+    ]);
+    publish(&client, &mut events, "v1/gateway/measurements", batch.clone()).await;
+    // PUBACK came after the commit: the points are there now.
+    let stored = scalar(&app.state.db, "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+    assert_eq!(stored, 4);
+    let micros = scalar(&app.state.db, "SELECT MAX(microseconds) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+    assert_eq!(micros, 500_000);
+    assert!(device(&app, &admin, &gw.id).await["last_data_at"].as_i64().is_some());
+    // The unknown serial became an asset of the gateway, in its group.
+    let child = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM physical_devices WHERE id_parent = $1 AND serial_hardware = 'MB-7781'",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(child, 1);
+
+    // Sent again (a gateway that missed the PUBACK): stored and counted once.
+    publish(&client, &mut events, "v1/gateway/measurements", batch).await;
+    let stored_again = scalar(&app.state.db, "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+    assert_eq!(stored_again, 4);
+    let counted = scalar(&app.state.db, "SELECT CAST(SUM(count_val) AS BIGINT) FROM rollup_day r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+    assert_eq!(counted, 4);
+
+    // Events and assets.
+    publish(
+        &client,
+        &mut events,
+        "v1/gateway/events",
+        json!({"device": "MB-7781", "type": 310, "value": 1, "datatype": 12}),
+    )
+    .await;
+    publish(
+        &client,
+        &mut events,
+        "v1/gateway/devices",
+        json!([{"serial": "ZW-1", "type": "zwave", "label": "Door"}]),
+    )
+    .await;
+    let zwave = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM physical_devices WHERE id_parent = $1 AND id_device_type = 'zwave'",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(zwave, 1);
+    let device_events = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM events WHERE event_type = 310 AND from_device = 1 AND id_group = $1",
+        &gw.group,
+    )
+    .await;
+    assert_eq!(device_events, 1);
+
+    // A clean DISCONNECT: not connected, and the loss recorded (contract §5).
+    client.disconnect().await.unwrap();
+    let _ = until_closed(&mut events).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(device(&app, &admin, &gw.id).await["is_connected"], 0);
+    let last = events_of(&app.state.db, &gw.id).await.pop().unwrap();
+    assert_eq!(last, (208, "0".to_string(), Some(0)));
+}
+
+#[tokio::test]
+async fn invalid_messages_are_acknowledged_recorded_and_not_stored() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-BAD", "CORE").await;
+    let (client, mut events) = connect(&app, &gw, "gw-bad").await;
+    for payload in [
+        "not json".to_string(),
+        json!({"values": {"12": "warm"}}).to_string(),
+        json!({"values": {"x": 1}}).to_string(),
+        json!({"ts": 100, "values": {"1": 1}}).to_string(),
+        json!([{"values": {"1": 1}}, {"values": {"1": "bad"}}]).to_string(),
+    ] {
+        client
+            .publish("v1/gateway/measurements", QoS::AtLeastOnce, false, payload)
+            .await
+            .unwrap();
+        until_puback(&mut events).await;
+    }
+    let stored = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM containers WHERE id_group = $1",
+        &gw.group,
+    )
+    .await;
+    assert_eq!(stored, 0, "nothing of a rejected message is stored");
+    let rejected = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM events WHERE event_type = 212 AND source_device = $1",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(rejected, 5);
+    let metrics = reqwest::get(app.url("/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("devicecloud_gateway_rejected_total"), "{metrics}");
+
+    // A publish to a topic outside the gateway's own closes the connection.
+    client
+        .publish("v1/gateway/elsewhere", QoS::AtLeastOnce, false, "{}")
+        .await
+        .unwrap();
+    let _ = until_closed(&mut events).await;
+}
+
+#[tokio::test]
+async fn a_second_connection_takes_over_without_a_loss_event() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-TWICE", "CORE").await;
+    let (first, mut first_events) = connect(&app, &gw, "one").await;
+    publish(
+        &first,
+        &mut first_events,
+        "v1/gateway/hello",
+        json!({"kind": "CORE", "connection": "wifi"}),
+    )
+    .await;
+    let (second, mut second_events) = connect(&app, &gw, "two").await;
+    let _ = until_closed(&mut first_events).await;
+    publish(
+        &second,
+        &mut second_events,
+        "v1/gateway/hello",
+        json!({"kind": "CORE", "connection": "ethernet"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(device(&app, &admin, &gw.id).await["is_connected"], 1);
+    let values: Vec<String> = events_of(&app.state.db, &gw.id)
+        .await
+        .into_iter()
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(values, ["1", "3"], "no connection loss recorded on take-over");
+
+    // A hello with another kind than provisioned: recorded, and the connection closed.
+    second
+        .publish(
+            "v1/gateway/hello",
+            QoS::AtLeastOnce,
+            false,
+            json!({"kind": "GO", "connection": "wifi"}).to_string(),
+        )
+        .await
+        .unwrap();
+    let _ = until_closed(&mut second_events).await;
+    let mismatch = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM events WHERE event_type = 211 AND source_device = $1",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(mismatch, 1);
+}
+
+#[tokio::test]
+async fn a_go_module_opens_and_closes_data_sessions() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GO-1", "GO").await;
+    let (client, mut events) = connect(&app, &gw, "go").await;
+    publish(
+        &client,
+        &mut events,
+        "v1/gateway/hello",
+        json!({"kind": "GO", "connection": "cellular"}),
+    )
+    .await;
+    publish(
+        &client,
+        &mut events,
+        "v1/gateway/measurements",
+        json!([{"values": {"1": 1}}, {"values": {"2": 2}}]),
+    )
+    .await;
+    let in_session = scalar(&app.state.db, "SELECT COUNT(*) FROM raw_points r JOIN data_sessions s ON s.session_key = r.session_key WHERE s.id_physical_device = $1", &gw.id).await;
+    assert_eq!(in_session, 2);
+    let open = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM data_sessions WHERE id_physical_device = $1 AND \"end\" IS NULL",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(open, 1);
+    publish(&client, &mut events, "v1/gateway/power", json!({"state": "off"})).await;
+    let open = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM data_sessions WHERE id_physical_device = $1 AND \"end\" IS NULL",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(open, 0);
+    let count = scalar(
+        &app.state.db,
+        "SELECT datapoint_count FROM data_sessions WHERE id_physical_device = $1",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(count, 2);
+    client.disconnect().await.unwrap();
+    let _ = until_closed(&mut events).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Power off then disconnect: not connected, and no connection-loss event.
+    assert_eq!(device(&app, &admin, &gw.id).await["is_connected"], 0);
+    let losses = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM events WHERE event_type = 208 AND value = '0' AND source_device = $1",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(losses, 0);
+}
+
+#[tokio::test]
+async fn rotating_the_token_ends_the_connection_and_the_old_token() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-ROT", "CORE").await;
+    let (_client, mut events) = connect(&app, &gw, "rot").await;
+    let reply = send(app.request(
+        Method::POST,
+        &format!("/api/v2/physical-device/{}/rotate-token", gw.id),
+        &admin,
+    ))
+    .await;
+    assert_eq!(reply.status, 200);
+    let _ = until_closed(&mut events).await;
+    let (_, mut events) = AsyncClient::new(options(&app, "rot", &gw.serial, &gw.token), 8);
+    let error = until_closed(&mut events).await;
+    assert!(
+        matches!(
+            error,
+            ConnectionError::ConnectionRefused(ConnectReturnCode::BadUserNamePassword)
+        ),
+        "{error:?}"
+    );
+    let fresh = Provisioned {
+        token: reply.json()["device_token"].as_str().unwrap().into(),
+        ..gw
+    };
+    connect(&app, &fresh, "rot").await;
+}
+
+#[tokio::test]
+async fn mqtt_5_clients_are_served_too() {
+    use rumqttc::v5::mqttbytes::QoS as QoS5;
+    use rumqttc::v5::mqttbytes::v5::{ConnectReturnCode as Code5, Packet as Packet5};
+    use rumqttc::v5::{AsyncClient as Client5, Event as Event5, MqttOptions as Options5};
+
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-V5", "CORE").await;
+    let mut options = Options5::new("v5", app.mqtt_addr.ip().to_string(), app.mqtt_addr.port());
+    options.set_credentials(gw.serial.clone(), gw.token.clone());
+    let (client, mut events) = Client5::new(options, 8);
+    match events.poll().await.unwrap() {
+        Event5::Incoming(Packet5::ConnAck(ack)) => assert_eq!(ack.code, Code5::Success),
+        other => panic!("{other:?}"),
+    }
+    client
+        .publish(
+            "v1/gateway/measurements",
+            QoS5::AtLeastOnce,
+            false,
+            json!({"values": {"5": 1.5}}).to_string(),
+        )
+        .await
+        .unwrap();
+    loop {
+        if let Event5::Incoming(Packet5::PubAck(_)) = events.poll().await.unwrap() {
+            break;
+        }
+    }
+    let stored = scalar(&app.state.db, "SELECT COUNT(*) FROM containers c JOIN raw_points r ON r.container_key = c.container_key WHERE c.id_group = $1", &gw.group).await;
+    assert_eq!(stored, 1);
+}
+
+#[tokio::test]
+async fn garbage_bytes_close_only_that_connection() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-OK", "CORE").await;
+    let (client, mut events) = connect(&app, &gw, "ok").await;
+    for garbage in [
+        &b"GET / HTTP/1.1\r\n\r\n"[..],
+        &[0xff; 64][..],
+        &[0x10, 0xff, 0xff, 0xff, 0xff, 0x7f][..],
+    ] {
+        let mut raw = tokio::net::TcpStream::connect(app.mqtt_addr).await.unwrap();
+        raw.write_all(garbage).await.unwrap();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), raw.read(&mut buf))
+            .await
+            .expect("garbage connection not closed");
+        assert!(matches!(read, Ok(0) | Err(_)), "the server answered garbage: {read:?}");
+    }
+    // The well-behaved gateway is unaffected.
+    publish(
+        &client,
+        &mut events,
+        "v1/gateway/measurements",
+        json!({"values": {"1": 1}}),
+    )
+    .await;
+}
