@@ -3,6 +3,7 @@
 
 pub mod collection;
 pub mod devices;
+pub mod gateway;
 pub mod groups;
 pub mod health;
 pub mod oauth;
@@ -39,6 +40,7 @@ pub fn router(state: AppState) -> Router {
         .merge(oauth::router())
         .merge(groups::router())
         .merge(devices::router())
+        .merge(gateway::router())
         .merge(users::router())
         .merge(health::router())
         .merge(openapi::router())

@@ -6,7 +6,7 @@ use axum::routing::get;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
-use super::{devices, groups, health, oauth, users};
+use super::{devices, gateway, groups, health, oauth, users};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -16,6 +16,7 @@ use crate::state::AppState;
         oauth::token,
         groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
         users::create, users::view,
+        gateway::measurements, gateway::events,
         devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
         health::healthz, health::readyz, health::metrics_text,
     ),
@@ -29,6 +30,7 @@ impl utoipa::Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        components.add_security_scheme("basic", SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)));
     }
 }
 
