@@ -30,6 +30,21 @@ pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: Cancel
 /// Starts the background tasks of the service on `tracker`; they stop when `shutdown` is
 /// cancelled.
 pub fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
+    let (status_state, status_shutdown) = (state.clone(), shutdown.clone());
+    tracker.spawn(async move {
+        // device_status is kept current by the service, not computed on read (contract §4).
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = status_shutdown.cancelled() => break,
+                _ = tick.tick() => {
+                    if let Err(e) = devicecloud_store::devices::refresh_status(&status_state.db, devicecloud_store::unix_now()).await {
+                        tracing::warn!(error = %e, "device status refresh failed");
+                    }
+                }
+            }
+        }
+    });
     let (state, shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
         // Expired tokens are kept a day (a refresh of a just-expired token stays possible),

@@ -244,3 +244,47 @@ async fn patch_rotate_and_archive() {
         again.json()["id_physical_device"].as_str().unwrap()
     );
 }
+
+#[tokio::test]
+async fn device_status_follows_expectation_and_silence() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "Plant").await;
+    let body = json!({"id_group": group, "serial_hardware": "GW-ST", "kind": "CORE", "expected_offline_interval": 600});
+    let id = provision(&app, &admin, body).await.json()["id_physical_device"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!("/api/v2/physical-device/{id}");
+    let status = |body: Value| body["device_status"].as_i64().unwrap();
+    assert_eq!(status(send(app.get(&path, &admin)).await.json()), 0, "expected off");
+
+    let reply = send(
+        app.request(Method::PATCH, &path, &admin)
+            .json(&json!({"expected_live_status": 1})),
+    )
+    .await;
+    assert_eq!(status(reply.json()), 1, "expected on, created just now");
+
+    // Silent for longer than the interval: expected on, device off.
+    let silence = "UPDATE physical_devices SET created_at = created_at - 3600 WHERE id_physical_device = $1";
+    match &app.state.db {
+        devicecloud_store::Db::Sqlite(p) => sqlx::query(silence).bind(&id).execute(p).await.map(drop).unwrap(),
+        devicecloud_store::Db::Postgres(p) => sqlx::query(silence).bind(&id).execute(p).await.map(drop).unwrap(),
+    };
+    assert_eq!(
+        devices::refresh_status(&app.state.db, devicecloud_store::unix_now())
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(status(send(app.get(&path, &admin)).await.json()), 2);
+
+    // Data arriving brings it back.
+    let now = devicecloud_store::unix_now();
+    devicecloud_store::ingest::write(&app.state.db, &[], &[(id.clone(), now)])
+        .await
+        .unwrap();
+    devices::refresh_status(&app.state.db, now).await.unwrap();
+    assert_eq!(status(send(app.get(&path, &admin)).await.json()), 1);
+}

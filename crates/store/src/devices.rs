@@ -354,3 +354,22 @@ pub async fn child(
         Err(e) => Err(e.into()),
     }
 }
+
+/// Brings every live device's `device_status` up to date at `now` (contract §4): 0 expected
+/// off; 1 expected on and on (connected, or heard from within `expected_offline_interval`);
+/// 2 expected on but silent for longer. Returns how many devices changed.
+pub async fn refresh_status(db: &Db, now: i64) -> Result<u64> {
+    let greatest = match db.backend() {
+        crate::Backend::Sqlite => "max",
+        crate::Backend::Postgres => "GREATEST",
+    };
+    let status = format!(
+        "CASE WHEN expected_live_status = 0 THEN 0 \
+         WHEN is_connected = 1 THEN 1 \
+         WHEN {greatest}(COALESCE(last_data_at, 0), COALESCE(last_disconnect_at, 0), created_at) >= $1 - expected_offline_interval THEN 1 \
+         ELSE 2 END"
+    );
+    let sql = format!("UPDATE physical_devices SET device_status = {status} WHERE archived_at IS NULL AND device_status <> {status}");
+    let n = on_pool!(db, |p| sqlx::query(sqlx::AssertSqlSafe(sql.clone())).bind(now).execute(p).await.map(|r| r.rows_affected()))?;
+    Ok(n)
+}

@@ -186,7 +186,10 @@ pub async fn update(
         expected_offline_interval: interval,
         expected_live_status: live,
     };
-    let row = devices::update(&state.db, &id, &changes)
+    devices::update(&state.db, &id, &changes).await?;
+    // A changed expectation shows in device_status at once, not at the next refresh.
+    devices::refresh_status(&state.db, unix_now()).await?;
+    let row = devices::get(&state.db, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("Physical device", &id))?;
     Ok(axum::Json(render(&row, &Selection::from_query(query.as_deref()))))
