@@ -311,6 +311,27 @@ async fn count_session_points(tx: &mut Tx, points: &[Point]) -> sqlx::Result<()>
     Ok(())
 }
 
+/// The stored points of a series as (seconds, microseconds), for verification and export.
+pub async fn series_points(db: &Db, container_key: i64) -> Result<Vec<(i64, i64)>> {
+    let select = "SELECT seconds AS a, microseconds AS b, 0 AS c FROM raw_points WHERE container_key = $1".to_string();
+    let mut tx = Tx::begin(db).await?;
+    let rows = tx.triples(select, SqlxValues(Values(vec![int(container_key)]))).await?;
+    tx.commit().await?;
+    Ok(rows.into_iter().map(|(s, us, _)| (s, us)).collect())
+}
+
+/// How many points of a series the minute, hour and day rollups count.
+pub async fn rollup_counts(db: &Db, container_key: i64) -> Result<(i64, i64, i64)> {
+    let sql = "SELECT (SELECT COALESCE(SUM(count_val), 0) FROM rollup_minute WHERE container_key = $1) AS a, \
+               (SELECT COALESCE(SUM(count_val), 0) FROM rollup_hour WHERE container_key = $1) AS b, \
+               (SELECT COALESCE(SUM(count_val), 0) FROM rollup_day WHERE container_key = $1) AS c";
+    let select = format!("SELECT CAST(a AS BIGINT) AS a, CAST(b AS BIGINT) AS b, CAST(c AS BIGINT) AS c FROM ({sql}) AS counts");
+    let mut tx = Tx::begin(db).await?;
+    let rows = tx.triples(select, SqlxValues(Values(vec![int(container_key)]))).await?;
+    tx.commit().await?;
+    Ok(rows.first().copied().unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

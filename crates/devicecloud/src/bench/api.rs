@@ -1,158 +1,14 @@
-//! `devicecloud bench …`: benchmarks against a real `devicecloud serve` child process on
-//! loopback, so the figures in docs/benchmarks.md come from one command and one run.
-//!
-//! Load loops are bounded by time and stop by themselves; only 127.0.0.1 is ever targeted.
+//! `bench api`: the authenticated group collection against `/healthz`.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
-/// The benchmarks.
-#[derive(Debug, clap::Subcommand)]
-pub enum BenchCommand {
-    /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
-    Api {
-        /// Groups created before measuring.
-        #[arg(long, default_value_t = 1000)]
-        groups: usize,
-        /// Seconds of load per round and endpoint.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// Rounds; each endpoint is measured once per round, alternating.
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-        /// Concurrent connections of the load generator.
-        #[arg(long, default_value_t = 32)]
-        connections: usize,
-        /// Database of the server under test (default: a fresh SQLite file).
-        #[arg(long)]
-        database_url: Option<String>,
-        /// Query as a normal user with a role in every group, instead of an administrator.
-        #[arg(long)]
-        as_member: bool,
-        /// Make every collection request distinct (an extra `n=<counter>` parameter), so that
-        /// no answer comes from the page cache: the cost of a real store query.
-        #[arg(long)]
-        distinct: bool,
-    },
-}
+use super::server::{ServerUnderTest, token};
 
-pub async fn run(command: BenchCommand) -> Result<()> {
-    match command {
-        BenchCommand::Api {
-            groups,
-            seconds,
-            rounds,
-            connections,
-            database_url,
-            as_member,
-            distinct,
-        } => api(groups, seconds, rounds, connections, database_url, as_member, distinct).await,
-    }
-}
-
-/// A `devicecloud serve` child on a fresh data dir, killed on drop.
-struct ServerUnderTest {
-    child: Child,
-    base: String,
-    data_dir: PathBuf,
-    database_url: Option<String>,
-}
-
-impl ServerUnderTest {
-    async fn start(database_url: Option<String>) -> Result<ServerUnderTest> {
-        let data_dir = std::env::temp_dir().join(format!("devicecloud-bench-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&data_dir);
-        std::fs::create_dir_all(&data_dir)?;
-        let mut command = Command::new(std::env::current_exe()?);
-        command
-            .arg("serve")
-            .env("DEVICECLOUD_DATA_DIR", &data_dir)
-            .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
-            .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
-            .env("DEVICECLOUD_LOG", "warn");
-        if let Some(url) = &database_url {
-            command.env("DEVICECLOUD_DATABASE_URL", url);
-        }
-        let mut child = command.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .context("server did not start in 60 s")??
-            .context("server exited")?;
-        let addr = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("http="))
-            .context("no http= in the start line")?
-            .to_string();
-        Ok(ServerUnderTest {
-            child,
-            base: format!("http://{addr}"),
-            data_dir,
-            database_url,
-        })
-    }
-
-    async fn admin(&self, args: &[&str]) -> Result<Value> {
-        let mut command = Command::new(std::env::current_exe()?);
-        command
-            .arg("admin")
-            .args(args)
-            .env("DEVICECLOUD_DATA_DIR", &self.data_dir)
-            .env("DEVICECLOUD_LOG", "warn");
-        if let Some(url) = &self.database_url {
-            command.env("DEVICECLOUD_DATABASE_URL", url);
-        }
-        let out = command.output().await?;
-        if !out.status.success() {
-            bail!("admin {:?} failed: {}", args, String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(serde_json::from_slice(&out.stdout)?)
-    }
-
-    async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .arg("-TERM")
-                .arg(pid.to_string())
-                .status();
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
-        let _ = std::fs::remove_dir_all(&self.data_dir);
-    }
-}
-
-async fn token(http: &reqwest::Client, base: &str, client: &Value, username: &str, password: &str) -> Result<String> {
-    let form = [
-        ("grant_type", "password"),
-        ("client_id", client["client_id"].as_str().unwrap_or_default()),
-        ("client_secret", client["client_secret"].as_str().unwrap_or_default()),
-        ("username", username),
-        ("password", password),
-    ];
-    let body: Value = http
-        .post(format!("{base}/oauth2/token"))
-        .form(&form)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    body["access_token"]
-        .as_str()
-        .map(str::to_string)
-        .context("no access_token")
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn api(
+pub async fn api(
     groups: usize,
     seconds: u64,
     rounds: usize,
@@ -165,18 +21,7 @@ async fn api(
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(connections * 2)
         .build()?;
-    let client = server.admin(&["create-client", "--name", "bench"]).await?;
-    server
-        .admin(&[
-            "create-user",
-            "--username",
-            "admin@bench.local",
-            "--password",
-            "bench-password",
-            "--admin",
-        ])
-        .await?;
-    let admin = token(&http, &server.base, &client, "admin@bench.local", "bench-password").await?;
+    let (client, admin) = server.administrator(&http).await?;
     let member = if as_member {
         let user: Value = http
             .post(format!("{}/api/v2/user", server.base))
@@ -284,7 +129,7 @@ async fn api(
         health_runs.push(h);
         index_runs.push(g);
     }
-    server.stop().await;
+    server.stop(false).await;
 
     let h = Summary::median(&health_runs);
     let g = Summary::median(&index_runs);

@@ -1,0 +1,102 @@
+//! `bench crash`: gateways publish QoS 1 batches while the server is killed with SIGKILL at
+//! random moments and restarted, again and again; at the end every acknowledged point must be
+//! in the store, and every series counted once in its rollups.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use devicecloud_store::ingest::{self, SeriesId};
+use devicecloud_store::{Db, devices};
+use rand::Rng;
+
+use super::publisher::{Message, publish};
+use super::server::{ServerUnderTest, provision};
+
+const DATATYPES: u32 = 5;
+const MEASUREMENTS: i64 = 10;
+
+pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
+    let server = ServerUnderTest::start(None).await?;
+    let data_dir = server.data_dir.clone();
+    let http = reqwest::Client::new();
+    let (_, admin) = server.administrator(&http).await?;
+    let fleet = provision(&http, &server.base, &admin, "CRASH", gateways).await?;
+    let mut server = Some(server);
+    // Per gateway: the next second to use, messages acknowledged, and messages to resend.
+    let mut next: Vec<i64> = vec![1_763_000_000; fleet.len()];
+    let mut acked: Vec<Vec<Message>> = vec![Vec::new(); fleet.len()];
+    let mut resend: Vec<Vec<Message>> = vec![Vec::new(); fleet.len()];
+    let started = Instant::now();
+    for cycle in 1..=cycles {
+        let running = match server.take() {
+            Some(s) => s,
+            None => ServerUnderTest::start_in(data_dir.clone(), None).await?,
+        };
+        let mqtt = running.mqtt;
+        // Each gateway resends what it never saw acknowledged, then sends new messages.
+        let mut tasks = Vec::new();
+        for (i, gateway) in fleet.iter().enumerate() {
+            let mut messages = std::mem::take(&mut resend[i]);
+            for _ in 0..200 {
+                messages.push(Message { first_second: next[i], measurements: MEASUREMENTS, datatypes: DATATYPES });
+                next[i] += MEASUREMENTS;
+            }
+            let gateway = gateway.clone();
+            tasks.push(tokio::spawn(async move {
+                let sent = messages.clone();
+                let outcome = publish(mqtt, &gateway, messages, 8, Instant::now() + Duration::from_secs(10)).await;
+                (sent, outcome)
+            }));
+        }
+        let kill_after = Duration::from_millis(rand::rng().random_range(200..1500));
+        tokio::time::sleep(kill_after).await;
+        running.kill().await;
+        let mut acked_now = 0;
+        for (i, task) in tasks.into_iter().enumerate() {
+            let (sent, outcome) = task.await?;
+            let outcome = outcome?;
+            acked_now += outcome.acked.len();
+            let done: HashSet<i64> = outcome.acked.iter().map(|m| m.first_second).collect();
+            resend[i] = sent.into_iter().filter(|m| !done.contains(&m.first_second)).collect();
+            acked[i].extend(outcome.acked);
+        }
+        eprintln!("cycle {cycle}: killed after {} ms, {acked_now} messages acknowledged", kill_after.as_millis());
+    }
+
+    // Verify on the store itself, the server stopped.
+    let db = Db::connect(&format!("sqlite://{}", data_dir.join("devicecloud.db").display())).await?;
+    let (mut points, mut missing, mut miscounted) = (0usize, 0usize, 0usize);
+    for (i, gateway) in fleet.iter().enumerate() {
+        let device = devices::get(&db, &gateway.id).await?.context("gateway vanished")?;
+        for datatype in 1..=i64::from(DATATYPES) {
+            let series = SeriesId { id_group: device.id_group.clone(), source_device: gateway.id.clone(), datatype };
+            let key = ingest::container_key(&db, &series).await?;
+            let stored: HashSet<(i64, i64)> = ingest::series_points(&db, key).await?.into_iter().collect();
+            for message in &acked[i] {
+                for s in 0..message.measurements {
+                    points += 1;
+                    if !stored.contains(&(message.first_second + s, 0)) {
+                        missing += 1;
+                    }
+                }
+            }
+            let (minute, hour, day) = ingest::rollup_counts(&db, key).await?;
+            let raw = stored.len() as i64;
+            if (minute, hour, day) != (raw, raw, raw) {
+                miscounted += 1;
+                eprintln!("series {key}: {raw} raw points, rollups count {minute}/{hour}/{day}");
+            }
+        }
+    }
+    db.close().await;
+    let _ = std::fs::remove_dir_all(&data_dir);
+    println!(
+        "bench crash: {cycles} SIGKILL cycles in {:.0} s, {gateways} gateways, {points} acknowledged points, {missing} missing, {miscounted} series miscounted in rollups",
+        started.elapsed().as_secs_f64()
+    );
+    if missing > 0 || miscounted > 0 || points == 0 {
+        bail!("acknowledged data was lost or miscounted");
+    }
+    Ok(())
+}

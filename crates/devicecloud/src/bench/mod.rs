@@ -1,0 +1,66 @@
+//! `devicecloud bench …`: benchmarks against a real `devicecloud serve` child process on
+//! loopback, so the figures in docs/benchmarks.md come from one command and one run.
+//!
+//! Load loops are bounded by time and stop by themselves; only 127.0.0.1 is ever targeted.
+
+mod api;
+mod crash;
+mod publisher;
+mod server;
+
+use anyhow::Result;
+
+/// The benchmarks.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// Gateways publish QoS 1 batches while the server is killed (SIGKILL) and restarted; fails
+    /// unless every acknowledged point is stored and counted once.
+    Crash {
+        /// Kill-and-restart cycles.
+        #[arg(long, default_value_t = 20)]
+        cycles: usize,
+        /// Publishing gateways.
+        #[arg(long, default_value_t = 4)]
+        gateways: usize,
+    },
+    /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
+    Api {
+        /// Groups created before measuring.
+        #[arg(long, default_value_t = 1000)]
+        groups: usize,
+        /// Seconds of load per round and endpoint.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Rounds; each endpoint is measured once per round, alternating.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Concurrent connections of the load generator.
+        #[arg(long, default_value_t = 32)]
+        connections: usize,
+        /// Database of the server under test (default: a fresh SQLite file).
+        #[arg(long)]
+        database_url: Option<String>,
+        /// Query as a normal user with a role in every group, instead of an administrator.
+        #[arg(long)]
+        as_member: bool,
+        /// Make every collection request distinct (an extra `n=<counter>` parameter), so that
+        /// no answer comes from the page cache: the cost of a real store query.
+        #[arg(long)]
+        distinct: bool,
+    },
+}
+
+pub async fn run(command: BenchCommand) -> Result<()> {
+    match command {
+        BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
+        BenchCommand::Api {
+            groups,
+            seconds,
+            rounds,
+            connections,
+            database_url,
+            as_member,
+            distinct,
+        } => api::api(groups, seconds, rounds, connections, database_url, as_member, distinct).await,
+    }
+}

@@ -1,0 +1,123 @@
+//! A gateway that publishes QoS 1 measurement messages over a real MQTT client (rumqttc) and
+//! remembers which messages the server acknowledged, when, and how long the PUBACK took.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use devicecloud_protocol::{Measurement, Timestamp, measurements_payload};
+use rumqttc::{AsyncClient, ConnectReturnCode, Event, MqttOptions, Outgoing, Packet, QoS};
+use tokio::sync::mpsc;
+
+use super::server::GatewayCredentials;
+
+/// One message: `points` points at seconds `first_second..first_second + measurements`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub first_second: i64,
+    pub measurements: i64,
+    pub datatypes: u32,
+}
+
+impl Message {
+    pub fn points(&self) -> usize {
+        (self.measurements * i64::from(self.datatypes)) as usize
+    }
+
+    /// The protocol payload: one measurement a second, values for datatypes 1..=datatypes.
+    pub fn payload(&self) -> Vec<u8> {
+        let batch: Vec<Measurement> = (0..self.measurements)
+            .map(|i| Measurement {
+                device: None,
+                ts: Some(Timestamp { seconds: self.first_second + i, microseconds: 0 }),
+                values: (1..=self.datatypes).map(|d| (d, (self.first_second + i) as f64 * 0.5 + f64::from(d))).collect(),
+            })
+            .collect();
+        measurements_payload(&batch)
+    }
+}
+
+/// What a publisher saw.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Messages acknowledged by PUBACK.
+    pub acked: Vec<Message>,
+    /// Sent but not acknowledged when the connection ended.
+    pub unacked: Vec<Message>,
+    /// PUBACK latencies, from the packet leaving the client to its PUBACK.
+    pub latencies: Vec<Duration>,
+    /// Whether the connection was refused or failed before the end.
+    pub failed: bool,
+}
+
+/// Publishes `messages` (in order, at most `inflight` unacknowledged) until they are all
+/// acknowledged, `deadline` passes, or the connection fails.
+pub async fn publish(
+    mqtt: std::net::SocketAddr,
+    gateway: &GatewayCredentials,
+    messages: Vec<Message>,
+    inflight: u16,
+    deadline: Instant,
+) -> Result<Outcome> {
+    let mut options = MqttOptions::new(gateway.serial.clone(), mqtt.ip().to_string(), mqtt.port());
+    options.set_credentials(gateway.serial.clone(), gateway.token.clone());
+    options.set_keep_alive(Duration::from_secs(30));
+    options.set_inflight(inflight.max(1));
+    options.set_max_packet_size(1 << 20, 1 << 20);
+    let (client, mut events) = AsyncClient::new(options, usize::from(inflight.max(1)) * 2);
+    let mut outcome = Outcome::default();
+    // Messages go out in order; rumqttc reports each packet id as it writes the packet.
+    let (queued_tx, mut queued) = mpsc::unbounded_channel::<Message>();
+    let total = messages.len();
+    let feeder = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            for message in messages {
+                if queued_tx.send(message).is_err() {
+                    break;
+                }
+                if client.publish("v1/gateway/measurements", QoS::AtLeastOnce, false, message.payload()).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut sent: HashMap<u16, (Message, Instant)> = HashMap::new();
+    let mut done = 0;
+    while done < total && Instant::now() < deadline {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let event = match tokio::time::timeout(remaining, events.poll()).await {
+            Err(_) => break,
+            Ok(Err(_)) => {
+                outcome.failed = true;
+                break;
+            }
+            Ok(Ok(event)) => event,
+        };
+        match event {
+            Event::Incoming(Packet::ConnAck(ack)) if ack.code != ConnectReturnCode::Success => {
+                outcome.failed = true;
+                break;
+            }
+            Event::Outgoing(Outgoing::Publish(pkid)) => {
+                if let Some(message) = queued.recv().await {
+                    sent.insert(pkid, (message, Instant::now()));
+                }
+            }
+            Event::Incoming(Packet::PubAck(ack)) => {
+                if let Some((message, at)) = sent.remove(&ack.pkid) {
+                    outcome.latencies.push(at.elapsed());
+                    outcome.acked.push(message);
+                    done += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    feeder.abort();
+    outcome.unacked = sent.into_values().map(|(m, _)| m).collect();
+    let _ = client.disconnect().await;
+    // Let the DISCONNECT go out.
+    let _ = tokio::time::timeout(Duration::from_millis(200), events.poll()).await;
+    Ok(outcome)
+}

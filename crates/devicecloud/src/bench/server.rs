@@ -1,0 +1,159 @@
+//! The server under test: a `devicecloud serve` child process on loopback, stopped (or killed)
+//! by the benchmark, and the admin, token and provisioning calls every benchmark needs.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// A running `devicecloud serve`; killed if dropped.
+pub struct ServerUnderTest {
+    child: Child,
+    pub base: String,
+    pub mqtt: std::net::SocketAddr,
+    pub data_dir: PathBuf,
+    pub database_url: Option<String>,
+}
+
+impl ServerUnderTest {
+    /// A server on a fresh data dir (and `database_url`, which must name an empty database).
+    pub async fn start(database_url: Option<String>) -> Result<ServerUnderTest> {
+        let data_dir = std::env::temp_dir().join(format!("devicecloud-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data_dir);
+        std::fs::create_dir_all(&data_dir)?;
+        ServerUnderTest::start_in(data_dir, database_url).await
+    }
+
+    /// A server on an existing data dir (a restart).
+    pub async fn start_in(data_dir: PathBuf, database_url: Option<String>) -> Result<ServerUnderTest> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .arg("serve")
+            .env("DEVICECLOUD_DATA_DIR", &data_dir)
+            .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_LOG", "warn");
+        if let Some(url) = &database_url {
+            command.env("DEVICECLOUD_DATABASE_URL", url);
+        }
+        let mut child = command.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .context("server did not start in 60 s")??
+            .context("server exited")?;
+        let field = |key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key)).map(str::to_string);
+        let http = field("http=").context("no http= in the start line")?;
+        let mqtt = field("mqtt=").context("no mqtt= in the start line")?.parse()?;
+        Ok(ServerUnderTest { child, base: format!("http://{http}"), mqtt, data_dir, database_url })
+    }
+
+    /// Runs `devicecloud admin …` against the same store.
+    pub async fn admin(&self, args: &[&str]) -> Result<Value> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command.arg("admin").args(args).env("DEVICECLOUD_DATA_DIR", &self.data_dir).env("DEVICECLOUD_LOG", "warn");
+        if let Some(url) = &self.database_url {
+            command.env("DEVICECLOUD_DATABASE_URL", url);
+        }
+        let out = command.output().await?;
+        if !out.status.success() {
+            bail!("admin {:?} failed: {}", args, String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
+    /// An API client, an administrator, and the administrator's token.
+    pub async fn administrator(&self, http: &reqwest::Client) -> Result<(Value, String)> {
+        let client = self.admin(&["create-client", "--name", "bench"]).await?;
+        self.admin(&["create-user", "--username", "admin@bench.local", "--password", "bench-password", "--admin"]).await?;
+        let token = token(http, &self.base, &client, "admin@bench.local", "bench-password").await?;
+        Ok((client, token))
+    }
+
+    /// SIGTERM, then waits for the exit; the data dir is removed unless `keep`.
+    pub async fn stop(mut self, keep: bool) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
+        if !keep {
+            let _ = std::fs::remove_dir_all(&self.data_dir);
+        }
+    }
+
+    /// SIGKILL: the process gets no chance to finish anything.
+    pub async fn kill(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
+/// A password-grant access token.
+pub async fn token(http: &reqwest::Client, base: &str, client: &Value, username: &str, password: &str) -> Result<String> {
+    let form = [
+        ("grant_type", "password"),
+        ("client_id", client["client_id"].as_str().unwrap_or_default()),
+        ("client_secret", client["client_secret"].as_str().unwrap_or_default()),
+        ("username", username),
+        ("password", password),
+    ];
+    let body: Value =
+        http.post(format!("{base}/oauth2/token")).form(&form).send().await?.error_for_status()?.json().await?;
+    body["access_token"].as_str().map(str::to_string).context("no access_token")
+}
+
+/// A provisioned gateway: id, serial and device token.
+#[derive(Clone, Debug)]
+pub struct GatewayCredentials {
+    pub id: String,
+    pub serial: String,
+    pub token: String,
+}
+
+/// Provisions `count` CORE gateways in a new group, `concurrency` requests at a time.
+pub async fn provision(http: &reqwest::Client, base: &str, admin: &str, prefix: &str, count: usize) -> Result<Vec<GatewayCredentials>> {
+    let group: Value = http
+        .post(format!("{base}/api/v2/group"))
+        .bearer_auth(admin)
+        .json(&json!({"label": format!("{prefix} fleet")}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let id_group = group["id_group"].as_str().context("no id_group")?.to_string();
+    let mut out = Vec::with_capacity(count);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(16) {
+        let mut tasks = Vec::new();
+        for i in chunk {
+            let (http, base, admin, id_group) = (http.clone(), base.to_string(), admin.to_string(), id_group.clone());
+            let serial = format!("{prefix}-{i:05}");
+            tasks.push(tokio::spawn(async move {
+                let body = json!({"id_group": id_group, "serial_hardware": serial, "kind": "CORE"});
+                let device: Value = http
+                    .post(format!("{base}/api/v2/physical-device"))
+                    .bearer_auth(&admin)
+                    .json(&body)
+                    .send()
+                    .await?
+                    .error_for_status()?
+                    .json()
+                    .await?;
+                anyhow::Ok(GatewayCredentials {
+                    id: device["id_physical_device"].as_str().unwrap_or_default().to_string(),
+                    serial,
+                    token: device["device_token"].as_str().unwrap_or_default().to_string(),
+                })
+            }));
+        }
+        for task in tasks {
+            out.push(task.await??);
+        }
+    }
+    Ok(out)
+}
