@@ -5,6 +5,7 @@
 
 mod api;
 mod crash;
+mod ingest;
 mod publisher;
 mod server;
 
@@ -13,6 +14,26 @@ use anyhow::Result;
 /// The benchmarks.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
+    /// Gateways publish QoS 1 measurement batches over MQTT: durable points/s, PUBACK latency,
+    /// and the store's own rate for the same rows.
+    Ingest {
+        #[arg(long, default_value_t = 1000)]
+        gateways: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Measurements (timestamps) per message.
+        #[arg(long, default_value_t = 10)]
+        measurements: i64,
+        /// Values per measurement.
+        #[arg(long, default_value_t = 10)]
+        datatypes: u32,
+        /// Unacknowledged messages each gateway keeps in flight.
+        #[arg(long, default_value_t = 4)]
+        inflight: u16,
+        /// Database of the server under test (default: a fresh SQLite file); must be empty.
+        #[arg(long)]
+        database_url: Option<String>,
+    },
     /// Gateways publish QoS 1 batches while the server is killed (SIGKILL) and restarted; fails
     /// unless every acknowledged point is stored and counted once.
     Crash {
@@ -53,6 +74,10 @@ pub enum BenchCommand {
 pub async fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
+        BenchCommand::Ingest { gateways, seconds, measurements, datatypes, inflight, database_url } => {
+            let options = ingest::IngestOptions { gateways, seconds, measurements, datatypes, inflight, database_url };
+            ingest::ingest(options).await
+        }
         BenchCommand::Api {
             groups,
             seconds,

@@ -20,10 +20,6 @@ pub struct Message {
 }
 
 impl Message {
-    pub fn points(&self) -> usize {
-        (self.measurements * i64::from(self.datatypes)) as usize
-    }
-
     /// The protocol payload: one measurement a second, values for datatypes 1..=datatypes.
     pub fn payload(&self) -> Vec<u8> {
         let batch: Vec<Measurement> = (0..self.measurements)
@@ -116,7 +112,8 @@ pub async fn publish(
     }
     feeder.abort();
     outcome.unacked = sent.into_values().map(|(m, _)| m).collect();
-    let _ = client.disconnect().await;
+    // The request queue may be full of messages that will never go out: do not wait on it.
+    let _ = client.try_disconnect();
     // Let the DISCONNECT go out.
     let _ = tokio::time::timeout(Duration::from_millis(200), events.poll()).await;
     Ok(outcome)

@@ -1,0 +1,127 @@
+//! `bench ingest`: many gateways publish QoS 1 measurement batches over MQTT on loopback;
+//! durable points per second and PUBACK latency end to end, and in the same run the store's own
+//! rate for the same rows written without the network (the ratio is the endpoint's overhead).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use devicecloud_store::devices::{self, NewGateway};
+use devicecloud_store::groups::{self, NewGroup};
+use devicecloud_store::ingest::{self, Point, SeriesId};
+use devicecloud_store::{Db, unix_now};
+
+use super::publisher::{Message, publish};
+use super::server::{ServerUnderTest, provision};
+
+/// Options of the ingest benchmark.
+#[derive(Clone, Debug)]
+pub struct IngestOptions {
+    pub gateways: usize,
+    pub seconds: u64,
+    pub measurements: i64,
+    pub datatypes: u32,
+    pub inflight: u16,
+    pub database_url: Option<String>,
+}
+
+pub async fn ingest(o: IngestOptions) -> Result<()> {
+    let server = ServerUnderTest::start(o.database_url.clone()).await?;
+    let http = reqwest::Client::new();
+    let (_, admin) = server.administrator(&http).await?;
+    eprintln!("provisioning {} gateways…", o.gateways);
+    let fleet = provision(&http, &server.base, &admin, "ING", o.gateways).await?;
+    let per_message = o.measurements as usize * o.datatypes as usize;
+
+    eprintln!("publishing for {} s…", o.seconds);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(o.seconds);
+    let mut tasks = Vec::new();
+    for gateway in fleet {
+        let mqtt = server.mqtt;
+        let (measurements, datatypes, inflight) = (o.measurements, o.datatypes, o.inflight);
+        tasks.push(tokio::spawn(async move {
+            // More messages than can go out in time; the deadline ends the run.
+            let messages = (0..2_000)
+                .map(|i| Message { first_second: 1_763_000_000 + i * measurements, measurements, datatypes })
+                .collect();
+            publish(mqtt, &gateway, messages, inflight, deadline).await
+        }));
+    }
+    let mut latencies = Vec::new();
+    let mut acked = 0usize;
+    let mut failed = 0usize;
+    for task in tasks {
+        let outcome = task.await??;
+        acked += outcome.acked.len();
+        failed += usize::from(outcome.failed);
+        latencies.extend(outcome.latencies);
+    }
+    let elapsed = started.elapsed().as_secs_f64().max(o.seconds as f64);
+    server.stop(false).await;
+    latencies.sort_unstable();
+    let pct = |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)));
+    let ms = |d: Option<&Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    let end_to_end = (acked * per_message) as f64 / elapsed;
+
+    eprintln!("store alone for {} s…", o.seconds);
+    let store_rate = store_only(&o).await?;
+    let backend = if o.database_url.is_some() { "PostgreSQL" } else { "SQLite" };
+    println!(
+        "bench ingest ({backend}): {} gateways, QoS 1 messages of {per_message} points, {} in flight per gateway, {} s",
+        o.gateways, o.inflight, o.seconds
+    );
+    println!("durable points/s end to end (PUBACK received):   {end_to_end:>12.0}");
+    println!("PUBACK latency p50 / p99 ms:                     {:>12.2} / {:.2}", ms(pct(0.50)), ms(pct(0.99)));
+    println!("store alone, same rows, points/s:                {store_rate:>12.0}");
+    println!("end to end / store alone:                        {:>12.2}", end_to_end / store_rate.max(1.0));
+    if failed > 0 {
+        println!("gateways whose connection failed: {failed}");
+    }
+    Ok(())
+}
+
+/// Writes the same shape of rows straight through the store's ingest path (transactions of
+/// 20,000 points, as the writer forms them) into a fresh SQLite store; returns points/s.
+async fn store_only(o: &IngestOptions) -> Result<f64> {
+    if o.database_url.is_some() {
+        // PostgreSQL needs an empty database of its own; the SQLite figure is the reference.
+        return Ok(f64::NAN);
+    }
+    let dir = std::env::temp_dir().join(format!("devicecloud-bench-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = Db::connect(&format!("sqlite://{}", dir.join("store.db").display())).await?;
+    let group = groups::create(&db, &NewGroup { label: "bench", r#type: "0", subtype: "", id_country: None }, 0).await?;
+    let mut keys = Vec::new();
+    for g in 0..o.gateways {
+        let serial = format!("STORE-{g:05}");
+        let new = NewGateway { id_group: &group.id_group, serial_hardware: &serial, kind: "CORE", label: "", expected_offline_interval: 60 };
+        let device = devices::provision(&db, &new, "x", unix_now()).await?;
+        for datatype in 1..=i64::from(o.datatypes) {
+            let series = SeriesId { id_group: group.id_group.clone(), source_device: device.id_physical_device.clone(), datatype };
+            keys.push((ingest::container_key(&db, &series).await?, device.id_physical_device.clone()));
+        }
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(o.seconds);
+    let mut written = 0usize;
+    let mut second = 1_763_000_000i64;
+    while Instant::now() < deadline {
+        let mut points = Vec::with_capacity(20_000);
+        let mut touched = Vec::new();
+        while points.len() < 20_000 {
+            for (key, device) in keys.iter().take(20_000 / o.measurements as usize) {
+                for m in 0..o.measurements {
+                    points.push(Point { container_key: *key, seconds: second + m, microseconds: 0, value: m as f64, session_key: None });
+                }
+                touched.push((device.clone(), second));
+            }
+            second += o.measurements;
+        }
+        written += ingest::write(&db, &points, &touched).await.context("store write")?.inserted;
+    }
+    let rate = written as f64 / started.elapsed().as_secs_f64();
+    db.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(rate)
+}
