@@ -55,7 +55,10 @@ impl Db {
                 // REGEXP backs the case-insensitive `like` filter (see `collection`).
                 .with_regexp()
                 .busy_timeout(Duration::from_secs(10))
-                .pragma("cache_size", "-32000");
+                .pragma("cache_size", "-32000")
+                // Checkpoint the WAL every 32 MiB rather than 4: pages rewritten by many
+                // batches (rollups) are copied to the database once instead of each time.
+                .pragma("wal_autocheckpoint", "8192");
             let pool = SqlitePoolOptions::new()
                 .max_connections(8)
                 .min_connections(1)
@@ -147,14 +150,6 @@ impl Tx {
         })
     }
 
-    /// Runs a statement without values (savepoints).
-    pub(crate) async fn run(&mut self, sql: &'static str) -> sqlx::Result<()> {
-        match self {
-            Tx::Sqlite(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
-            Tx::Postgres(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
-        }
-    }
-
     /// Rows of three integers. On SQLite the rows come back as one JSON array built by SQLite
     /// (`json_group_array`), since sqlx hands SQLite rows over one by one; `select` must name
     /// its three columns `a`, `b` and `c`.
@@ -172,6 +167,13 @@ impl Tx {
                     .fetch_all(&mut **tx)
                     .await
             }
+        }
+    }
+
+    pub(crate) async fn rollback(self) -> sqlx::Result<()> {
+        match self {
+            Tx::Sqlite(tx) => tx.rollback().await,
+            Tx::Postgres(tx) => tx.rollback().await,
         }
     }
 

@@ -5,8 +5,8 @@
 //! Every statement carries many rows (`INSERT … VALUES (…), (…)`, `UPDATE … FROM (VALUES …)`),
 //! so a batch costs a handful of statements whatever its size. A resent point (same series,
 //! second and microsecond) is stored once and counted once: the insert ignores it, and when
-//! the insert reports fewer rows than it was given, the batch is redone with the points
-//! already stored left out before any rollup is touched.
+//! the insert reports fewer rows than it was given, the transaction is rolled back and redone
+//! with the points already stored left out, before any rollup is touched.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -82,18 +82,17 @@ pub async fn write(db: &Db, points: &[Point], devices: &[(String, i64)]) -> Resu
         .filter(|p| seen.insert((p.container_key, p.seconds, p.microseconds)))
         .collect();
     let mut tx = Tx::begin(db).await?;
-    tx.run("SAVEPOINT ingest").await?;
     let fresh = if insert_points(&mut tx, &unique).await? == unique.len() {
-        tx.run("RELEASE SAVEPOINT ingest").await?;
         unique
     } else {
-        // Some points were stored before: undo, find them, and store only the new ones.
-        tx.run("ROLLBACK TO SAVEPOINT ingest").await?;
+        // Some points were stored before (a resend): start over, find them, and store only the
+        // new ones. A whole new transaction rather than a savepoint, whose statement journal
+        // would cost every batch.
+        tx.rollback().await?;
+        tx = Tx::begin(db).await?;
         let stored = stored_keys(&mut tx, &unique).await?;
-        let fresh: Vec<Point> = unique
-            .into_iter()
-            .filter(|p| !stored.contains(&(p.container_key, p.seconds, p.microseconds)))
-            .collect();
+        let fresh: Vec<Point> =
+            unique.into_iter().filter(|p| !stored.contains(&(p.container_key, p.seconds, p.microseconds))).collect();
         insert_points(&mut tx, &fresh).await?;
         fresh
     };
