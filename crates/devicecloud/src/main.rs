@@ -103,7 +103,12 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<Box<dyn FnOn
     }
     tracing::info!(http = %http_addr, mqtt = %mqtt_addr, backend = ?db.backend(), "devicecloud started");
 
-    tracker.spawn(devicecloud_server::mqtt::serve_mqtt(mqtt, state.clone(), tracker.clone(), shutdown.clone()));
+    tracker.spawn(devicecloud_server::mqtt::serve_mqtt(
+        mqtt,
+        state.clone(),
+        tracker.clone(),
+        shutdown.clone(),
+    ));
     let server = tokio::spawn(devicecloud_server::serve_http(http, state, shutdown.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down");

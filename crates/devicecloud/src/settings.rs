@@ -19,6 +19,7 @@ pub struct Settings {
     pub command_timeout_s: u64,
     pub webhook_allow_private: bool,
     pub max_body_bytes: usize,
+    pub mqtt_max_packet_bytes: u32,
     pub log: String,
 }
 
@@ -32,6 +33,7 @@ impl Default for Settings {
             command_timeout_s: 10,
             webhook_allow_private: false,
             max_body_bytes: 1024 * 1024,
+            mqtt_max_packet_bytes: 256 * 1024,
             log: "info".into(),
         }
     }
@@ -48,6 +50,7 @@ struct FileSettings {
     command_timeout_s: Option<u64>,
     webhook_allow_private: Option<bool>,
     max_body_bytes: Option<usize>,
+    mqtt_max_packet_bytes: Option<u32>,
     log: Option<String>,
 }
 
@@ -117,6 +120,11 @@ impl Settings {
                 .parse()
                 .with_context(|| format!("DEVICECLOUD_MAX_BODY_BYTES={v} is not a number of bytes"))?;
         }
+        if let Some(v) = env("MQTT_MAX_PACKET_BYTES") {
+            s.mqtt_max_packet_bytes = v
+                .parse()
+                .with_context(|| format!("DEVICECLOUD_MQTT_MAX_PACKET_BYTES={v} is not a number of bytes"))?;
+        }
         if let Some(v) = env("LOG") {
             s.log = v;
         }
@@ -148,6 +156,7 @@ impl Settings {
             command_timeout_s,
             webhook_allow_private,
             max_body_bytes,
+            mqtt_max_packet_bytes,
             log,
         } = file;
         self.data_dir = data_dir.unwrap_or(self.data_dir.clone());
@@ -157,6 +166,7 @@ impl Settings {
         self.command_timeout_s = command_timeout_s.unwrap_or(self.command_timeout_s);
         self.webhook_allow_private = webhook_allow_private.unwrap_or(self.webhook_allow_private);
         self.max_body_bytes = max_body_bytes.unwrap_or(self.max_body_bytes);
+        self.mqtt_max_packet_bytes = mqtt_max_packet_bytes.unwrap_or(self.mqtt_max_packet_bytes);
         self.log = log.unwrap_or(self.log.clone());
         Ok(())
     }
@@ -177,6 +187,7 @@ impl Settings {
             command_timeout: Duration::from_secs(self.command_timeout_s),
             webhook_allow_private: self.webhook_allow_private,
             max_body_bytes: self.max_body_bytes,
+            mqtt_max_packet_bytes: self.mqtt_max_packet_bytes,
             ..devicecloud_server::Settings::default()
         }
     }

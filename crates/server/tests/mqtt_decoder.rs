@@ -40,8 +40,12 @@ fn decode_all(bytes: &[u8], max: u32) {
 }
 
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    (0..SEEDS.len(), proptest::collection::vec((any::<usize>(), any::<u8>()), 0..8), 0usize..40).prop_map(
-        |(seed, edits, cut)| {
+    (
+        0..SEEDS.len(),
+        proptest::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+        0usize..40,
+    )
+        .prop_map(|(seed, edits, cut)| {
             let mut bytes = SEEDS[seed].to_vec();
             for (at, byte) in edits {
                 let at = at % (bytes.len() + 1);
@@ -54,8 +58,7 @@ fn mutated() -> impl Strategy<Value = Vec<u8>> {
             let keep = bytes.len().saturating_sub(cut % 4);
             bytes.truncate(keep);
             bytes
-        },
-    )
+        })
 }
 
 proptest! {

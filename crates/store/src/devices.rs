@@ -240,7 +240,8 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
                     WHERE id_physical_device = $4";
     let previous_template = "SELECT modbus_template_json FROM physical_devices WHERE id_physical_device = $1";
     let set_template = "UPDATE physical_devices SET modbus_template_json = $1 WHERE id_physical_device = $2";
-    let history = "INSERT INTO modbus_template_history (id_physical_device, template_json, received_at) VALUES ($1, $2, $3)";
+    let history =
+        "INSERT INTO modbus_template_history (id_physical_device, template_json, received_at) VALUES ($1, $2, $3)";
     on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         sqlx::query(update)
@@ -255,12 +256,30 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(endpoint).bind(hello.client_identifier).bind(hello.node_id).bind(now).bind(id).execute(&mut *tx).await?;
+        sqlx::query(endpoint)
+            .bind(hello.client_identifier)
+            .bind(hello.node_id)
+            .bind(now)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         if let Some(template) = &hello.modbus_template_json {
-            let before: Option<String> = sqlx::query_scalar(previous_template).bind(id).fetch_one(&mut *tx).await?;
+            let before: Option<String> = sqlx::query_scalar(previous_template)
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
             if before.as_ref() != Some(template) {
-                sqlx::query(set_template).bind(template).bind(id).execute(&mut *tx).await?;
-                sqlx::query(history).bind(id).bind(template).bind(now).execute(&mut *tx).await?;
+                sqlx::query(set_template)
+                    .bind(template)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(history)
+                    .bind(id)
+                    .bind(template)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
             }
         }
         tx.commit().await
@@ -303,7 +322,8 @@ pub async fn child(
     label: Option<&str>,
     now: i64,
 ) -> Result<Child> {
-    let find = "SELECT id_physical_device, id_parent FROM physical_devices WHERE serial_hardware = $1 AND archived_at IS NULL";
+    let find =
+        "SELECT id_physical_device, id_parent FROM physical_devices WHERE serial_hardware = $1 AND archived_at IS NULL";
     let found: Option<(String, Option<String>)> =
         on_pool!(db, |p| sqlx::query_as(find).bind(serial).fetch_optional(p).await)?;
     if let Some((id, parent)) = found {
@@ -369,7 +389,13 @@ pub async fn refresh_status(db: &Db, now: i64) -> Result<u64> {
          WHEN {greatest}(COALESCE(last_data_at, 0), COALESCE(last_disconnect_at, 0), created_at) >= $1 - expected_offline_interval THEN 1 \
          ELSE 2 END"
     );
-    let sql = format!("UPDATE physical_devices SET device_status = {status} WHERE archived_at IS NULL AND device_status <> {status}");
-    let n = on_pool!(db, |p| sqlx::query(sqlx::AssertSqlSafe(sql.clone())).bind(now).execute(p).await.map(|r| r.rows_affected()))?;
+    let sql = format!(
+        "UPDATE physical_devices SET device_status = {status} WHERE archived_at IS NULL AND device_status <> {status}"
+    );
+    let n = on_pool!(db, |p| sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+        .bind(now)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()))?;
     Ok(n)
 }

@@ -91,8 +91,10 @@ pub async fn write(db: &Db, points: &[Point], devices: &[(String, i64)]) -> Resu
         tx.rollback().await?;
         tx = Tx::begin(db).await?;
         let stored = stored_keys(&mut tx, &unique).await?;
-        let fresh: Vec<Point> =
-            unique.into_iter().filter(|p| !stored.contains(&(p.container_key, p.seconds, p.microseconds))).collect();
+        let fresh: Vec<Point> = unique
+            .into_iter()
+            .filter(|p| !stored.contains(&(p.container_key, p.seconds, p.microseconds)))
+            .collect();
         insert_points(&mut tx, &fresh).await?;
         fresh
     };
@@ -331,7 +333,8 @@ pub async fn rollup_counts(db: &Db, container_key: i64) -> Result<(i64, i64, i64
     let sql = "SELECT (SELECT COALESCE(SUM(count_val), 0) FROM rollup_minute WHERE container_key = $1) AS a, \
                (SELECT COALESCE(SUM(count_val), 0) FROM rollup_hour WHERE container_key = $1) AS b, \
                (SELECT COALESCE(SUM(count_val), 0) FROM rollup_day WHERE container_key = $1) AS c";
-    let select = format!("SELECT CAST(a AS BIGINT) AS a, CAST(b AS BIGINT) AS b, CAST(c AS BIGINT) AS c FROM ({sql}) AS counts");
+    let select =
+        format!("SELECT CAST(a AS BIGINT) AS a, CAST(b AS BIGINT) AS b, CAST(c AS BIGINT) AS c FROM ({sql}) AS counts");
     let mut tx = Tx::begin(db).await?;
     let rows = tx.triples(select, SqlxValues(Values(vec![int(container_key)]))).await?;
     tx.commit().await?;

@@ -27,12 +27,21 @@ pub async fn open(db: &Db, id_group: &str, id_physical_device: &str, now: i64) -
 pub async fn active(db: &Db, id_physical_device: &str) -> Result<Option<i64>> {
     let sql = "SELECT session_key FROM data_sessions WHERE id_physical_device = $1 AND \"end\" IS NULL \
                ORDER BY start DESC LIMIT 1";
-    Ok(on_pool!(db, |p| sqlx::query_scalar(sql).bind(id_physical_device).fetch_optional(p).await)?)
+    Ok(on_pool!(db, |p| sqlx::query_scalar(sql)
+        .bind(id_physical_device)
+        .fetch_optional(p)
+        .await)?)
 }
 
 /// Closes the gateway's active session at `now`; returns whether one was open.
 pub async fn close(db: &Db, id_physical_device: &str, now: i64) -> Result<bool> {
-    let sql = "UPDATE data_sessions SET \"end\" = $1, updated_at = $1 WHERE id_physical_device = $2 AND \"end\" IS NULL";
-    let n = on_pool!(db, |p| sqlx::query(sql).bind(now).bind(id_physical_device).execute(p).await.map(|r| r.rows_affected()))?;
+    let sql =
+        "UPDATE data_sessions SET \"end\" = $1, updated_at = $1 WHERE id_physical_device = $2 AND \"end\" IS NULL";
+    let n = on_pool!(db, |p| sqlx::query(sql)
+        .bind(now)
+        .bind(id_physical_device)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()))?;
     Ok(n > 0)
 }

@@ -39,7 +39,11 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
         for (i, gateway) in fleet.iter().enumerate() {
             let mut messages = std::mem::take(&mut resend[i]);
             for _ in 0..200 {
-                messages.push(Message { first_second: next[i], measurements: MEASUREMENTS, datatypes: DATATYPES });
+                messages.push(Message {
+                    first_second: next[i],
+                    measurements: MEASUREMENTS,
+                    datatypes: DATATYPES,
+                });
                 next[i] += MEASUREMENTS;
             }
             let gateway = gateway.clone();
@@ -61,7 +65,10 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
             resend[i] = sent.into_iter().filter(|m| !done.contains(&m.first_second)).collect();
             acked[i].extend(outcome.acked);
         }
-        eprintln!("cycle {cycle}: killed after {} ms, {acked_now} messages acknowledged", kill_after.as_millis());
+        eprintln!(
+            "cycle {cycle}: killed after {} ms, {acked_now} messages acknowledged",
+            kill_after.as_millis()
+        );
     }
 
     // Verify on the store itself, the server stopped.
@@ -70,7 +77,11 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
     for (i, gateway) in fleet.iter().enumerate() {
         let device = devices::get(&db, &gateway.id).await?.context("gateway vanished")?;
         for datatype in 1..=i64::from(DATATYPES) {
-            let series = SeriesId { id_group: device.id_group.clone(), source_device: gateway.id.clone(), datatype };
+            let series = SeriesId {
+                id_group: device.id_group.clone(),
+                source_device: gateway.id.clone(),
+                datatype,
+            };
             let key = ingest::container_key(&db, &series).await?;
             let stored: HashSet<(i64, i64)> = ingest::series_points(&db, key).await?.into_iter().collect();
             for message in &acked[i] {

@@ -42,7 +42,11 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
         tasks.push(tokio::spawn(async move {
             // More messages than can go out in time; the deadline ends the run.
             let messages = (0..2_000)
-                .map(|i| Message { first_second: 1_763_000_000 + i * measurements, measurements, datatypes })
+                .map(|i| Message {
+                    first_second: 1_763_000_000 + i * measurements,
+                    measurements,
+                    datatypes,
+                })
                 .collect();
             publish(mqtt, &gateway, messages, inflight, deadline).await
         }));
@@ -65,15 +69,26 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
 
     eprintln!("store alone for {} s…", o.seconds);
     let store_rate = store_only(&o).await?;
-    let backend = if o.database_url.is_some() { "PostgreSQL" } else { "SQLite" };
+    let backend = if o.database_url.is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
     println!(
         "bench ingest ({backend}): {} gateways, QoS 1 messages of {per_message} points, {} in flight per gateway, {} s",
         o.gateways, o.inflight, o.seconds
     );
     println!("durable points/s end to end (PUBACK received):   {end_to_end:>12.0}");
-    println!("PUBACK latency p50 / p99 ms:                     {:>12.2} / {:.2}", ms(pct(0.50)), ms(pct(0.99)));
+    println!(
+        "PUBACK latency p50 / p99 ms:                     {:>12.2} / {:.2}",
+        ms(pct(0.50)),
+        ms(pct(0.99))
+    );
     println!("store alone, same rows, points/s:                {store_rate:>12.0}");
-    println!("end to end / store alone:                        {:>12.2}", end_to_end / store_rate.max(1.0));
+    println!(
+        "end to end / store alone:                        {:>12.2}",
+        end_to_end / store_rate.max(1.0)
+    );
     if failed > 0 {
         println!("gateways whose connection failed: {failed}");
     }
@@ -91,15 +106,38 @@ async fn store_only(o: &IngestOptions) -> Result<f64> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let db = Db::connect(&format!("sqlite://{}", dir.join("store.db").display())).await?;
-    let group = groups::create(&db, &NewGroup { label: "bench", r#type: "0", subtype: "", id_country: None }, 0).await?;
+    let group = groups::create(
+        &db,
+        &NewGroup {
+            label: "bench",
+            r#type: "0",
+            subtype: "",
+            id_country: None,
+        },
+        0,
+    )
+    .await?;
     let mut keys = Vec::new();
     for g in 0..o.gateways {
         let serial = format!("STORE-{g:05}");
-        let new = NewGateway { id_group: &group.id_group, serial_hardware: &serial, kind: "CORE", label: "", expected_offline_interval: 60 };
+        let new = NewGateway {
+            id_group: &group.id_group,
+            serial_hardware: &serial,
+            kind: "CORE",
+            label: "",
+            expected_offline_interval: 60,
+        };
         let device = devices::provision(&db, &new, "x", unix_now()).await?;
         for datatype in 1..=i64::from(o.datatypes) {
-            let series = SeriesId { id_group: group.id_group.clone(), source_device: device.id_physical_device.clone(), datatype };
-            keys.push((ingest::container_key(&db, &series).await?, device.id_physical_device.clone()));
+            let series = SeriesId {
+                id_group: group.id_group.clone(),
+                source_device: device.id_physical_device.clone(),
+                datatype,
+            };
+            keys.push((
+                ingest::container_key(&db, &series).await?,
+                device.id_physical_device.clone(),
+            ));
         }
     }
     let started = Instant::now();
@@ -112,13 +150,22 @@ async fn store_only(o: &IngestOptions) -> Result<f64> {
         while points.len() < 20_000 {
             for (key, device) in keys.iter().take(20_000 / o.measurements as usize) {
                 for m in 0..o.measurements {
-                    points.push(Point { container_key: *key, seconds: second + m, microseconds: 0, value: m as f64, session_key: None });
+                    points.push(Point {
+                        container_key: *key,
+                        seconds: second + m,
+                        microseconds: 0,
+                        value: m as f64,
+                        session_key: None,
+                    });
                 }
                 touched.push((device.clone(), second));
             }
             second += o.measurements;
         }
-        written += ingest::write(&db, &points, &touched).await.context("store write")?.inserted;
+        written += ingest::write(&db, &points, &touched)
+            .await
+            .context("store write")?
+            .inserted;
     }
     let rate = written as f64 / started.elapsed().as_secs_f64();
     db.close().await;

@@ -74,8 +74,22 @@ pub enum BenchCommand {
 pub async fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
-        BenchCommand::Ingest { gateways, seconds, measurements, datatypes, inflight, database_url } => {
-            let options = ingest::IngestOptions { gateways, seconds, measurements, datatypes, inflight, database_url };
+        BenchCommand::Ingest {
+            gateways,
+            seconds,
+            measurements,
+            datatypes,
+            inflight,
+            database_url,
+        } => {
+            let options = ingest::IngestOptions {
+                gateways,
+                seconds,
+                measurements,
+                datatypes,
+                inflight,
+                database_url,
+            };
             ingest::ingest(options).await
         }
         BenchCommand::Api {

@@ -25,8 +25,13 @@ impl Message {
         let batch: Vec<Measurement> = (0..self.measurements)
             .map(|i| Measurement {
                 device: None,
-                ts: Some(Timestamp { seconds: self.first_second + i, microseconds: 0 }),
-                values: (1..=self.datatypes).map(|d| (d, (self.first_second + i) as f64 * 0.5 + f64::from(d))).collect(),
+                ts: Some(Timestamp {
+                    seconds: self.first_second + i,
+                    microseconds: 0,
+                }),
+                values: (1..=self.datatypes)
+                    .map(|d| (d, (self.first_second + i) as f64 * 0.5 + f64::from(d)))
+                    .collect(),
             })
             .collect();
         measurements_payload(&batch)
@@ -72,7 +77,11 @@ pub async fn publish(
                 if queued_tx.send(message).is_err() {
                     break;
                 }
-                if client.publish("v1/gateway/measurements", QoS::AtLeastOnce, false, message.payload()).await.is_err() {
+                if client
+                    .publish("v1/gateway/measurements", QoS::AtLeastOnce, false, message.payload())
+                    .await
+                    .is_err()
+                {
                     break;
                 }
             }

@@ -47,16 +47,30 @@ impl ServerUnderTest {
             .await
             .context("server did not start in 60 s")??
             .context("server exited")?;
-        let field = |key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key)).map(str::to_string);
+        let field = |key: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .map(str::to_string)
+        };
         let http = field("http=").context("no http= in the start line")?;
         let mqtt = field("mqtt=").context("no mqtt= in the start line")?.parse()?;
-        Ok(ServerUnderTest { child, base: format!("http://{http}"), mqtt, data_dir, database_url })
+        Ok(ServerUnderTest {
+            child,
+            base: format!("http://{http}"),
+            mqtt,
+            data_dir,
+            database_url,
+        })
     }
 
     /// Runs `devicecloud admin …` against the same store.
     pub async fn admin(&self, args: &[&str]) -> Result<Value> {
         let mut command = Command::new(std::env::current_exe()?);
-        command.arg("admin").args(args).env("DEVICECLOUD_DATA_DIR", &self.data_dir).env("DEVICECLOUD_LOG", "warn");
+        command
+            .arg("admin")
+            .args(args)
+            .env("DEVICECLOUD_DATA_DIR", &self.data_dir)
+            .env("DEVICECLOUD_LOG", "warn");
         if let Some(url) = &self.database_url {
             command.env("DEVICECLOUD_DATABASE_URL", url);
         }
@@ -70,7 +84,15 @@ impl ServerUnderTest {
     /// An API client, an administrator, and the administrator's token.
     pub async fn administrator(&self, http: &reqwest::Client) -> Result<(Value, String)> {
         let client = self.admin(&["create-client", "--name", "bench"]).await?;
-        self.admin(&["create-user", "--username", "admin@bench.local", "--password", "bench-password", "--admin"]).await?;
+        self.admin(&[
+            "create-user",
+            "--username",
+            "admin@bench.local",
+            "--password",
+            "bench-password",
+            "--admin",
+        ])
+        .await?;
         let token = token(http, &self.base, &client, "admin@bench.local", "bench-password").await?;
         Ok((client, token))
     }
@@ -78,7 +100,10 @@ impl ServerUnderTest {
     /// SIGTERM, then waits for the exit; the data dir is removed unless `keep`.
     pub async fn stop(mut self, keep: bool) {
         if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
         }
         let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
         if !keep {
@@ -94,7 +119,13 @@ impl ServerUnderTest {
 }
 
 /// A password-grant access token.
-pub async fn token(http: &reqwest::Client, base: &str, client: &Value, username: &str, password: &str) -> Result<String> {
+pub async fn token(
+    http: &reqwest::Client,
+    base: &str,
+    client: &Value,
+    username: &str,
+    password: &str,
+) -> Result<String> {
     let form = [
         ("grant_type", "password"),
         ("client_id", client["client_id"].as_str().unwrap_or_default()),
@@ -102,9 +133,18 @@ pub async fn token(http: &reqwest::Client, base: &str, client: &Value, username:
         ("username", username),
         ("password", password),
     ];
-    let body: Value =
-        http.post(format!("{base}/oauth2/token")).form(&form).send().await?.error_for_status()?.json().await?;
-    body["access_token"].as_str().map(str::to_string).context("no access_token")
+    let body: Value = http
+        .post(format!("{base}/oauth2/token"))
+        .form(&form)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    body["access_token"]
+        .as_str()
+        .map(str::to_string)
+        .context("no access_token")
 }
 
 /// A provisioned gateway: id, serial and device token.
@@ -116,7 +156,13 @@ pub struct GatewayCredentials {
 }
 
 /// Provisions `count` CORE gateways in a new group, `concurrency` requests at a time.
-pub async fn provision(http: &reqwest::Client, base: &str, admin: &str, prefix: &str, count: usize) -> Result<Vec<GatewayCredentials>> {
+pub async fn provision(
+    http: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    prefix: &str,
+    count: usize,
+) -> Result<Vec<GatewayCredentials>> {
     let group: Value = http
         .post(format!("{base}/api/v2/group"))
         .bearer_auth(admin)
