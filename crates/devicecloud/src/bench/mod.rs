@@ -5,6 +5,7 @@
 
 mod api;
 mod crash;
+mod idle;
 mod ingest;
 mod publisher;
 mod server;
@@ -14,6 +15,11 @@ use anyhow::Result;
 /// The benchmarks.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
+    /// Many gateways connected and idle: the server's resident memory per connection.
+    Idle {
+        #[arg(long, default_value_t = 10_000)]
+        connections: usize,
+    },
     /// Gateways publish QoS 1 measurement batches over MQTT: durable points/s, PUBACK latency,
     /// and the store's own rate for the same rows.
     Ingest {
@@ -74,6 +80,7 @@ pub enum BenchCommand {
 pub async fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
+        BenchCommand::Idle { connections } => idle::idle(connections).await,
         BenchCommand::Ingest {
             gateways,
             seconds,

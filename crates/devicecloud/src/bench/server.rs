@@ -63,6 +63,11 @@ impl ServerUnderTest {
         })
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Runs `devicecloud admin …` against the same store.
     pub async fn admin(&self, args: &[&str]) -> Result<Value> {
         let mut command = Command::new(std::env::current_exe()?);

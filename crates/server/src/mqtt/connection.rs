@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
 use rmqtt_codec::types::QoS;
 use rmqtt_codec::version::{ProtocolVersion, VersionCodec};
@@ -51,7 +52,7 @@ pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken
 
     let serial = username.unwrap_or_default();
     let token = password.unwrap_or_default();
-    let mut gateway = match authenticate(&state, &serial, &token).await {
+    let mut gateway = match Box::pin(authenticate(&state, &serial, &token)).await {
         Ok(gateway) => gateway,
         Err(e) => {
             let outcome = match e {
@@ -67,10 +68,11 @@ pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken
     let (connection, mut kicked) = state.gateways.register(&gateway.id);
     if framed.send(packets::connack(version, Connack::Accepted)).await.is_err() {
         state.gateways.unregister(&gateway.id, connection);
-        gateway.ended(&state, false).await;
+        Box::pin(gateway.ended(&state, false)).await;
         return;
     }
     metrics::gauge!("devicecloud_mqtt_connections").increment(1.0);
+    release_buffers(&mut framed);
 
     // Keep-alive: no packet within 1.5 times the interval closes the connection (§1).
     let silence = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
@@ -100,14 +102,29 @@ pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken
             }
             Some(None) | None => break,
         };
-        match handle(&mut framed, version, &state, &mut gateway, &client_id, packet).await {
-            Ok(true) => {}
+        // Boxed: the handling future is large (store calls) and needed only while a packet is
+        // handled; inline, every idle connection would carry its space.
+        match Box::pin(handle(&mut framed, version, &state, &mut gateway, &client_id, packet)).await {
+            Ok(true) => release_buffers(&mut framed),
             Ok(false) | Err(()) => break,
         }
     }
     metrics::gauge!("devicecloud_mqtt_connections").decrement(1.0);
     state.gateways.unregister(&gateway.id, connection);
-    gateway.ended(&state, taken_over).await;
+    Box::pin(gateway.ended(&state, taken_over)).await;
+}
+
+/// Lets go of buffer space an idle connection does not need: the framing starts with 8 KiB for
+/// reading and 8 KiB for writing, and a large message leaves its size behind. An empty buffer
+/// grows again while a packet is read or written (architecture: small sessions).
+fn release_buffers(framed: &mut Transport) {
+    const KEEP: usize = 512;
+    if framed.read_buffer().is_empty() && framed.read_buffer().capacity() > KEEP {
+        *framed.read_buffer_mut() = BytesMut::new();
+    }
+    if framed.write_buffer().is_empty() && framed.write_buffer().capacity() > KEEP {
+        *framed.write_buffer_mut() = BytesMut::new();
+    }
 }
 
 /// Handles one packet; `Ok(false)` ends the connection normally, `Err` on a write failure.
