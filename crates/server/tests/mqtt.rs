@@ -488,3 +488,102 @@ async fn garbage_bytes_close_only_that_connection() {
     )
     .await;
 }
+
+/// An MQTT 3.1.1 CONNECT packet built by hand, for transport rules a client library will not
+/// break on purpose (keep-alive silence).
+fn raw_connect(serial: &str, token: &str, keep_alive: u16) -> Vec<u8> {
+    let field = |s: &str| {
+        let mut v = (s.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(s.as_bytes());
+        v
+    };
+    let mut body = field("MQTT");
+    body.extend_from_slice(&[4, 0b1100_0010]);
+    body.extend_from_slice(&keep_alive.to_be_bytes());
+    for s in [serial, serial, token] {
+        body.extend(field(s));
+    }
+    let mut packet = vec![0x10, body.len() as u8];
+    packet.extend(body);
+    packet
+}
+
+#[tokio::test]
+async fn transport_rules_keep_alive_qos_2_packet_size_and_deleted_groups() {
+    let settings = devicecloud_server::Settings {
+        mqtt_max_packet_bytes: 1024,
+        ..Default::default()
+    };
+    let app = TestApp::spawn_with(settings).await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-RULES", "CORE").await;
+
+    // Keep-alive 1 s: silence for 1.5 s closes the connection, and the loss is recorded.
+    let mut raw = tokio::net::TcpStream::connect(app.mqtt_addr).await.unwrap();
+    raw.write_all(&raw_connect(&gw.serial, &gw.token, 1)).await.unwrap();
+    let mut ack = [0u8; 4];
+    raw.read_exact(&mut ack).await.unwrap();
+    assert_eq!(ack, [0x20, 2, 0, 0]);
+    let started = std::time::Instant::now();
+    let mut rest = [0u8; 8];
+    let read = tokio::time::timeout(Duration::from_secs(5), raw.read(&mut rest))
+        .await
+        .expect("still open after 5 s");
+    assert!(matches!(read, Ok(0) | Err(_)));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1400) && waited < Duration::from_secs(4),
+        "closed after {waited:?}"
+    );
+
+    // QoS 2 is refused by closing the connection.
+    let (client, mut events) = connect(&app, &gw, "qos2").await;
+    client
+        .publish(
+            "v1/gateway/measurements",
+            QoS::ExactlyOnce,
+            false,
+            json!({"values": {"1": 1}}).to_string(),
+        )
+        .await
+        .unwrap();
+    let _ = until_closed(&mut events).await;
+
+    // A packet over the configured maximum closes the connection; nothing is stored.
+    let (client, mut events) = connect(&app, &gw, "big").await;
+    let values: serde_json::Map<String, Value> = (0..200).map(|i| (i.to_string(), json!(1.5))).collect();
+    client
+        .publish(
+            "v1/gateway/measurements",
+            QoS::AtLeastOnce,
+            false,
+            json!({"values": values}).to_string(),
+        )
+        .await
+        .unwrap();
+    let _ = until_closed(&mut events).await;
+    let stored = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM containers WHERE id_group = $1",
+        &gw.group,
+    )
+    .await;
+    assert_eq!(stored, 0);
+
+    // A gateway of a deleted group is not authorized.
+    assert_eq!(
+        send(app.request(Method::DELETE, &format!("/api/v2/group/{}", gw.group), &admin))
+            .await
+            .status,
+        204
+    );
+    let (_, mut events) = AsyncClient::new(options(&app, "gone", &gw.serial, &gw.token), 8);
+    let error = until_closed(&mut events).await;
+    assert!(
+        matches!(
+            error,
+            ConnectionError::ConnectionRefused(ConnectReturnCode::NotAuthorized)
+        ),
+        "{error:?}"
+    );
+}
