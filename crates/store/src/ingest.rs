@@ -282,9 +282,16 @@ async fn update_latest(tx: &mut Tx, points: &[Point]) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Moves `last_data_at` of devices forward.
+/// Moves `last_data_at` of devices forward (each device once, to its latest time: an update
+/// joined to several rows for one target row would take any one of them).
 async fn touch_devices(tx: &mut Tx, devices: &[(String, i64)]) -> sqlx::Result<()> {
-    for chunk in devices.chunks(CHUNK) {
+    let mut latest: BTreeMap<&str, i64> = BTreeMap::new();
+    for (id, at) in devices {
+        let entry = latest.entry(id.as_str()).or_insert(*at);
+        *entry = (*entry).max(*at);
+    }
+    let rows: Vec<(&str, i64)> = latest.into_iter().collect();
+    for chunk in rows.chunks(CHUNK) {
         let sql = format!(
             "UPDATE physical_devices SET last_data_at = v.column2 FROM (VALUES {}) AS v \
              WHERE physical_devices.id_physical_device = v.column1 \
@@ -293,7 +300,7 @@ async fn touch_devices(tx: &mut Tx, devices: &[(String, i64)]) -> sqlx::Result<(
         );
         let values = chunk
             .iter()
-            .flat_map(|(id, at)| [Value::String(Some(id.clone())), int(*at)])
+            .flat_map(|(id, at)| [Value::String(Some(id.to_string())), int(*at)])
             .collect();
         tx.execute(sql, SqlxValues(Values(values))).await?;
     }

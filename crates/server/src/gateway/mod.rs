@@ -54,6 +54,18 @@ pub struct Gateway {
     pub powered_off: bool,
 }
 
+/// The rejection of a message naming a serial that belongs to a device other than this
+/// gateway's assets.
+fn not_an_asset(serial: Option<&str>) -> Rejection {
+    Rejection::Invalid {
+        reason: devicecloud_protocol::RejectReason::BadField,
+        detail: format!(
+            "device {:?} is not an asset of this gateway",
+            serial.unwrap_or_default()
+        ),
+    }
+}
+
 /// Unix time now as seconds and microseconds.
 pub fn now_parts() -> (i64, i64) {
     let now = std::time::SystemTime::now()
@@ -206,12 +218,7 @@ impl Gateway {
         let mut touched = vec![(self.id.clone(), now)];
         for m in &batch {
             let Some(source) = self.source(state, m.device.as_deref()).await? else {
-                let serial = m.device.clone().unwrap_or_default();
-                let rejection = Rejection::Invalid {
-                    reason: devicecloud_protocol::RejectReason::BadField,
-                    detail: format!("device {serial:?} is not an asset of this gateway"),
-                };
-                return Err(self.reject(state, TOPIC, rejection).await);
+                return Err(self.reject(state, TOPIC, not_an_asset(m.device.as_deref())).await);
             };
             let (seconds, microseconds) = m.ts.map_or((now, now_us), |t| (t.seconds, i64::from(t.microseconds)));
             for (datatype, value) in &m.values {
@@ -245,16 +252,7 @@ impl Gateway {
         for e in &batch {
             match self.source(state, e.device.as_deref()).await? {
                 Some(id) => sources.push(id),
-                None => {
-                    let rejection = Rejection::Invalid {
-                        reason: devicecloud_protocol::RejectReason::BadField,
-                        detail: format!(
-                            "device {:?} is not an asset of this gateway",
-                            e.device.clone().unwrap_or_default()
-                        ),
-                    };
-                    return Err(self.reject(state, TOPIC, rejection).await);
-                }
+                None => return Err(self.reject(state, TOPIC, not_an_asset(e.device.as_deref())).await),
             }
         }
         let records: Vec<NewEvent> = batch
