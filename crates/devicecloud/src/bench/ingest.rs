@@ -10,6 +10,8 @@ use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId};
 use devicecloud_store::{Db, unix_now};
 
+use devicecloud_server::ingest::BATCH_POINTS as BATCH;
+
 use super::publisher::{Message, publish};
 use super::server::{ServerUnderTest, provision};
 
@@ -145,10 +147,10 @@ async fn store_only(o: &IngestOptions) -> Result<f64> {
     let mut written = 0usize;
     let mut second = 1_763_000_000i64;
     while Instant::now() < deadline {
-        let mut points = Vec::with_capacity(20_000);
+        let mut points = Vec::with_capacity(BATCH);
         let mut touched = Vec::new();
-        while points.len() < 20_000 {
-            for (key, device) in keys.iter().take(20_000 / o.measurements as usize) {
+        while points.len() < BATCH {
+            for (key, device) in keys.iter().take(BATCH / o.measurements as usize) {
                 for m in 0..o.measurements {
                     points.push(Point {
                         container_key: *key,

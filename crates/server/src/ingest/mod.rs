@@ -14,10 +14,10 @@ use tokio_util::task::TaskTracker;
 /// Jobs the queue holds before submitters wait.
 const QUEUE_JOBS: usize = 4096;
 /// Points one transaction takes at most; more wait for the next one.
-const BATCH_POINTS: usize = 20_000;
+pub const BATCH_POINTS: usize = 100_000;
 /// How long the writer waits for more jobs when a batch is small, trading a little latency
 /// for fewer, larger transactions.
-const LINGER: Duration = Duration::from_millis(2);
+pub const LINGER: Duration = Duration::from_millis(10);
 
 /// Why a job was not stored.
 #[derive(Clone, Debug, thiserror::Error)]
