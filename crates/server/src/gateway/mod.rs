@@ -329,14 +329,14 @@ impl Gateway {
         if taken_over {
             return;
         }
-        let now = now_parts().0;
-        if let Err(e) = devices::disconnected(&state.db, &self.id, now).await {
-            tracing::warn!(error = %e, gateway = %self.serial, "cannot mark the gateway disconnected");
-        }
+        // The event first: whoever sees the gateway disconnected also finds the event.
         if !self.powered_off
             && let Err(e) = self.cloud_event(state, event_types::CONNECTIVITY, "0", 0).await
         {
             tracing::warn!(error = %e, gateway = %self.serial, "cannot record the connection loss");
+        }
+        if let Err(e) = devices::disconnected(&state.db, &self.id, now_parts().0).await {
+            tracing::warn!(error = %e, gateway = %self.serial, "cannot mark the gateway disconnected");
         }
     }
 }
