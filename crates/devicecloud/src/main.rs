@@ -81,8 +81,11 @@ async fn bind(addr: std::net::SocketAddr, variable: &str) -> Result<TcpListener>
 /// Runs the service until SIGINT or SIGTERM; `db` is an already opened store (the demo seeds
 /// one first), otherwise the configured one is opened.
 ///
-/// `on_ready` runs once the listeners are bound, with the HTTP address chosen.
-async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<Box<dyn FnOnce(SocketAddr) + Send>>) -> Result<()> {
+/// Runs once the listeners are bound, with the HTTP and MQTT addresses chosen.
+type OnReady = Box<dyn FnOnce(SocketAddr, SocketAddr) + Send>;
+
+/// `on_ready` runs once the listeners are bound.
+async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) -> Result<()> {
     let db = match db {
         Some(db) => db,
         None => Db::connect(&settings.database_url()?)
@@ -99,7 +102,7 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<Box<dyn FnOn
     // The one line scripts and tests read to learn the chosen ports.
     println!("listening http={http_addr} mqtt={mqtt_addr}");
     if let Some(on_ready) = on_ready {
-        on_ready(http_addr);
+        on_ready(http_addr, mqtt_addr);
     }
     tracing::info!(http = %http_addr, mqtt = %mqtt_addr, backend = ?db.backend(), "devicecloud started");
 

@@ -84,6 +84,29 @@ fn post_form(addr: &str, path: &str, form: &str) -> String {
     answer
 }
 
+/// An MQTT 3.1.1 CONNECT over a plain socket; returns the 4-byte CONNACK.
+fn mqtt_connect(addr: &str, user: &str, password: &str) -> [u8; 4] {
+    use std::io::{Read, Write};
+    let field = |s: &str| {
+        let mut v = (s.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(s.as_bytes());
+        v
+    };
+    let mut body = field("MQTT");
+    body.extend_from_slice(&[4, 0b1100_0010, 0, 30]);
+    for s in ["demo-test", user, password] {
+        body.extend(field(s));
+    }
+    let mut packet = vec![0x10, body.len() as u8];
+    packet.extend(body);
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(&packet).unwrap();
+    let mut ack = [0u8; 4];
+    stream.read_exact(&mut ack).unwrap();
+    ack
+}
+
 fn terminate(child: &mut Child) -> std::process::ExitStatus {
     Command::new("kill")
         .arg("-TERM")
@@ -283,6 +306,23 @@ fn demo_prints_credentials_that_work() {
         text.contains(&format!("curl -s 'http://{addr}/api/v2/group/index?sort=label'")),
         "{text}"
     );
+
+    // The printed gateway credentials are accepted over MQTT (CONNACK return code 0).
+    let mqtt = printed[0]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("mqtt="))
+        .unwrap()
+        .to_string();
+    let device_token = text
+        .split("device token ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(mqtt_connect(&mqtt, "DEMO-GW-1", &device_token), [0x20, 2, 0, 0]);
+    assert_eq!(mqtt_connect(&mqtt, "DEMO-GW-1", "wrong"), [0x20, 2, 0, 4]);
     assert!(terminate(&mut child).success());
 }
 
