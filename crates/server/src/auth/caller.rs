@@ -37,15 +37,6 @@ impl Caller {
         self.roles.get(&group.id_group).copied()
     }
 
-    /// The role held in a group known only by id (for records of live groups).
-    pub fn role_in_group_id(&self, id_group: &str) -> Option<Role> {
-        if self.is_admin {
-            Some(Role::Manager)
-        } else {
-            self.roles.get(id_group).copied()
-        }
-    }
-
     /// The groups this caller may list.
     pub fn group_scope(&self) -> GroupScope<'_> {
         if self.is_admin {

@@ -57,18 +57,4 @@ impl GatewayRegistry {
             let _ = tx.send(Some(Kick::Revoked));
         }
     }
-
-    /// Whether `device` has a live connection on this node.
-    pub fn is_live(&self, device: &str) -> bool {
-        self.live.lock().is_ok_and(|live| live.contains_key(device))
-    }
-
-    /// How many gateways are connected to this node.
-    pub fn len(&self) -> usize {
-        self.live.lock().map_or(0, |live| live.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
