@@ -48,8 +48,9 @@ pub struct Gateway {
     session_key: Option<i64>,
     /// Asset serial → device id.
     children: HashMap<String, String>,
-    /// (source device, datatype) → series key.
-    series: HashMap<(String, i64), i64>,
+    /// Source device → datatype → series key; looked up by `&str` so that the per-point path
+    /// allocates nothing.
+    series: HashMap<String, HashMap<i64, i64>>,
     /// A power-off message came: the disconnect that follows is expected.
     pub powered_off: bool,
 }
@@ -192,7 +193,7 @@ impl Gateway {
     }
 
     async fn series_key(&mut self, state: &AppState, source: &str, datatype: i64) -> Result<i64, StoreError> {
-        if let Some(key) = self.series.get(&(source.to_string(), datatype)) {
+        if let Some(key) = self.series.get(source).and_then(|by_type| by_type.get(&datatype)) {
             return Ok(*key);
         }
         let id = SeriesId {
@@ -201,7 +202,7 @@ impl Gateway {
             datatype,
         };
         let key = ingest::container_key(&state.db, &id).await?;
-        self.series.insert((source.to_string(), datatype), key);
+        self.series.entry(source.to_string()).or_default().insert(datatype, key);
         Ok(key)
     }
 
