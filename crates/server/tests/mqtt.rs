@@ -118,6 +118,12 @@ async fn wait_until_disconnected(app: &TestApp, admin: &str, id: &str) {
     panic!("gateway {id} still connected after 10 s");
 }
 
+/// Raw points stored in a group.
+async fn stored_points(app: &TestApp, group: &str) -> i64 {
+    let sql = "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1";
+    scalar(&app.state.db, sql, group).await
+}
+
 async fn device(app: &TestApp, admin: &str, id: &str) -> Value {
     send(app.get(&format!("/api/v2/physical-device/{id}"), admin))
         .await
@@ -202,7 +208,7 @@ async fn hello_and_measurements_are_stored_before_the_puback() {
     ]);
     publish(&client, &mut events, "v1/gateway/measurements", batch.clone()).await;
     // PUBACK came after the commit: the points are there now.
-    let stored = scalar(&app.state.db, "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+    let stored = stored_points(&app, &gw.group).await;
     assert_eq!(stored, 4);
     let micros = scalar(&app.state.db, "SELECT MAX(microseconds) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
     assert_eq!(micros, 500_000);
@@ -218,7 +224,7 @@ async fn hello_and_measurements_are_stored_before_the_puback() {
 
     // Sent again (a gateway that missed the PUBACK): stored and counted once.
     publish(&client, &mut events, "v1/gateway/measurements", batch).await;
-    let stored_again = scalar(&app.state.db, "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+    let stored_again = stored_points(&app, &gw.group).await;
     assert_eq!(stored_again, 4);
     let counted = scalar(&app.state.db, "SELECT CAST(SUM(count_val) AS BIGINT) FROM rollup_day r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
     assert_eq!(counted, 4);
@@ -474,7 +480,7 @@ async fn mqtt_5_clients_are_served_too() {
             break;
         }
     }
-    let stored = scalar(&app.state.db, "SELECT COUNT(*) FROM containers c JOIN raw_points r ON r.container_key = c.container_key WHERE c.id_group = $1", &gw.group).await;
+    let stored = stored_points(&app, &gw.group).await;
     assert_eq!(stored, 1);
 }
 

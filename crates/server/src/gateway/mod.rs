@@ -93,17 +93,18 @@ impl Gateway {
     pub async fn reject(&self, state: &AppState, topic: &str, rejection: Rejection) -> GatewayError {
         metrics::counter!("devicecloud_gateway_rejected_total", "reason" => rejection.reason().as_str()).increment(1);
         let description = rejection.description();
+        let now = now_parts().0;
         let event = NewEvent {
             id_group: &self.id_group,
             source_device: &self.id,
             from_device: Some(0),
             event_type: event_types::MESSAGE_REJECTED,
-            occurred_at: now_parts().0,
+            occurred_at: now,
             value: topic,
             datatype: None,
             value_description: Some(&description),
         };
-        if let Err(e) = events::insert(&state.db, &[event], now_parts().0).await {
+        if let Err(e) = events::insert(&state.db, &[event], now).await {
             tracing::warn!(error = %e, "cannot record a rejected message");
         }
         GatewayError::Rejected(rejection)
