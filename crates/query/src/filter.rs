@@ -1,6 +1,7 @@
 //! Yii2 `ActiveDataFilter`: the `filter` grammar (query-string tree or JSON body) validated and
 //! turned into a typed condition tree (yii2-rest-behavior.md §5).
 
+mod eval;
 mod grammar;
 mod label;
 mod value;

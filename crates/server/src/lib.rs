@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod event_catalogue;
 pub mod event_types;
 pub mod gateway;
 pub mod http;

@@ -71,8 +71,8 @@ pub struct ListRequest<'a> {
     /// The client's sort; `None` applies `default_sort`.
     pub sort: Option<&'a SortKey>,
     pub default_sort: SortKey,
-    /// The primary-key column, the final tie-breaker.
-    pub primary_key: Column,
+    /// The primary-key columns, the final tie-breakers (in the sort's direction).
+    pub primary_key: &'a [Column],
     pub page: PageRequest,
     /// Count only (HEAD): the rows are not fetched.
     pub count_only: bool,
@@ -122,7 +122,9 @@ where
     if let Some(column) = columns.iter().find(|c| c.attr == sort.attr) {
         base.order_by_expr(column.sort_expr(), order.clone());
     }
-    base.order_by_expr(req.primary_key.expr(), order);
+    for key in req.primary_key {
+        base.order_by_expr(key.expr(), order.clone());
+    }
 
     if let Db::Sqlite(pool) = db {
         // The page asked for; a page past the end is clamped after the count is known.
@@ -172,7 +174,42 @@ where
     Ok(Listing { page, items })
 }
 
-async fn count_rows(db: &Db, count: &SelectStatement) -> Result<u64> {
+/// Fetches the rows of a finished select (ordered and limited by the caller). On SQLite they
+/// come back as one JSON array, for the reason given at [`list`].
+pub(crate) async fn fetch<T>(db: &Db, select: &SelectStatement, output: &[&str]) -> Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + DeserializeOwned + Send + Unpin,
+{
+    let (sql, values) = db.build(select);
+    match db {
+        Db::Sqlite(pool) => {
+            let pairs = output
+                .iter()
+                .map(|name| format!("'{name}', t.\"{name}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!("SELECT json_group_array(json_object({pairs})) FROM ({sql}) AS t");
+            let items: String = sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
+                .fetch_one(pool)
+                .await?;
+            serde_json::from_str(&items).map_err(|e| StoreError::Decode(e.to_string()))
+        }
+        Db::Postgres(pool) => Ok(sqlx::query_as_with::<_, T, _>(sqlx::AssertSqlSafe(sql), values)
+            .fetch_all(pool)
+            .await?),
+    }
+}
+
+/// The single number a select returns (`COUNT`, `SUM`, `MAX` …), 0 for NULL.
+pub(crate) async fn scalar_i64(db: &Db, select: &SelectStatement) -> Result<i64> {
+    let (sql, values) = db.build(select);
+    let value: Option<i64> = on_pool!(db, |p| sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
+        .fetch_one(p)
+        .await)?;
+    Ok(value.unwrap_or(0))
+}
+
+pub(crate) async fn count_rows(db: &Db, count: &SelectStatement) -> Result<u64> {
     let (sql, values) = db.build(count);
     let total: i64 = on_pool!(db, |p| sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
         .fetch_one(p)

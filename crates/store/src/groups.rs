@@ -155,7 +155,7 @@ pub async fn list(
             attr: "created_at",
             descending: false,
         },
-        primary_key: col("id_group", "id_group", AttrKind::String),
+        primary_key: &[col("id_group", "id_group", AttrKind::String)],
         page,
         count_only,
     };

@@ -8,11 +8,16 @@ mod error;
 
 pub mod accounts;
 pub mod clients;
+pub mod device_collection;
 pub mod devices;
+pub mod downsampled;
+pub mod event_collection;
 pub mod events;
 pub mod groups;
 pub mod ingest;
 pub mod memberships;
+pub mod raw_data;
+pub mod session_collection;
 pub mod sessions;
 pub mod tokens;
 

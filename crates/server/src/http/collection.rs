@@ -133,6 +133,21 @@ impl Selection {
         self.expand.iter().any(|e| e.split('.').next() == Some(name))
     }
 
+    /// The selection inside relation `root`: `fields=group.label` gives `label` to the group
+    /// (no nested names: every field), `expand=group.latestData` gives `latestData`.
+    pub fn nested(&self, root: &str) -> Selection {
+        let nested_fields = self.fields.as_deref().map(|f| fields::nested(f, root));
+        Selection {
+            fields: nested_fields.filter(|f| !f.is_empty()),
+            expand: fields::nested(&self.expand, root),
+        }
+    }
+
+    /// The expand options asked for, among `declared`, in declaration order (Yii's order).
+    pub fn expanded<'a>(&self, declared: &[&'a str]) -> Vec<&'a str> {
+        declared.iter().copied().filter(|name| self.expands(name)).collect()
+    }
+
     /// Applies `fields` to a record's regular fields, appends the expanded relations and then
     /// the record's `_links` (Yii's Linkable adds them after the selected fields).
     pub fn render(&self, regular: Map<String, Value>, expanded: Vec<(String, Value)>, links: Option<Value>) -> Value {

@@ -12,6 +12,7 @@ use devicecloud_store::{groups, unix_now};
 use serde_json::{Map, Value, json};
 
 use super::collection::{Selection, absolute_url};
+use super::device_collection::{self, render_one};
 use super::validate::{Fields, json_object};
 use crate::auth::secrets::{random_token, token_hash};
 use crate::auth::{Caller, Role};
@@ -26,7 +27,7 @@ const DEFAULT_OFFLINE_INTERVAL_S: i64 = 3600;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/v2/physical-device", post(provision))
+        .route("/api/v2/physical-device", get(device_collection::index).post(provision))
         .route("/api/v2/physical-device/{id}", get(view).patch(update).delete(archive))
         .route("/api/v2/physical-device/{id}/rotate-token", post(rotate_token))
 }
@@ -160,7 +161,8 @@ pub async fn view(
     RawQuery(query): RawQuery,
 ) -> Result<axum::Json<Value>, ApiError> {
     let device = require_device(&state, &caller, &id, Role::Viewer).await?;
-    Ok(axum::Json(render(&device, &Selection::from_query(query.as_deref()))))
+    let selection = Selection::from_query(query.as_deref());
+    Ok(axum::Json(render_one(&state, device, &selection).await?))
 }
 
 #[utoipa::path(patch, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
@@ -192,7 +194,8 @@ pub async fn update(
     let row = devices::get(&state.db, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("Physical device", &id))?;
-    Ok(axum::Json(render(&row, &Selection::from_query(query.as_deref()))))
+    let selection = Selection::from_query(query.as_deref());
+    Ok(axum::Json(render_one(&state, row, &selection).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),

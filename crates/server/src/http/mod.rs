@@ -2,13 +2,17 @@
 //! together here with the layers every route shares (error bodies, panics, body limit, metrics).
 
 pub mod collection;
+pub mod data;
+pub mod device_collection;
 pub mod devices;
+pub mod events;
 pub mod gateway;
 pub mod groups;
 pub mod health;
 pub mod oauth;
 pub mod openapi;
 pub mod page_cache;
+pub mod sessions;
 pub mod users;
 pub mod validate;
 
@@ -40,6 +44,9 @@ pub fn router(state: AppState) -> Router {
         .merge(oauth::router())
         .merge(groups::router())
         .merge(devices::router())
+        .merge(data::router())
+        .merge(events::router())
+        .merge(sessions::router())
         .merge(gateway::router())
         .merge(users::router())
         .merge(health::router())

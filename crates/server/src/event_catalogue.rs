@@ -1,0 +1,112 @@
+//! The catalogue of event codes, labels and value meanings (device-protocol §10, contract §5):
+//! it names the codes the cloud records and those gateways are documented to send, and gives
+//! every event record its `event_type_label`, `event_type_description`, `event_value_label`
+//! and `event_value_description`.
+
+use crate::event_types;
+
+/// One known value of an event type.
+#[derive(Clone, Copy, Debug)]
+pub struct EventValue {
+    pub value: &'static str,
+    pub label: &'static str,
+    pub description: &'static str,
+}
+
+/// One event code.
+#[derive(Clone, Copy, Debug)]
+pub struct EventType {
+    pub code: i64,
+    pub label: &'static str,
+    pub description: &'static str,
+    /// 0 recorded by the cloud, 1 sent by devices, `None` both.
+    pub from_device: Option<i64>,
+    pub values: &'static [EventValue],
+}
+
+const fn v(value: &'static str, label: &'static str, description: &'static str) -> EventValue {
+    EventValue {
+        value,
+        label,
+        description,
+    }
+}
+
+/// Z-wave node exclusion outcome, reported by the gateway on the node.
+pub const ZWAVE_EXCLUSION: i64 = 420;
+
+/// Every code the service knows, ordered by code.
+pub const CATALOGUE: &[EventType] = &[
+    EventType {
+        code: event_types::CONNECTIVITY,
+        label: "Cloud connectivity changed",
+        description: "The module connected to the cloud over a connection kind, or lost its connection.",
+        from_device: None,
+        values: &[
+            v("0", "Disconnected", "The connection to the cloud was lost."),
+            v("1", "Wi-Fi", "The module is connected over Wi-Fi."),
+            v("2", "Cellular", "The cellular modem connection is in use."),
+            v("3", "Ethernet", "The module is connected over Ethernet."),
+        ],
+    },
+    EventType {
+        code: event_types::DATA_SESSION,
+        label: "Data session",
+        description: "A data session of a GO module was opened (module turned on) or closed (turned off).",
+        from_device: Some(0),
+        values: &[
+            v("0", "Closed", "The module was turned off; the session has an end."),
+            v("1", "Opened", "The module was turned on; a new session is active."),
+        ],
+    },
+    EventType {
+        code: event_types::KIND_MISMATCH,
+        label: "Module kind mismatch",
+        description: "The module announced a kind other than the one it was provisioned as; the connection was closed. The value is the announced kind.",
+        from_device: Some(0),
+        values: &[],
+    },
+    EventType {
+        code: event_types::MESSAGE_REJECTED,
+        label: "Message rejected",
+        description: "A message from the module was refused whole; nothing of it was stored. The value is the topic, the value description says why.",
+        from_device: Some(0),
+        values: &[],
+    },
+    EventType {
+        code: ZWAVE_EXCLUSION,
+        label: "Z-wave node exclusion",
+        description: "Outcome of removing a Z-wave node from its gateway, reported on the node.",
+        from_device: Some(1),
+        values: &[
+            v("0", "Excluded", "The node was excluded from the network."),
+            v("1", "Failed", "The gateway could not exclude the node."),
+            v("2", "Timed out", "The node did not answer in time."),
+        ],
+    },
+];
+
+/// The catalogue entry of a code.
+pub fn lookup(code: i64) -> Option<&'static EventType> {
+    CATALOGUE.iter().find(|t| t.code == code)
+}
+
+/// Label and description of an event type; codes outside the catalogue (device-specific ones)
+/// are named by their number.
+pub fn type_text(code: i64) -> (String, &'static str) {
+    match lookup(code) {
+        Some(t) => (t.label.to_string(), t.description),
+        None => (format!("Device event {code}"), ""),
+    }
+}
+
+/// Label and description of a value of an event type: the catalogue's where it lists the value,
+/// otherwise the value itself and the description recorded with the event (for example why a
+/// message was rejected).
+pub fn value_text(code: i64, value: &str, recorded: Option<&str>) -> (String, String) {
+    let known = lookup(code).and_then(|t| t.values.iter().find(|v| v.value == value));
+    match known {
+        Some(v) => (v.label.to_string(), recorded.unwrap_or(v.description).to_string()),
+        None => (value.to_string(), recorded.unwrap_or_default().to_string()),
+    }
+}

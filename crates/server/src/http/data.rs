@@ -1,0 +1,145 @@
+//! Measurements: raw points (`GET /api/v2/data`, `/api/v2/data/index`) and downsampled ones
+//! (`GET /api/v2/data-downsampled`, `/index`), specification "Raw data" and "Downsampled data".
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use devicecloud_query::{CollectionSpec, CompareOp, Filter};
+use devicecloud_store::downsampled::{self, Bucket};
+use devicecloud_store::raw_data::{self, RawPoint};
+use devicecloud_store::unix_now;
+use serde_json::{Map, Value, json};
+
+use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Page sizes: specification Limits (500 by default) and contract §4 (at most 10000).
+const RAW_SPEC: CollectionSpec = CollectionSpec {
+    attributes: &raw_data::ATTRIBUTES,
+    sortable: &raw_data::SORTABLE,
+    default_per_page: 500,
+    max_per_page: 10_000,
+};
+
+const DOWNSAMPLED_SPEC: CollectionSpec = CollectionSpec {
+    attributes: &downsampled::ATTRIBUTES,
+    sortable: &downsampled::SORTABLE,
+    default_per_page: 500,
+    max_per_page: 10_000,
+};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v2/data", get(raw))
+        .route("/api/v2/data/index", get(raw))
+        .route("/api/v2/data-downsampled", get(downsampled))
+        .route("/api/v2/data-downsampled/index", get(downsampled))
+}
+
+/// Whether the filter's top-level conjunction names the group (`filter[id_group]=…`, or its
+/// `eq` / `in` forms): the specification requires it on `data`.
+fn names_group(filter: Option<&Filter>) -> bool {
+    let is_group = |f: &Filter| match f {
+        Filter::Compare { attr, op, .. } => *attr == "id_group" && *op == CompareOp::Eq,
+        Filter::In { attr, negated, .. } => *attr == "id_group" && !negated,
+        _ => false,
+    };
+    match filter {
+        Some(Filter::And(parts)) => parts.iter().any(is_group),
+        Some(other) => is_group(other),
+        None => false,
+    }
+}
+
+fn raw_fields(p: &RawPoint) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("id_container_data_latest".into(), json!(p.id_container_data_latest));
+    map.insert("id_group".into(), json!(p.id_group));
+    map.insert("datatype".into(), json!(p.datatype));
+    map.insert("source_device".into(), json!(p.source_device));
+    map.insert("timestamp_seconds".into(), json!(p.timestamp_seconds));
+    map.insert("microseconds".into(), json!(p.microseconds));
+    map.insert("value".into(), json!(p.value));
+    map
+}
+
+/// A time as JSON: an integer when whole, a fraction otherwise.
+fn seconds(value: f64) -> Value {
+    if value.fract() == 0.0 && value.abs() < 9.0e15 {
+        json!(value as i64)
+    } else {
+        json!(value)
+    }
+}
+
+fn bucket_fields(b: &Bucket) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("id_container_data_latest".into(), json!(b.id_container_data_latest));
+    map.insert("id_group".into(), json!(b.id_group));
+    map.insert("datatype".into(), json!(b.datatype));
+    map.insert("source_device".into(), json!(b.source_device));
+    map.insert("timestamp_seconds".into(), seconds(b.timestamp_seconds));
+    map.insert("min_val".into(), json!(b.min_val));
+    map.insert("max_val".into(), json!(b.max_val));
+    map.insert("avg_val".into(), json!(b.avg_val));
+    map.insert("count_val".into(), json!(b.count_val));
+    map
+}
+
+#[utoipa::path(get, path = "/api/v2/data", tag = "data",
+    params(("filter[id_group]" = String, Query, description = "required"), ("filter[timestamp_seconds][gte]" = Option<i64>, Query), ("filter[datatype]" = Option<i64>, Query), ("filter[source_device]" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query)),
+    responses((status = 200, description = "Collection envelope of raw data points, latest first"), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    security(("bearer" = [])))]
+pub async fn raw(State(state): State<AppState>, caller: Caller, raw: RawCollection) -> Result<CollectionPage, ApiError> {
+    let query = raw.parse(&RAW_SPEC)?;
+    if !names_group(query.filter.as_ref()) {
+        return Err(ApiError::BadRequest("filter[id_group] is required".into()));
+    }
+    let listing = raw_data::list(
+        &state.db,
+        caller.group_scope(),
+        query.filter.as_ref(),
+        query.sort.as_ref(),
+        query.page,
+        raw.head,
+    )
+    .await?;
+    let selection = Selection::of(&query);
+    let items: Vec<Value> = listing
+        .items
+        .iter()
+        .map(|p| selection.render(raw_fields(p), Vec::new(), None))
+        .collect();
+    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!([])))
+}
+
+#[utoipa::path(get, path = "/api/v2/data-downsampled", tag = "data",
+    params(("filter[id_group]" = Option<String>, Query), ("filter[timestamp_seconds][gt]" = Option<f64>, Query), ("filter[timestamp_seconds][lt]" = Option<f64>, Query), ("filter[id_data_session]" = Option<String>, Query), ("sort" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
+    responses((status = 200, description = "Collection envelope of downsampled points: per day, hour, minute or raw from the interval length; 500 buckets for a data session"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    security(("bearer" = [])))]
+pub async fn downsampled(
+    State(state): State<AppState>,
+    caller: Caller,
+    raw: RawCollection,
+) -> Result<CollectionPage, ApiError> {
+    let query = raw.parse(&DOWNSAMPLED_SPEC)?;
+    let listing = downsampled::list(
+        &state.db,
+        caller.group_scope(),
+        query.filter.as_ref(),
+        query.sort.as_ref(),
+        query.page,
+        raw.head,
+        unix_now(),
+    )
+    .await?;
+    let selection = Selection::of(&query);
+    let items: Vec<Value> = listing
+        .items
+        .iter()
+        .map(|b| selection.render(bucket_fields(b), Vec::new(), None))
+        .collect();
+    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!([])))
+}

@@ -1,0 +1,296 @@
+//! `GET|HEAD /api/v2/physical-device`: the device collection with its `expand`, `labels` and
+//! `deviceStatuses` keys, and the expand options of devices (specification, Physical Device;
+//! contract §4 says what each relation holds). Relations are loaded for a whole page at once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use axum::extract::State;
+use devicecloud_query::CollectionSpec;
+use devicecloud_store::device_collection::{self as store, DeviceDocuments, LatestRow};
+use devicecloud_store::devices::DeviceRow;
+use devicecloud_store::groups;
+use serde_json::{Map, Value, json};
+
+use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::devices::{device_fields, device_links};
+use super::events::event_fields;
+use super::groups::{group_fields, group_links};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Default page size 20 (specification Limits), largest 1000 (contract §4).
+const SPEC: CollectionSpec = CollectionSpec {
+    attributes: &store::ATTRIBUTES,
+    sortable: &store::SORTABLE,
+    default_per_page: 20,
+    max_per_page: 1000,
+};
+
+/// The expand options, in declaration order (specification, Physical Device).
+pub const EXPANDS: [&str; 10] = [
+    "latestEvent",
+    "group",
+    "parent",
+    "deviceType",
+    "location",
+    "iotDevice",
+    "deviceInfo",
+    "modbusTemplateHistory",
+    "currentModbusTemplate",
+    "simCard",
+];
+
+/// The `labels` key of the collection: field path → human-readable label.
+fn labels() -> Value {
+    json!({
+        "id_physical_device": "ID",
+        "label": "Label",
+        "labelLink": "Label",
+        "serial_hardware": "Serial number",
+        "group.label": "Group",
+        "id_group": "Group",
+        "id_device_type": "Device type",
+        "parentDevice.displayLabel": "Parent device",
+    })
+}
+
+/// The `deviceStatuses` key: the names of `expected_live_status` 0/1 and `device_status`
+/// 0/1/2, in code order (contract §4).
+fn device_statuses() -> Value {
+    json!({
+        "expectedStatuses": ["ALWAYS_OFF", "ALWAYS_ON"],
+        "availableStatuses": ["EXPECTED_OFF", "EXPECTED_ON_DEVICE_ON", "EXPECTED_ON_DEVICE_OFF"],
+    })
+}
+
+#[utoipa::path(get, path = "/api/v2/physical-device", tag = "physical devices",
+    params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query), ("sort" = Option<String>, Query)),
+    responses((status = 200, description = "Collection envelope of Physical Device records with expand, labels and deviceStatuses"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    security(("bearer" = [])))]
+pub async fn index(
+    State(state): State<AppState>,
+    caller: Caller,
+    raw: RawCollection,
+) -> Result<CollectionPage, ApiError> {
+    let query = raw.parse(&SPEC)?;
+    let listing = store::list(
+        &state.db,
+        caller.group_scope(),
+        query.filter.as_ref(),
+        query.sort.as_ref(),
+        query.page,
+        raw.head,
+    )
+    .await?;
+    let items = render_devices(&state, &listing.items, &Selection::of(&query)).await?;
+    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items))
+        .with("expand", json!(EXPANDS))
+        .with("labels", labels())
+        .with("deviceStatuses", device_statuses()))
+}
+
+/// One device record with the relations `selection` expands.
+pub async fn render_one(state: &AppState, row: DeviceRow, selection: &Selection) -> Result<Value, ApiError> {
+    let rows = [row];
+    let mut items = render_devices(state, &rows, selection).await?;
+    Ok(items.pop().unwrap_or(Value::Null))
+}
+
+/// Device records with the relations `selection` expands, in the order of `rows`.
+pub fn render_devices<'a>(
+    state: &'a AppState,
+    rows: &'a [DeviceRow],
+    selection: &'a Selection,
+) -> Pin<Box<dyn Future<Output = Result<Vec<Value>, ApiError>> + Send + 'a>> {
+    // Boxed: `parent` renders devices again (`expand=parent.parent.group`).
+    Box::pin(async move {
+        let wanted = selection.expanded(&EXPANDS);
+        let ids: Vec<&str> = rows.iter().map(|r| r.id_physical_device.as_str()).collect();
+        let mut relations: HashMap<&str, HashMap<String, Value>> = HashMap::new();
+        for name in &wanted {
+            let values = relation(state, name, rows, &ids, &selection.nested(name)).await?;
+            relations.insert(name, values);
+        }
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let expanded = wanted
+                    .iter()
+                    .map(|name| {
+                        let value = relations
+                            .get(name)
+                            .and_then(|m| m.get(&row.id_physical_device))
+                            .cloned()
+                            .unwrap_or(Value::Null);
+                        (name.to_string(), value)
+                    })
+                    .collect();
+                selection.render(
+                    device_fields(row),
+                    expanded,
+                    Some(device_links(&row.id_physical_device)),
+                )
+            })
+            .collect())
+    })
+}
+
+/// A stored JSON document, or null when there is none or it does not parse.
+fn document(text: Option<&str>) -> Value {
+    text.and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null)
+}
+
+/// A device type's label: the gateway kinds and the asset types of the protocol by name.
+fn device_type_label(id: &str) -> String {
+    match id {
+        "GO" => "GO connectivity module".into(),
+        "CORE" => "CORE connectivity module".into(),
+        "PLUS" => "PLUS connectivity module".into(),
+        "modbus" => "Modbus device".into(),
+        "zwave" => "Z-wave node".into(),
+        "sensor" => "Sensor".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The values of one relation for a page of devices, by device id.
+async fn relation(
+    state: &AppState,
+    name: &str,
+    rows: &[DeviceRow],
+    ids: &[&str],
+    nested: &Selection,
+) -> Result<HashMap<String, Value>, ApiError> {
+    let db = &state.db;
+    let mut out = HashMap::new();
+    match name {
+        "latestEvent" => {
+            for event in store::latest_events(db, ids).await? {
+                let value = nested.render(event_fields(&event), Vec::new(), None);
+                out.insert(event.source_device.clone(), value);
+            }
+        }
+        "group" => {
+            let mut by_group: HashMap<String, Value> = HashMap::new();
+            for row in rows {
+                if !by_group.contains_key(&row.id_group)
+                    && let Some(group) = groups::get(db, &row.id_group).await?
+                {
+                    let value = render_group(state, &group, nested).await?;
+                    by_group.insert(row.id_group.clone(), value);
+                }
+            }
+            for row in rows {
+                if let Some(group) = by_group.get(&row.id_group) {
+                    out.insert(row.id_physical_device.clone(), group.clone());
+                }
+            }
+        }
+        "parent" => {
+            let parent_ids: Vec<&str> = rows.iter().filter_map(|r| r.id_parent.as_deref()).collect();
+            let parents = store::devices(db, &parent_ids).await?;
+            let rendered = render_devices(state, &parents, nested).await?;
+            let by_id: HashMap<&str, Value> = parents
+                .iter()
+                .map(|p| p.id_physical_device.as_str())
+                .zip(rendered)
+                .collect();
+            for row in rows {
+                if let Some(parent) = row.id_parent.as_deref().and_then(|p| by_id.get(p)) {
+                    out.insert(row.id_physical_device.clone(), parent.clone());
+                }
+            }
+        }
+        "deviceType" => {
+            for row in rows {
+                let mut map = Map::new();
+                map.insert("id_device_type".into(), json!(row.id_device_type));
+                map.insert("label".into(), json!(device_type_label(&row.id_device_type)));
+                out.insert(row.id_physical_device.clone(), nested.render(map, Vec::new(), None));
+            }
+        }
+        "iotDevice" => {
+            for iot in store::iot_devices(db, ids).await? {
+                let mut map = Map::new();
+                map.insert("id_iot_device".into(), json!(iot.id_iot_device));
+                map.insert("protocol".into(), json!(iot.protocol));
+                map.insert("client_identifier".into(), json!(iot.client_identifier));
+                map.insert("last_connect_at".into(), json!(iot.last_connect_at));
+                map.insert("last_disconnect_at".into(), json!(iot.last_disconnect_at));
+                out.insert(iot.id_physical_device.clone(), nested.render(map, Vec::new(), None));
+            }
+        }
+        "modbusTemplateHistory" => {
+            let mut lists: HashMap<String, Vec<Value>> = HashMap::new();
+            for t in store::template_history(db, ids).await? {
+                let mut map = Map::new();
+                map.insert("id_template".into(), json!(t.id_template));
+                map.insert("received_at".into(), json!(t.received_at));
+                map.insert("template".into(), document(Some(&t.template_json)));
+                lists
+                    .entry(t.id_physical_device.clone())
+                    .or_default()
+                    .push(nested.render(map, Vec::new(), None));
+            }
+            for id in ids {
+                out.insert(id.to_string(), Value::Array(lists.remove(*id).unwrap_or_default()));
+            }
+        }
+        _ => {
+            for docs in store::documents(db, ids).await? {
+                if let Some(value) = document_relation(name, &docs, nested) {
+                    out.insert(docs.id_physical_device.clone(), value);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The relations held as documents on the device row.
+fn document_relation(name: &str, docs: &DeviceDocuments, nested: &Selection) -> Option<Value> {
+    match name {
+        "location" => Some(document(docs.location_json.as_deref())),
+        "simCard" => Some(document(docs.sim_json.as_deref())),
+        "currentModbusTemplate" => Some(document(docs.modbus_template_json.as_deref())),
+        "deviceInfo" => {
+            let payload = document(docs.device_info_json.as_deref());
+            if payload.is_null() {
+                return Some(Value::Null);
+            }
+            let mut map = Map::new();
+            map.insert("updated_at".into(), json!(docs.device_info_at));
+            map.insert("payload".into(), payload);
+            Some(nested.render(map, Vec::new(), None))
+        }
+        _ => None,
+    }
+}
+
+/// An expanded group, with `latestData` when asked for (`expand=group.latestData`).
+async fn render_group(state: &AppState, group: &groups::GroupRow, selection: &Selection) -> Result<Value, ApiError> {
+    let mut expanded = Vec::new();
+    if selection.expands("latestData") {
+        let rows = store::latest_data(&state.db, &[group.id_group.as_str()]).await?;
+        let inner = selection.nested("latestData");
+        let list: Vec<Value> = rows.iter().map(|r| inner.render(latest_fields(r), Vec::new(), None)).collect();
+        expanded.push(("latestData".to_string(), Value::Array(list)));
+    }
+    Ok(selection.render(group_fields(group), expanded, Some(group_links(&group.id_group))))
+}
+
+/// One entry of `group.latestData`: a container's newest raw point, as a raw data record.
+fn latest_fields(r: &LatestRow) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("id_container_data_latest".into(), json!(r.id_container_data_latest));
+    map.insert("id_group".into(), json!(r.id_group));
+    map.insert("datatype".into(), json!(r.datatype));
+    map.insert("source_device".into(), json!(r.source_device));
+    map.insert("timestamp_seconds".into(), json!(r.latest_seconds));
+    map.insert("microseconds".into(), json!(r.latest_microseconds));
+    map.insert("value".into(), json!(r.latest_value));
+    map
+}

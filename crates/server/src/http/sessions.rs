@@ -1,0 +1,342 @@
+//! Data sessions of GO modules: `GET /api/v2/data-session` with its expands and labels, one
+//! session, and `GET /api/v2/data-session/<id>/download-csv` (specification, Data sessions;
+//! contract §4 gives the CSV layout).
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use devicecloud_query::CollectionSpec;
+use devicecloud_store::session_collection::{self as store, SessionRow, SessionSeries};
+use devicecloud_store::{Db, accounts, device_collection, groups};
+use serde_json::{Map, Value, json};
+
+use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::device_collection::render_devices;
+use super::groups::{group_fields, group_links};
+use crate::auth::{Caller, Role};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Default page size 20 (specification Limits), largest 1000 (contract §4).
+const SPEC: CollectionSpec = CollectionSpec {
+    attributes: &store::ATTRIBUTES,
+    sortable: &store::SORTABLE,
+    default_per_page: 20,
+    max_per_page: 1000,
+};
+
+/// The expand options, in declaration order (specification, Data Session).
+pub const EXPANDS: [&str; 9] = [
+    "datatypes",
+    "datatypesFilter",
+    "creator",
+    "updater",
+    "physicalDevicesFilter",
+    "physicalDevices",
+    "fromDevice",
+    "group",
+    "dataIds",
+];
+
+/// CSV rows per window the download aims at: large enough to amortise a query, small enough
+/// to keep memory flat.
+const CSV_TARGET_ROWS: usize = 20_000;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v2/data-session", get(index))
+        .route("/api/v2/data-session/index", get(index))
+        .route("/api/v2/data-session/{id}", get(view))
+        .route("/api/v2/data-session/{id}/download-csv", get(download_csv))
+}
+
+fn labels() -> Value {
+    json!({
+        "group.label": "Group",
+        "person.label": "Person",
+        "person.objectLink": "Person",
+        "sourceDevicesString": "Source devices",
+        "datatypesString": "Datatypes",
+        "ingestionStatusString": "Ingestion status",
+        "archivingStatusString": "Archiving status",
+    })
+}
+
+/// A session record with every field of the specification, in its order.
+///
+/// `isIngestionFinished`: a session is closed by the power-off message, which its gateway's
+/// connection handles only after every earlier measurement message is committed; so once
+/// `end` is set nothing of the session is still queued.
+pub fn session_fields(row: &SessionRow) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("id_data_session".into(), json!(row.id_data_session));
+    map.insert("id_group".into(), json!(row.id_group));
+    map.insert("id_person".into(), json!(row.id_person));
+    map.insert("label".into(), json!(row.label));
+    map.insert("start".into(), json!(row.start));
+    map.insert("end".into(), json!(row.end));
+    map.insert("created_at".into(), json!(row.created_at));
+    map.insert("created_by".into(), json!(row.created_by));
+    map.insert("updated_at".into(), json!(row.updated_at));
+    map.insert("updated_by".into(), json!(row.updated_by));
+    map.insert("archived_at".into(), json!(row.archived_at));
+    map.insert("datapoint_count".into(), json!(row.datapoint_count));
+    map.insert("isIngestionFinished".into(), json!(row.end.is_some()));
+    map.insert("isArchived".into(), json!(row.archived_at.is_some()));
+    map
+}
+
+fn session_links(id: &str) -> Value {
+    json!({
+        "self": {"href": format!("/api/v2/data-session/{id}")},
+        "index": {"href": "/api/v2/data-session"},
+    })
+}
+
+#[utoipa::path(get, path = "/api/v2/data-session", tag = "data sessions",
+    params(("sort" = Option<String>, Query, description = "for example -start"), ("expand" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
+    responses((status = 200, description = "Collection envelope of Data Session records with expand and labels"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    security(("bearer" = [])))]
+pub async fn index(
+    State(state): State<AppState>,
+    caller: Caller,
+    raw: RawCollection,
+) -> Result<CollectionPage, ApiError> {
+    let query = raw.parse(&SPEC)?;
+    let listing = store::list(
+        &state.db,
+        caller.group_scope(),
+        query.filter.as_ref(),
+        query.sort.as_ref(),
+        query.page,
+        raw.head,
+    )
+    .await?;
+    let selection = Selection::of(&query);
+    let mut items = Vec::with_capacity(listing.items.len());
+    for row in &listing.items {
+        items.push(render(&state, row, &selection).await?);
+    }
+    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items))
+        .with("expand", json!(EXPANDS))
+        .with("labels", labels()))
+}
+
+/// A session the caller may see (404 otherwise, like every record of an invisible group).
+async fn require_session(state: &AppState, caller: &Caller, id: &str) -> Result<SessionRow, ApiError> {
+    let not_found = || ApiError::not_found("Data session", id);
+    let session = store::get(&state.db, id).await?.ok_or_else(not_found)?;
+    let group = groups::get(&state.db, &session.id_group).await?;
+    match caller.require(group, &session.id_group, Role::Viewer) {
+        Ok(_) => Ok(session),
+        Err(ApiError::NotFound(_)) => Err(not_found()),
+        Err(other) => Err(other),
+    }
+}
+
+#[utoipa::path(get, path = "/api/v2/data-session/{id}", tag = "data sessions", params(("id" = String, Path)),
+    responses((status = 200, description = "A Data Session record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+pub async fn view(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<axum::Json<Value>, ApiError> {
+    let session = require_session(&state, &caller, &id).await?;
+    let selection = Selection::from_query(query.as_deref());
+    Ok(axum::Json(render(&state, &session, &selection).await?))
+}
+
+async fn render(state: &AppState, row: &SessionRow, selection: &Selection) -> Result<Value, ApiError> {
+    let wanted = selection.expanded(&EXPANDS);
+    let needs_series = wanted
+        .iter()
+        .any(|n| matches!(*n, "datatypes" | "datatypesFilter" | "physicalDevicesFilter" | "physicalDevices" | "dataIds"));
+    let series = if needs_series {
+        store::series(&state.db, row).await?
+    } else {
+        Vec::new()
+    };
+    let mut expanded = Vec::with_capacity(wanted.len());
+    for name in wanted {
+        let value = relation(state, row, name, &series, &selection.nested(name)).await?;
+        expanded.push((name.to_string(), value));
+    }
+    Ok(selection.render(session_fields(row), expanded, Some(session_links(&row.id_data_session))))
+}
+
+/// Distinct values in first-seen order.
+fn distinct<T: PartialEq + Clone>(values: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+async fn user(db: &Db, id: Option<&str>, nested: &Selection) -> Result<Value, ApiError> {
+    let Some(id) = id else { return Ok(Value::Null) };
+    Ok(match accounts::get(db, id).await? {
+        Some(a) => {
+            let mut map = Map::new();
+            map.insert("id_user".into(), json!(a.id_user));
+            map.insert("username".into(), json!(a.username));
+            nested.render(map, Vec::new(), None)
+        }
+        None => Value::Null,
+    })
+}
+
+async fn relation(
+    state: &AppState,
+    row: &SessionRow,
+    name: &str,
+    series: &[SessionSeries],
+    nested: &Selection,
+) -> Result<Value, ApiError> {
+    let db = &state.db;
+    let datatypes = || {
+        let mut d = distinct(series.iter().map(|s| s.datatype));
+        d.sort_unstable();
+        d
+    };
+    let device_ids = || distinct(series.iter().map(|s| s.source_device.as_str()));
+    Ok(match name {
+        "datatypes" => json!(datatypes()),
+        "datatypesFilter" => Value::Array(
+            datatypes()
+                .into_iter()
+                .map(|d| json!({"value": d, "label": format!("Datatype {d}")}))
+                .collect(),
+        ),
+        "creator" => user(db, row.created_by.as_deref(), nested).await?,
+        "updater" => user(db, row.updated_by.as_deref(), nested).await?,
+        "physicalDevicesFilter" => {
+            let devices = device_collection::devices(db, &device_ids()).await?;
+            Value::Array(
+                devices
+                    .iter()
+                    .map(|d| {
+                        let label = if d.label.is_empty() { &d.serial_hardware } else { &d.label };
+                        json!({"value": d.id_physical_device, "label": label})
+                    })
+                    .collect(),
+            )
+        }
+        "physicalDevices" => {
+            let devices = device_collection::devices(db, &device_ids()).await?;
+            Value::Array(render_devices(state, &devices, nested).await?)
+        }
+        "fromDevice" => {
+            let devices = device_collection::devices(db, &[row.id_physical_device.as_str()]).await?;
+            render_devices(state, &devices, nested).await?.pop().unwrap_or(Value::Null)
+        }
+        "group" => match groups::get(db, &row.id_group).await? {
+            Some(g) => nested.render(group_fields(&g), Vec::new(), Some(group_links(&g.id_group))),
+            None => Value::Null,
+        },
+        "dataIds" => json!(series.iter().map(|s| s.id_container_data_latest.as_str()).collect::<Vec<_>>()),
+        _ => Value::Null,
+    })
+}
+
+#[utoipa::path(get, path = "/api/v2/data-session/{id}/download-csv", tag = "data sessions", params(("id" = String, Path)),
+    responses((status = 200, description = "text/csv: timestamp,microseconds,source_device,serial_hardware,datatype,value; one line per raw point, time ascending", content_type = "text/csv"), (status = 404, description = "Not found or not visible")),
+    security(("bearer" = [])))]
+pub async fn download_csv(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let session = require_session(&state, &caller, &id).await?;
+    let range = store::time_range(&state.db, session.session_key).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
+    let db = state.db.clone();
+    tokio::spawn(async move {
+        let header = "timestamp,microseconds,source_device,serial_hardware,datatype,value\n".to_string();
+        if tx.send(Ok(header)).await.is_err() {
+            return;
+        }
+        let Some((first, last)) = range else { return };
+        stream_points(&db, session.session_key, first, last, &tx).await;
+    });
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let filename = format!("data-session-{}.csv", session.id_data_session);
+    Ok((
+        [
+            (CONTENT_TYPE, "text/csv; charset=UTF-8".to_string()),
+            (CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// Sends the session's points window by window, adapting the window's width so that each
+/// holds about [`CSV_TARGET_ROWS`]; stops when the client goes away. A store error ends the
+/// body with an error, so the client sees a broken transfer rather than a short file.
+async fn stream_points(
+    db: &Db,
+    session_key: i64,
+    first: i64,
+    last: i64,
+    tx: &tokio::sync::mpsc::Sender<Result<String, std::io::Error>>,
+) {
+    let mut from = first;
+    let mut width: i64 = 60;
+    while from <= last {
+        let to = from.saturating_add(width);
+        let points = match store::points_between(db, session_key, from, to).await {
+            Ok(points) => points,
+            Err(e) => {
+                tracing::warn!(error = %e, "CSV download failed");
+                let _ = tx.send(Err(std::io::Error::other("store error"))).await;
+                return;
+            }
+        };
+        let mut chunk = String::with_capacity(points.len() * 80);
+        for p in &points {
+            use std::fmt::Write;
+            let _ = writeln!(
+                chunk,
+                "{},{},{},{},{},{}",
+                p.seconds,
+                p.microseconds,
+                p.source_device,
+                csv_text(&p.serial_hardware),
+                p.datatype,
+                p.value
+            );
+        }
+        if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
+            return;
+        }
+        from = to;
+        width = next_width(width, points.len());
+    }
+}
+
+/// The next window width from how full this one was.
+fn next_width(width: i64, rows: usize) -> i64 {
+    if rows < CSV_TARGET_ROWS / 4 {
+        width.saturating_mul(4).min(86_400 * 365)
+    } else if rows > CSV_TARGET_ROWS * 2 {
+        (width / 2).max(1)
+    } else {
+        width
+    }
+}
+
+/// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
+fn csv_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\"")).into()
+    } else {
+        text.into()
+    }
+}

@@ -1,0 +1,202 @@
+//! The physical-device collection (`GET /api/v2/physical-device`) and the related records its
+//! expand options embed (contract §4), each loaded for a whole page at once.
+
+use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
+use sea_query::{Condition, Expr, ExprTrait, Query};
+
+use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::db::{Db, on_pool};
+use crate::devices::{DeviceRow, OUTPUT};
+use crate::groups::GroupScope;
+use crate::Result;
+use crate::event_collection::{self, EventRow, visible_groups};
+
+const TABLE: &str = "physical_devices";
+
+const fn col(attr: &'static str, kind: AttrKind) -> Column {
+    Column {
+        attr,
+        table: TABLE,
+        column: attr,
+        kind,
+    }
+}
+
+/// The filterable and sortable attributes: every field of the specification.
+pub const COLUMNS: [Column; 23] = [
+    col("id_physical_device", AttrKind::String),
+    col("serial_hardware", AttrKind::String),
+    col("label", AttrKind::String),
+    col("id_parent", AttrKind::String),
+    col("id_group", AttrKind::String),
+    col("id_device_type", AttrKind::String),
+    col("id_iot_device", AttrKind::String),
+    col("is_connected", AttrKind::Integer),
+    col("expected_offline_interval", AttrKind::Integer),
+    col("expected_live_status", AttrKind::Integer),
+    col("device_status", AttrKind::Integer),
+    col("connection", AttrKind::String),
+    col("created_at", AttrKind::Integer),
+    col("last_data_at", AttrKind::Integer),
+    col("signal", AttrKind::Integer),
+    col("commissioned_at", AttrKind::Integer),
+    col("calibrated_at", AttrKind::Integer),
+    col("reconnected_at", AttrKind::Integer),
+    col("platform_software_version", AttrKind::String),
+    col("app_software_version", AttrKind::String),
+    col("archived_serial", AttrKind::String),
+    col("archived_at", AttrKind::Integer),
+    col("archived_by", AttrKind::String),
+];
+
+/// The filter attributes of the device collection.
+pub const ATTRIBUTES: [Attribute; 23] = attributes(&COLUMNS);
+/// The sortable attributes of the device collection.
+pub const SORTABLE: [&str; 23] = names(&COLUMNS);
+
+/// A page of the devices in the groups `scope` allows (archived ones included: they carry
+/// `archived_at`), filtered and sorted as asked; default order is creation time.
+pub async fn list(
+    db: &Db,
+    scope: GroupScope<'_>,
+    filter: Option<&Filter>,
+    sort: Option<&SortKey>,
+    page: PageRequest,
+    count_only: bool,
+) -> Result<Listing<DeviceRow>> {
+    let mut select = Query::select();
+    select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
+    if let GroupScope::MemberOf(id_user) = scope {
+        select.cond_where(Condition::all().add(Expr::col((TABLE, "id_group")).in_subquery(visible_groups(id_user))));
+    }
+    let req = ListRequest {
+        filter,
+        sort,
+        default_sort: SortKey {
+            attr: "created_at",
+            descending: false,
+        },
+        primary_key: &[col("id_physical_device", AttrKind::String)],
+        page,
+        count_only,
+    };
+    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
+}
+
+/// What a device carries besides its specification fields: the JSON documents from hello and
+/// the last self-test (device-protocol §4, contract §4).
+#[derive(Clone, Debug, Default, sqlx::FromRow)]
+pub struct DeviceDocuments {
+    pub id_physical_device: String,
+    pub location_json: Option<String>,
+    pub sim_json: Option<String>,
+    pub modbus_template_json: Option<String>,
+    pub device_info_json: Option<String>,
+    pub device_info_at: Option<i64>,
+}
+
+/// The gateway's MQTT endpoint identity (`iotDevice`).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct IotDeviceRow {
+    pub id_iot_device: String,
+    pub id_physical_device: String,
+    pub protocol: String,
+    pub client_identifier: String,
+    pub last_connect_at: Option<i64>,
+    pub last_disconnect_at: Option<i64>,
+}
+
+/// One entry of a device's Modbus template history.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct TemplateRow {
+    pub id_template: i64,
+    pub id_physical_device: String,
+    pub template_json: String,
+    pub received_at: i64,
+}
+
+/// The newest raw point of one container (`group.latestData`).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct LatestRow {
+    pub id_container_data_latest: String,
+    pub id_group: String,
+    pub datatype: i64,
+    pub source_device: String,
+    pub latest_seconds: i64,
+    pub latest_microseconds: i64,
+    pub latest_value: f64,
+}
+
+/// `$1, $2, …` for `n` values.
+fn placeholders(n: usize) -> String {
+    (1..=n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Runs `SELECT … WHERE <column> IN (ids) <rest>` for a page of ids (at most a page: 1000).
+async fn by_ids<T>(db: &Db, select: &str, column: &str, ids: &[&str], rest: &str) -> Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!("{select} WHERE {column} IN ({}) {rest}", placeholders(ids.len()));
+    Ok(on_pool!(db, |p| {
+        let mut q = sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql));
+        for id in ids {
+            q = q.bind(*id);
+        }
+        q.fetch_all(p).await
+    })?)
+}
+
+/// The JSON documents of these devices.
+pub async fn documents(db: &Db, ids: &[&str]) -> Result<Vec<DeviceDocuments>> {
+    let select = "SELECT id_physical_device, location_json, sim_json, modbus_template_json, device_info_json, \
+                  device_info_at FROM physical_devices";
+    by_ids(db, select, "id_physical_device", ids, "").await
+}
+
+/// The MQTT endpoints of these devices.
+pub async fn iot_devices(db: &Db, ids: &[&str]) -> Result<Vec<IotDeviceRow>> {
+    let select = "SELECT id_iot_device, id_physical_device, protocol, client_identifier, last_connect_at, \
+                  last_disconnect_at FROM iot_devices";
+    by_ids(db, select, "id_physical_device", ids, "").await
+}
+
+/// Every Modbus template these devices reported, oldest first.
+pub async fn template_history(db: &Db, ids: &[&str]) -> Result<Vec<TemplateRow>> {
+    let select = "SELECT id_template, id_physical_device, template_json, received_at FROM modbus_template_history";
+    by_ids(db, select, "id_physical_device", ids, "ORDER BY received_at, id_template").await
+}
+
+/// Devices by id (parents of a page).
+pub async fn devices(db: &Db, ids: &[&str]) -> Result<Vec<DeviceRow>> {
+    let select = format!("SELECT {} FROM physical_devices", OUTPUT.join(", "));
+    by_ids(db, &select, "id_physical_device", ids, "").await
+}
+
+/// The newest event of each device (one indexed look-up per device).
+pub async fn latest_events(db: &Db, ids: &[&str]) -> Result<Vec<EventRow>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let sql = format!(
+            "{} WHERE source_device = $1 ORDER BY occurred_at DESC, id_event DESC LIMIT 1",
+            event_collection::SELECT
+        );
+        let row = on_pool!(db, |p| sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(sql))
+            .bind(*id)
+            .fetch_optional(p)
+            .await)?;
+        out.extend(row);
+    }
+    Ok(out)
+}
+
+/// The newest point of every container of these groups that has one.
+pub async fn latest_data(db: &Db, groups: &[&str]) -> Result<Vec<LatestRow>> {
+    let select = "SELECT id_container_data_latest, id_group, datatype, source_device, latest_seconds, \
+                  latest_microseconds, latest_value FROM containers";
+    let rest = "AND latest_seconds IS NOT NULL ORDER BY source_device, datatype";
+    by_ids(db, select, "id_group", groups, rest).await
+}

@@ -1,0 +1,249 @@
+//! Raw data points (`GET /api/v2/data`): every stored point of the groups asked for, latest
+//! first, fast on large data.
+//!
+//! A plain `ORDER BY time LIMIT 500` over a group would read every point of the group to find
+//! the newest ones. Instead the page is looked for in a time window that grows from the newest
+//! point backwards (doubling) until it holds enough rows; each probe is an index range scan per
+//! container of the primary key (container, time), so the cost follows the page asked for, not
+//! the size of the group. The total count of a filter that only names container attributes
+//! (group, device, datatype, container) comes from the day rollups, which count every stored
+//! point exactly once.
+
+use devicecloud_query::{AttrKind, Attribute, Filter, Page, PageRequest, SortKey};
+use sea_query::{Condition, Expr, ExprTrait, Func, Order, Query, SelectStatement};
+
+use crate::Result;
+use crate::collection::{self, Column, ListRequest, Listing, attributes, filter_cond, names};
+use crate::db::Db;
+use crate::event_collection::visible_groups;
+use crate::groups::GroupScope;
+
+/// A raw data point with every field of the specification.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+pub struct RawPoint {
+    pub id_container_data_latest: String,
+    pub id_group: String,
+    pub datatype: i64,
+    pub source_device: String,
+    pub timestamp_seconds: i64,
+    pub microseconds: i64,
+    pub value: f64,
+}
+
+/// The output names of a [`RawPoint`], in its order.
+const OUTPUT: [&str; 7] = [
+    "id_container_data_latest",
+    "id_group",
+    "datatype",
+    "source_device",
+    "timestamp_seconds",
+    "microseconds",
+    "value",
+];
+
+const fn col(attr: &'static str, table: &'static str, column: &'static str, kind: AttrKind) -> Column {
+    Column {
+        attr,
+        table,
+        column,
+        kind,
+    }
+}
+
+/// The filterable and sortable attributes; `c` is the container, `r` the point.
+pub const COLUMNS: [Column; 7] = [
+    col("id_container_data_latest", "c", "id_container_data_latest", AttrKind::String),
+    col("id_group", "c", "id_group", AttrKind::String),
+    col("datatype", "c", "datatype", AttrKind::Integer),
+    col("source_device", "c", "source_device", AttrKind::String),
+    col("timestamp_seconds", "r", "seconds", AttrKind::Integer),
+    col("microseconds", "r", "microseconds", AttrKind::Integer),
+    col("value", "r", "value", AttrKind::Number),
+];
+
+/// The filter attributes of the raw data collection.
+pub const ATTRIBUTES: [Attribute; 7] = attributes(&COLUMNS);
+/// The sortable attributes of the raw data collection.
+pub const SORTABLE: [&str; 7] = names(&COLUMNS);
+
+/// Attributes of the container rather than of the point.
+const CONTAINER_ATTRS: [&str; 4] = ["id_container_data_latest", "id_group", "datatype", "source_device"];
+
+/// Ties of equal times are broken by container, so that pages never overlap.
+const TIE_BREAK: [Column; 3] = [
+    col("timestamp_seconds", "r", "seconds", AttrKind::Integer),
+    col("microseconds", "r", "microseconds", AttrKind::Integer),
+    col("container_key", "r", "container_key", AttrKind::Integer),
+];
+
+/// The first window probed, in seconds; it doubles until the page fits.
+const FIRST_WINDOW_S: i64 = 64;
+
+/// Whether every comparison of `filter` names a container attribute.
+fn names_only_containers(filter: &Filter) -> bool {
+    match filter {
+        Filter::And(parts) | Filter::Or(parts) => parts.iter().all(names_only_containers),
+        Filter::Not(inner) => names_only_containers(inner),
+        Filter::Never => true,
+        Filter::Compare { attr, .. }
+        | Filter::Like { attr, .. }
+        | Filter::In { attr, .. }
+        | Filter::IsNull { attr }
+        | Filter::IsNotNull { attr } => CONTAINER_ATTRS.contains(attr),
+    }
+}
+
+/// The containers a request covers: visible to the caller and, when the filter names only
+/// container attributes, matching it.
+fn containers(scope: &GroupScope<'_>, filter: Option<&Filter>, db: &Db) -> SelectStatement {
+    let mut select = Query::select();
+    select
+        .column(("c", "container_key"))
+        .from_as("containers", "c");
+    let mut cond = Condition::all();
+    if let GroupScope::MemberOf(id_user) = scope {
+        cond = cond.add(Expr::col(("c", "id_group")).in_subquery(visible_groups(id_user)));
+    }
+    if let Some(filter) = filter.filter(|f| names_only_containers(f)) {
+        cond = cond.add(filter_cond(filter, &COLUMNS, db.backend()));
+    }
+    select.cond_where(cond);
+    select
+}
+
+/// Points joined to their container, restricted to `containers` and, unless the filter was
+/// already applied to the containers, to the filter.
+fn points(db: &Db, containers: SelectStatement, filter: Option<&Filter>) -> SelectStatement {
+    let mut select = Query::select();
+    select
+        .column(("c", "id_container_data_latest"))
+        .column(("c", "id_group"))
+        .column(("c", "datatype"))
+        .column(("c", "source_device"))
+        .expr_as(Expr::col(("r", "seconds")), "timestamp_seconds")
+        .column(("r", "microseconds"))
+        .column(("r", "value"))
+        .from_as("raw_points", "r")
+        .inner_join(
+            sea_query::TableRef::Table("containers".into(), Some("c".into())),
+            Expr::col(("c", "container_key")).equals(("r", "container_key")),
+        );
+    let mut cond = Condition::all().add(Expr::col(("r", "container_key")).in_subquery(containers));
+    if let Some(filter) = filter.filter(|f| !names_only_containers(f)) {
+        cond = cond.add(filter_cond(filter, &COLUMNS, db.backend()));
+    }
+    select.cond_where(cond);
+    select
+}
+
+/// A page of raw points; default order latest first.
+pub async fn list(
+    db: &Db,
+    scope: GroupScope<'_>,
+    filter: Option<&Filter>,
+    sort: Option<&SortKey>,
+    page: PageRequest,
+    count_only: bool,
+) -> Result<Listing<RawPoint>> {
+    let keys = containers(&scope, filter, db);
+    let base = points(db, keys.clone(), filter);
+    let by_time = sort.is_none_or(|s| s.attr == "timestamp_seconds");
+    if !by_time {
+        let req = ListRequest {
+            filter: None,
+            sort,
+            default_sort: SortKey {
+                attr: "timestamp_seconds",
+                descending: true,
+            },
+            primary_key: &TIE_BREAK,
+            page,
+            count_only,
+        };
+        return collection::list(db, base, &OUTPUT, &COLUMNS, req).await;
+    }
+    let descending = sort.is_none_or(|s| s.descending);
+
+    let total = if filter.is_none_or(names_only_containers) {
+        // Exact: every stored point is counted once in the day rollups.
+        let mut sum = Query::select();
+        sum.expr(Expr::cust("CAST(COALESCE(SUM(count_val), 0) AS BIGINT)"))
+            .from("rollup_day")
+            .and_where(Expr::col("container_key").in_subquery(keys.clone()));
+        collection::scalar_i64(db, &sum).await?
+    } else {
+        let mut count = base.clone();
+        count.clear_selects().expr(Func::count(Expr::col(sea_query::Asterisk)));
+        i64::try_from(collection::count_rows(db, &count).await?).unwrap_or(i64::MAX)
+    };
+    let page = page.resolve(u64::try_from(total).unwrap_or(0));
+    if count_only || page.total == 0 {
+        return Ok(Listing { page, items: Vec::new() });
+    }
+    let window = window(db, &keys, &base, &page, descending).await?;
+    let mut select = base;
+    if let Some(bound) = window {
+        let seconds = Expr::col(("r", "seconds"));
+        select.and_where(if descending { seconds.gte(bound) } else { seconds.lte(bound) });
+    }
+    let order = if descending { Order::Desc } else { Order::Asc };
+    for key in TIE_BREAK {
+        select.order_by((key.table, key.column), order.clone());
+    }
+    select.limit(page.per_page).offset(page.offset);
+    let items = collection::fetch(db, &select, &OUTPUT).await?;
+    Ok(Listing { page, items })
+}
+
+/// The time bound (inclusive) that holds the rows up to the end of `page`, or `None` when the
+/// whole range is needed. Probes windows from the newest (or, ascending, the oldest) point,
+/// doubling; each probe counts at most the rows it needs.
+async fn window(
+    db: &Db,
+    keys: &SelectStatement,
+    base: &SelectStatement,
+    page: &Page,
+    descending: bool,
+) -> Result<Option<i64>> {
+    let needed = page.offset.saturating_add(page.per_page);
+    let mut newest = Query::select();
+    newest
+        .expr(Expr::cust("MAX(latest_seconds)"))
+        .from("containers")
+        .and_where(Expr::col("container_key").in_subquery(keys.clone()));
+    let mut oldest = Query::select();
+    oldest
+        .expr(Expr::cust("MIN(bucket)"))
+        .from("rollup_day")
+        .and_where(Expr::col("container_key").in_subquery(keys.clone()));
+    let (newest, oldest) = (
+        collection::scalar_i64(db, &newest).await?,
+        collection::scalar_i64(db, &oldest).await?,
+    );
+    let mut width = FIRST_WINDOW_S;
+    loop {
+        let bound = if descending {
+            newest.saturating_sub(width)
+        } else {
+            oldest.saturating_add(width)
+        };
+        if (descending && bound <= oldest) || (!descending && bound >= newest) {
+            return Ok(None);
+        }
+        let mut probe = base.clone();
+        let seconds = Expr::col(("r", "seconds"));
+        probe
+            .clear_selects()
+            .expr(Expr::val(1))
+            .and_where(if descending { seconds.gte(bound) } else { seconds.lte(bound) })
+            .limit(needed);
+        let mut count = Query::select();
+        count
+            .expr(Func::count(Expr::col(sea_query::Asterisk)))
+            .from_subquery(probe, "w");
+        if collection::count_rows(db, &count).await? >= needed {
+            return Ok(Some(bound));
+        }
+        width = width.saturating_mul(2);
+    }
+}

@@ -1,0 +1,179 @@
+//! Reading data sessions (`GET /api/v2/data-session`, its expands and the CSV download).
+
+use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
+use sea_query::{Condition, Expr, ExprTrait, Query};
+
+use crate::Result;
+use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::db::{Db, on_pool};
+use crate::event_collection::visible_groups;
+use crate::groups::GroupScope;
+
+const TABLE: &str = "data_sessions";
+
+/// A stored data session.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+pub struct SessionRow {
+    pub session_key: i64,
+    pub id_data_session: String,
+    pub id_group: String,
+    /// The GO gateway the session belongs to (`fromDevice`).
+    pub id_physical_device: String,
+    pub id_person: Option<String>,
+    pub label: String,
+    pub start: i64,
+    pub end: Option<i64>,
+    pub created_at: i64,
+    pub created_by: Option<String>,
+    pub updated_at: i64,
+    pub updated_by: Option<String>,
+    pub archived_at: Option<i64>,
+    pub datapoint_count: i64,
+}
+
+const OUTPUT: [&str; 14] = [
+    "session_key",
+    "id_data_session",
+    "id_group",
+    "id_physical_device",
+    "id_person",
+    "label",
+    "start",
+    "end",
+    "created_at",
+    "created_by",
+    "updated_at",
+    "updated_by",
+    "archived_at",
+    "datapoint_count",
+];
+
+const fn col(attr: &'static str, kind: AttrKind) -> Column {
+    Column {
+        attr,
+        table: TABLE,
+        column: attr,
+        kind,
+    }
+}
+
+/// The filterable and sortable attributes: every stored field of the specification.
+pub const COLUMNS: [Column; 12] = [
+    col("id_data_session", AttrKind::String),
+    col("id_group", AttrKind::String),
+    col("id_person", AttrKind::String),
+    col("label", AttrKind::String),
+    col("start", AttrKind::Integer),
+    col("end", AttrKind::Integer),
+    col("created_at", AttrKind::Integer),
+    col("created_by", AttrKind::String),
+    col("updated_at", AttrKind::Integer),
+    col("updated_by", AttrKind::String),
+    col("archived_at", AttrKind::Integer),
+    col("datapoint_count", AttrKind::Integer),
+];
+
+/// The filter attributes of the data-session collection.
+pub const ATTRIBUTES: [Attribute; 12] = attributes(&COLUMNS);
+/// The sortable attributes of the data-session collection.
+pub const SORTABLE: [&str; 12] = names(&COLUMNS);
+
+fn select() -> sea_query::SelectStatement {
+    let mut select = Query::select();
+    select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
+    select
+}
+
+/// A page of the sessions of the groups `scope` allows; default order creation time.
+pub async fn list(
+    db: &Db,
+    scope: GroupScope<'_>,
+    filter: Option<&Filter>,
+    sort: Option<&SortKey>,
+    page: PageRequest,
+    count_only: bool,
+) -> Result<Listing<SessionRow>> {
+    let mut select = select();
+    if let GroupScope::MemberOf(id_user) = scope {
+        select.cond_where(Condition::all().add(Expr::col((TABLE, "id_group")).in_subquery(visible_groups(id_user))));
+    }
+    let req = ListRequest {
+        filter,
+        sort,
+        default_sort: SortKey {
+            attr: "created_at",
+            descending: false,
+        },
+        primary_key: &[col("session_key", AttrKind::Integer)],
+        page,
+        count_only,
+    };
+    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
+}
+
+/// One session by its identifier.
+pub async fn get(db: &Db, id_data_session: &str) -> Result<Option<SessionRow>> {
+    let mut select = select();
+    select.and_where(Expr::col((TABLE, "id_data_session")).eq(id_data_session));
+    Ok(collection::fetch(db, &select, &OUTPUT).await?.into_iter().next())
+}
+
+/// A series (container) that has points in a session.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct SessionSeries {
+    pub id_container_data_latest: String,
+    pub datatype: i64,
+    pub source_device: String,
+}
+
+/// The series with points in the session: containers of the gateway and its assets holding at
+/// least one point of it.
+pub async fn series(db: &Db, session: &SessionRow) -> Result<Vec<SessionSeries>> {
+    let sql = "SELECT c.id_container_data_latest, c.datatype, c.source_device FROM containers c \
+               JOIN physical_devices d ON d.id_physical_device = c.source_device \
+               WHERE (d.id_physical_device = $1 OR d.id_parent = $1) \
+               AND EXISTS (SELECT 1 FROM raw_points r WHERE r.container_key = c.container_key AND r.session_key = $2) \
+               ORDER BY c.source_device, c.datatype";
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, SessionSeries>(sql)
+        .bind(&session.id_physical_device)
+        .bind(session.session_key)
+        .fetch_all(p)
+        .await)?)
+}
+
+/// The first and last whole second of a session's points, if it has any.
+pub async fn time_range(db: &Db, session_key: i64) -> Result<Option<(i64, i64)>> {
+    let sql = "SELECT MIN(seconds), MAX(seconds) FROM raw_points WHERE session_key = $1";
+    let (first, last): (Option<i64>, Option<i64>) = on_pool!(db, |p| sqlx::query_as(sql)
+        .bind(session_key)
+        .fetch_one(p)
+        .await)?;
+    Ok(first.zip(last))
+}
+
+/// One line of a session's CSV download.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct CsvPoint {
+    pub seconds: i64,
+    pub microseconds: i64,
+    pub source_device: String,
+    pub serial_hardware: String,
+    pub datatype: i64,
+    pub value: f64,
+}
+
+/// The session's points with `from <= seconds < to`, time ascending (ties by series). The CSV
+/// is streamed window by window, so memory stays flat whatever the session's size.
+pub async fn points_between(db: &Db, session_key: i64, from: i64, to: i64) -> Result<Vec<CsvPoint>> {
+    let sql = "SELECT r.seconds, r.microseconds, c.source_device, d.serial_hardware, c.datatype, r.value \
+               FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
+               JOIN physical_devices d ON d.id_physical_device = c.source_device \
+               WHERE r.session_key = $1 AND r.seconds >= $2 AND r.seconds < $3 \
+               ORDER BY r.seconds, r.microseconds, r.container_key";
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, CsvPoint>(sql)
+        .bind(session_key)
+        .bind(from)
+        .bind(to)
+        .fetch_all(p)
+        .await)?)
+}
