@@ -4,12 +4,12 @@
 use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Query};
 
+use crate::Result;
 use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
 use crate::db::{Db, on_pool};
 use crate::devices::{DeviceRow, OUTPUT};
-use crate::groups::GroupScope;
-use crate::Result;
 use crate::event_collection::{self, EventRow, visible_groups};
+use crate::groups::GroupScope;
 
 const TABLE: &str = "physical_devices";
 
@@ -135,7 +135,10 @@ fn placeholders(n: usize) -> String {
 /// Runs `SELECT … WHERE <column> IN (ids) <rest>` for a page of ids (at most a page: 1000).
 async fn by_ids<T>(db: &Db, select: &str, column: &str, ids: &[&str], rest: &str) -> Result<Vec<T>>
 where
-    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+        + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+        + Send
+        + Unpin,
 {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -167,7 +170,14 @@ pub async fn iot_devices(db: &Db, ids: &[&str]) -> Result<Vec<IotDeviceRow>> {
 /// Every Modbus template these devices reported, oldest first.
 pub async fn template_history(db: &Db, ids: &[&str]) -> Result<Vec<TemplateRow>> {
     let select = "SELECT id_template, id_physical_device, template_json, received_at FROM modbus_template_history";
-    by_ids(db, select, "id_physical_device", ids, "ORDER BY received_at, id_template").await
+    by_ids(
+        db,
+        select,
+        "id_physical_device",
+        ids,
+        "ORDER BY received_at, id_template",
+    )
+    .await
 }
 
 /// Devices by id (parents of a page).

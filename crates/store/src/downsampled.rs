@@ -10,11 +10,11 @@
 use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, PageRequest, Scalar, SortKey};
 use sea_query::{Alias, Condition, Expr, ExprTrait, Query, SelectStatement};
 
+use crate::Result;
 use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
 use crate::db::{Backend, Db, on_pool};
 use crate::event_collection::visible_groups;
 use crate::groups::GroupScope;
-use crate::Result;
 
 /// How finely a request is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,11 +106,12 @@ pub const SORTABLE: [&str; 9] = {
     out
 };
 
-/// The parts of a filter's top-level conjunction.
-fn conjuncts(filter: &Filter) -> &[Filter] {
+/// The parts of a filter's top-level conjunction, nested `and`s flattened (several operators
+/// on one attribute arrive as an `and` of their own).
+fn conjuncts(filter: &Filter) -> Vec<&Filter> {
     match filter {
-        Filter::And(parts) => parts,
-        other => std::slice::from_ref(other),
+        Filter::And(parts) => parts.iter().flat_map(conjuncts).collect(),
+        other => vec![other],
     }
 }
 
@@ -129,7 +130,12 @@ fn number(value: &Scalar) -> Option<f64> {
 pub fn time_bounds(filter: Option<&Filter>) -> (Option<f64>, Option<f64>) {
     let (mut lower, mut upper): (Option<f64>, Option<f64>) = (None, None);
     for part in filter.map(conjuncts).unwrap_or_default() {
-        let Filter::Compare { attr: "timestamp_seconds", op, value } = part else {
+        let Filter::Compare {
+            attr: "timestamp_seconds",
+            op,
+            value,
+        } = part
+        else {
             continue;
         };
         let Some(v) = number(value) else { continue };
@@ -171,30 +177,37 @@ pub fn resolution(filter: Option<&Filter>, now: f64) -> Resolution {
 
 /// The `id_data_session` a filter names by equality at its top level.
 pub fn session_id(filter: Option<&Filter>) -> Option<String> {
-    filter.map(conjuncts).unwrap_or_default().iter().find_map(|part| match part {
-        Filter::Compare {
-            attr: "id_data_session",
-            op: CompareOp::Eq,
-            value: Scalar::Str(s),
-        } => Some(s.clone()),
-        Filter::Compare {
-            attr: "id_data_session",
-            op: CompareOp::Eq,
-            value: Scalar::Int(i),
-        } => Some(i.to_string()),
-        _ => None,
-    })
+    filter
+        .map(conjuncts)
+        .unwrap_or_default()
+        .into_iter()
+        .find_map(|part| match part {
+            Filter::Compare {
+                attr: "id_data_session",
+                op: CompareOp::Eq,
+                value: Scalar::Str(s),
+            } => Some(s.clone()),
+            Filter::Compare {
+                attr: "id_data_session",
+                op: CompareOp::Eq,
+                value: Scalar::Int(i),
+            } => Some(i.to_string()),
+            _ => None,
+        })
 }
 
 /// `filter` without its `id_data_session` comparisons (they select the session instead).
 fn without_session(filter: &Filter) -> Option<Filter> {
-    let keep = |f: &&Filter| !matches!(f, Filter::Compare { attr: "id_data_session", .. });
     match filter {
         Filter::And(parts) => {
-            let parts: Vec<Filter> = parts.iter().filter(keep).cloned().collect();
+            let parts: Vec<Filter> = parts.iter().filter_map(without_session).collect();
             (!parts.is_empty()).then_some(Filter::And(parts))
         }
-        other => keep(&other).then(|| other.clone()),
+        Filter::Compare {
+            attr: "id_data_session",
+            ..
+        } => None,
+        other => Some(other.clone()),
     }
 }
 
@@ -374,9 +387,13 @@ pub async fn list(
     let mut select = Query::select();
     select
         .columns(
-            ["id_container_data_latest", "id_group", "datatype", "source_device"].map(|c| (Alias::new("t"), Alias::new(c))),
+            ["id_container_data_latest", "id_group", "datatype", "source_device"]
+                .map(|c| (Alias::new("t"), Alias::new(c))),
         )
-        .expr_as(Expr::cust("CAST(t.timestamp_seconds AS DOUBLE PRECISION)"), "timestamp_seconds")
+        .expr_as(
+            Expr::cust("CAST(t.timestamp_seconds AS DOUBLE PRECISION)"),
+            "timestamp_seconds",
+        )
         .columns(["min_val", "max_val", "avg_val", "count_val"].map(|c| (Alias::new("t"), Alias::new(c))))
         .from_subquery(inner, "t");
     let mut cond = Condition::all();
@@ -428,15 +445,25 @@ mod tests {
         assert_eq!(resolution(Some(&between(0, 3601)), now), Resolution::Minute);
         assert_eq!(resolution(Some(&between(0, 3600)), now), Resolution::Raw);
         // Only a lower bound: the upper one is now.
-        assert_eq!(resolution(Some(&cmp(CompareOp::Gte, 10_000_000 - 600)), now), Resolution::Raw);
-        assert_eq!(resolution(Some(&cmp(CompareOp::Gte, 10_000_000 - 7200)), now), Resolution::Minute);
+        assert_eq!(
+            resolution(Some(&cmp(CompareOp::Gte, 10_000_000 - 600)), now),
+            Resolution::Raw
+        );
+        assert_eq!(
+            resolution(Some(&cmp(CompareOp::Gte, 10_000_000 - 7200)), now),
+            Resolution::Minute
+        );
     }
 
     #[test]
     fn bounds_come_from_the_top_level_conjunction_only() {
         let or = Filter::Or(vec![cmp(CompareOp::Gt, 1), cmp(CompareOp::Lt, 2)]);
         assert_eq!(time_bounds(Some(&or)), (None, None));
-        let tight = Filter::And(vec![cmp(CompareOp::Gt, 1), cmp(CompareOp::Gte, 5), cmp(CompareOp::Lt, 9)]);
+        let tight = Filter::And(vec![
+            cmp(CompareOp::Gt, 1),
+            cmp(CompareOp::Gte, 5),
+            cmp(CompareOp::Lt, 9),
+        ]);
         assert_eq!(time_bounds(Some(&tight)), (Some(5.0), Some(9.0)));
     }
 }

@@ -52,7 +52,12 @@ const fn col(attr: &'static str, table: &'static str, column: &'static str, kind
 
 /// The filterable and sortable attributes; `c` is the container, `r` the point.
 pub const COLUMNS: [Column; 7] = [
-    col("id_container_data_latest", "c", "id_container_data_latest", AttrKind::String),
+    col(
+        "id_container_data_latest",
+        "c",
+        "id_container_data_latest",
+        AttrKind::String,
+    ),
     col("id_group", "c", "id_group", AttrKind::String),
     col("datatype", "c", "datatype", AttrKind::Integer),
     col("source_device", "c", "source_device", AttrKind::String),
@@ -97,9 +102,7 @@ fn names_only_containers(filter: &Filter) -> bool {
 /// container attributes, matching it.
 fn containers(scope: &GroupScope<'_>, filter: Option<&Filter>, db: &Db) -> SelectStatement {
     let mut select = Query::select();
-    select
-        .column(("c", "container_key"))
-        .from_as("containers", "c");
+    select.column(("c", "container_key")).from_as("containers", "c");
     let mut cond = Condition::all();
     if let GroupScope::MemberOf(id_user) = scope {
         cond = cond.add(Expr::col(("c", "id_group")).in_subquery(visible_groups(id_user)));
@@ -178,13 +181,20 @@ pub async fn list(
     };
     let page = page.resolve(u64::try_from(total).unwrap_or(0));
     if count_only || page.total == 0 {
-        return Ok(Listing { page, items: Vec::new() });
+        return Ok(Listing {
+            page,
+            items: Vec::new(),
+        });
     }
     let window = window(db, &keys, &base, &page, descending).await?;
     let mut select = base;
     if let Some(bound) = window {
         let seconds = Expr::col(("r", "seconds"));
-        select.and_where(if descending { seconds.gte(bound) } else { seconds.lte(bound) });
+        select.and_where(if descending {
+            seconds.gte(bound)
+        } else {
+            seconds.lte(bound)
+        });
     }
     let order = if descending { Order::Desc } else { Order::Asc };
     for key in TIE_BREAK {
@@ -235,7 +245,11 @@ async fn window(
         probe
             .clear_selects()
             .expr(Expr::val(1))
-            .and_where(if descending { seconds.gte(bound) } else { seconds.lte(bound) })
+            .and_where(if descending {
+                seconds.gte(bound)
+            } else {
+                seconds.lte(bound)
+            })
             .limit(needed);
         let mut count = Query::select();
         count

@@ -144,10 +144,8 @@ pub async fn series(db: &Db, session: &SessionRow) -> Result<Vec<SessionSeries>>
 /// The first and last whole second of a session's points, if it has any.
 pub async fn time_range(db: &Db, session_key: i64) -> Result<Option<(i64, i64)>> {
     let sql = "SELECT MIN(seconds), MAX(seconds) FROM raw_points WHERE session_key = $1";
-    let (first, last): (Option<i64>, Option<i64>) = on_pool!(db, |p| sqlx::query_as(sql)
-        .bind(session_key)
-        .fetch_one(p)
-        .await)?;
+    let (first, last): (Option<i64>, Option<i64>) =
+        on_pool!(db, |p| sqlx::query_as(sql).bind(session_key).fetch_one(p).await)?;
     Ok(first.zip(last))
 }
 

@@ -18,17 +18,19 @@ impl Filter {
             // NOT of an unknown (NULL) comparison stays unknown in SQL.
             Filter::Not(inner) => !inner.matches(record) && !mentions_null(inner, record),
             Filter::Never => false,
-            Filter::Compare { attr, op, value } => field(attr).and_then(|v| compare(v, value)).is_some_and(|o| match op {
-                CompareOp::Eq => o == Ordering::Equal,
-                CompareOp::Neq => o != Ordering::Equal,
-                CompareOp::Lt => o == Ordering::Less,
-                CompareOp::Lte => o != Ordering::Greater,
-                CompareOp::Gt => o == Ordering::Greater,
-                CompareOp::Gte => o != Ordering::Less,
-            }),
-            Filter::Like { attr, value } => field(attr).is_some_and(|v| {
-                text(v).to_lowercase().contains(&value.to_lowercase())
-            }),
+            Filter::Compare { attr, op, value } => {
+                field(attr).and_then(|v| compare(v, value)).is_some_and(|o| match op {
+                    CompareOp::Eq => o == Ordering::Equal,
+                    CompareOp::Neq => o != Ordering::Equal,
+                    CompareOp::Lt => o == Ordering::Less,
+                    CompareOp::Lte => o != Ordering::Greater,
+                    CompareOp::Gt => o == Ordering::Greater,
+                    CompareOp::Gte => o != Ordering::Less,
+                })
+            }
+            Filter::Like { attr, value } => {
+                field(attr).is_some_and(|v| text(v).to_lowercase().contains(&value.to_lowercase()))
+            }
             Filter::In {
                 attr,
                 values,

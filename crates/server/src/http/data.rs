@@ -41,15 +41,11 @@ pub fn router() -> Router<AppState> {
 /// Whether the filter's top-level conjunction names the group (`filter[id_group]=…`, or its
 /// `eq` / `in` forms): the specification requires it on `data`.
 fn names_group(filter: Option<&Filter>) -> bool {
-    let is_group = |f: &Filter| match f {
-        Filter::Compare { attr, op, .. } => *attr == "id_group" && *op == CompareOp::Eq,
-        Filter::In { attr, negated, .. } => *attr == "id_group" && !negated,
-        _ => false,
-    };
     match filter {
-        Some(Filter::And(parts)) => parts.iter().any(is_group),
-        Some(other) => is_group(other),
-        None => false,
+        Some(Filter::And(parts)) => parts.iter().any(|p| names_group(Some(p))),
+        Some(Filter::Compare { attr, op, .. }) => *attr == "id_group" && *op == CompareOp::Eq,
+        Some(Filter::In { attr, negated, .. }) => *attr == "id_group" && !negated,
+        _ => false,
     }
 }
 
@@ -92,7 +88,11 @@ fn bucket_fields(b: &Bucket) -> Map<String, Value> {
     params(("filter[id_group]" = String, Query, description = "required"), ("filter[timestamp_seconds][gte]" = Option<i64>, Query), ("filter[datatype]" = Option<i64>, Query), ("filter[source_device]" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of raw data points, latest first"), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn raw(State(state): State<AppState>, caller: Caller, raw: RawCollection) -> Result<CollectionPage, ApiError> {
+pub async fn raw(
+    State(state): State<AppState>,
+    caller: Caller,
+    raw: RawCollection,
+) -> Result<CollectionPage, ApiError> {
     let query = raw.parse(&RAW_SPEC)?;
     if !names_group(query.filter.as_ref()) {
         return Err(ApiError::BadRequest("filter[id_group] is required".into()));

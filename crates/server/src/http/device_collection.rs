@@ -276,7 +276,10 @@ async fn render_group(state: &AppState, group: &groups::GroupRow, selection: &Se
     if selection.expands("latestData") {
         let rows = store::latest_data(&state.db, &[group.id_group.as_str()]).await?;
         let inner = selection.nested("latestData");
-        let list: Vec<Value> = rows.iter().map(|r| inner.render(latest_fields(r), Vec::new(), None)).collect();
+        let list: Vec<Value> = rows
+            .iter()
+            .map(|r| inner.render(latest_fields(r), Vec::new(), None))
+            .collect();
         expanded.push(("latestData".to_string(), Value::Array(list)));
     }
     Ok(selection.render(group_fields(group), expanded, Some(group_links(&group.id_group))))

@@ -152,9 +152,12 @@ pub async fn view(
 
 async fn render(state: &AppState, row: &SessionRow, selection: &Selection) -> Result<Value, ApiError> {
     let wanted = selection.expanded(&EXPANDS);
-    let needs_series = wanted
-        .iter()
-        .any(|n| matches!(*n, "datatypes" | "datatypesFilter" | "physicalDevicesFilter" | "physicalDevices" | "dataIds"));
+    let needs_series = wanted.iter().any(|n| {
+        matches!(
+            *n,
+            "datatypes" | "datatypesFilter" | "physicalDevicesFilter" | "physicalDevices" | "dataIds"
+        )
+    });
     let series = if needs_series {
         store::series(&state.db, row).await?
     } else {
@@ -222,7 +225,11 @@ async fn relation(
                 devices
                     .iter()
                     .map(|d| {
-                        let label = if d.label.is_empty() { &d.serial_hardware } else { &d.label };
+                        let label = if d.label.is_empty() {
+                            &d.serial_hardware
+                        } else {
+                            &d.label
+                        };
                         json!({"value": d.id_physical_device, "label": label})
                     })
                     .collect(),
@@ -234,13 +241,21 @@ async fn relation(
         }
         "fromDevice" => {
             let devices = device_collection::devices(db, &[row.id_physical_device.as_str()]).await?;
-            render_devices(state, &devices, nested).await?.pop().unwrap_or(Value::Null)
+            render_devices(state, &devices, nested)
+                .await?
+                .pop()
+                .unwrap_or(Value::Null)
         }
         "group" => match groups::get(db, &row.id_group).await? {
             Some(g) => nested.render(group_fields(&g), Vec::new(), Some(group_links(&g.id_group))),
             None => Value::Null,
         },
-        "dataIds" => json!(series.iter().map(|s| s.id_container_data_latest.as_str()).collect::<Vec<_>>()),
+        "dataIds" => json!(
+            series
+                .iter()
+                .map(|s| s.id_container_data_latest.as_str())
+                .collect::<Vec<_>>()
+        ),
         _ => Value::Null,
     })
 }

@@ -14,6 +14,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub mod gateway_client;
+
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A running service and an HTTP client for it.
