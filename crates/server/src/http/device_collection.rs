@@ -152,6 +152,7 @@ fn device_type_label(id: &str) -> String {
         "modbus" => "Modbus device".into(),
         "zwave" => "Z-wave node".into(),
         "sensor" => "Sensor".into(),
+        "asset" => "Asset".into(),
         other => other.to_string(),
     }
 }

@@ -1,0 +1,434 @@
+//! Reading devices and data sessions over real HTTP, with gateways connected over real MQTT:
+//! the device collection with `expand`, `labels`, `deviceStatuses`, every expand option and
+//! `group.latestData`; data sessions with their expands, session downsampling and the CSV.
+
+mod common;
+
+use common::gateway_client::TestGateway;
+use common::{TestApp, keys, send};
+use serde_json::{Value, json};
+
+const T0: i64 = 1_763_683_200;
+
+async fn get(app: &TestApp, token: &str, path: &str) -> Value {
+    let reply = send(app.get(path, token)).await;
+    assert_eq!(reply.status, 200, "{path}: {}", reply.text);
+    reply.json()
+}
+
+fn items(body: &Value) -> &Vec<Value> {
+    body["items"].as_array().unwrap()
+}
+
+const DEVICE_FIELDS: [&str; 24] = [
+    "id_physical_device",
+    "serial_hardware",
+    "label",
+    "id_parent",
+    "id_group",
+    "id_device_type",
+    "id_iot_device",
+    "is_connected",
+    "expected_offline_interval",
+    "expected_live_status",
+    "device_status",
+    "connection",
+    "created_at",
+    "last_data_at",
+    "signal",
+    "commissioned_at",
+    "calibrated_at",
+    "reconnected_at",
+    "platform_software_version",
+    "app_software_version",
+    "archived_serial",
+    "archived_at",
+    "archived_by",
+    "_links",
+];
+
+#[tokio::test]
+async fn the_device_collection_has_its_keys_filters_and_rights() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "plant").await;
+    let other = app.create_group(&admin, "elsewhere").await;
+    let mut gw = TestGateway::connect(&app, &admin, &group, "GW-A1", "PLUS").await;
+    gw.hello("PLUS", json!({})).await;
+    gw.measurements(&json!({"device": "MB-7", "ts": T0, "values": {"1": 2}}))
+        .await;
+    TestGateway::connect(&app, &admin, &other, "GW-B1", "GO").await;
+
+    let body = get(&app, &admin, "/api/v2/physical-device").await;
+    assert_eq!(
+        keys(&body),
+        ["items", "_links", "_meta", "expand", "labels", "deviceStatuses"]
+    );
+    assert_eq!(body["_meta"]["totalCount"], 3);
+    assert_eq!(body["_meta"]["perPage"], 20);
+    assert_eq!(
+        body["expand"],
+        json!([
+            "latestEvent",
+            "group",
+            "parent",
+            "deviceType",
+            "location",
+            "iotDevice",
+            "deviceInfo",
+            "modbusTemplateHistory",
+            "currentModbusTemplate",
+            "simCard"
+        ])
+    );
+    for label in [
+        "id_physical_device",
+        "label",
+        "labelLink",
+        "serial_hardware",
+        "group.label",
+        "id_group",
+        "id_device_type",
+        "parentDevice.displayLabel",
+    ] {
+        assert!(body["labels"][label].is_string(), "label of {label}");
+    }
+    assert_eq!(
+        body["deviceStatuses"],
+        json!({"expectedStatuses": ["ALWAYS_OFF", "ALWAYS_ON"],
+               "availableStatuses": ["EXPECTED_OFF", "EXPECTED_ON_DEVICE_ON", "EXPECTED_ON_DEVICE_OFF"]})
+    );
+    let first = items(&body).iter().find(|d| d["serial_hardware"] == "GW-A1").unwrap();
+    assert_eq!(keys(first), DEVICE_FIELDS);
+    assert_eq!(first["is_connected"], 1);
+    assert_eq!(
+        first["_links"]["self"]["href"],
+        format!("/api/v2/physical-device/{}", gw.id)
+    );
+
+    // Filters and sort on device fields.
+    let assets = get(
+        &app,
+        &admin,
+        &format!("/api/v2/physical-device?filter[id_parent]={}", gw.id),
+    )
+    .await;
+    assert_eq!(items(&assets).len(), 1);
+    assert_eq!(items(&assets)[0]["serial_hardware"], "MB-7");
+    let like = get(
+        &app,
+        &admin,
+        "/api/v2/physical-device?filter[serial_hardware][like]=gw-&sort=-serial_hardware",
+    )
+    .await;
+    let serials: Vec<&str> = items(&like)
+        .iter()
+        .map(|d| d["serial_hardware"].as_str().unwrap())
+        .collect();
+    assert_eq!(serials, ["GW-B1", "GW-A1"]);
+    let connected = get(
+        &app,
+        &admin,
+        "/api/v2/physical-device?filter[is_connected]=1&fields=serial_hardware",
+    )
+    .await;
+    // GW-B1 is connected but has not said hello yet.
+    assert_eq!(items(&connected).len(), 1);
+    assert_eq!(keys(&items(&connected)[0]), ["serial_hardware", "_links"]);
+    let bad = send(app.get("/api/v2/physical-device?filter[is_connected]=yes", &admin)).await;
+    assert_eq!(bad.status, 422);
+    let head = send(app.request(reqwest::Method::HEAD, "/api/v2/physical-device", &admin)).await;
+    assert_eq!(head.header("x-pagination-total-count"), Some("3"));
+
+    // A member sees the devices of their groups only.
+    let (viewer_id, viewer) = app.user().await;
+    app.grant(&admin, &other, &viewer_id, "viewer").await;
+    let seen = get(&app, &viewer, "/api/v2/physical-device").await;
+    let serials: Vec<&str> = items(&seen)
+        .iter()
+        .map(|d| d["serial_hardware"].as_str().unwrap())
+        .collect();
+    assert_eq!(serials, ["GW-B1"]);
+    assert_eq!(
+        send(app.get(&format!("/api/v2/physical-device/{}", gw.id), &viewer))
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn every_expand_option_holds_its_relation() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "plant").await;
+    let mut gw = TestGateway::connect(&app, &admin, &group, "GW-X", "PLUS").await;
+    let template = json!({"name": "flowmeter-v2", "registers": [{"datatype": 12, "address": 40001, "type": "u16"}]});
+    gw.hello(
+        "PLUS",
+        json!({"sim": {"iccid": "8931", "operator": "KPN"}, "location": {"latitude": 52.37, "longitude": 4.89},
+               "modbus_template": template}),
+    )
+    .await;
+    gw.measurements(&json!([
+        {"ts": T0, "values": {"12": 1.5}},
+        {"ts": T0 + 60, "values": {"12": 2.5, "13": 7}},
+        {"device": "MB-1", "ts": T0 + 30, "values": {"1": 9}},
+    ]))
+    .await;
+    let all = "latestEvent,group,parent,deviceType,location,iotDevice,deviceInfo,modbusTemplateHistory,currentModbusTemplate,simCard";
+    let record = get(&app, &admin, &format!("/api/v2/physical-device/{}?expand={all}", gw.id)).await;
+    let mut want: Vec<&str> = DEVICE_FIELDS[..23].to_vec();
+    want.extend(all.split(','));
+    want.push("_links");
+    assert_eq!(keys(&record), want);
+    assert_eq!(record["latestEvent"]["event_type"], "208");
+    assert_eq!(record["group"]["label"], "plant");
+    assert_eq!(
+        record["group"]["_links"]["self"]["href"],
+        format!("/api/v2/group/{group}")
+    );
+    assert_eq!(record["parent"], Value::Null);
+    assert_eq!(
+        record["deviceType"],
+        json!({"id_device_type": "PLUS", "label": "PLUS connectivity module"})
+    );
+    assert_eq!(record["location"]["latitude"], 52.37);
+    assert_eq!(record["simCard"]["operator"], "KPN");
+    assert_eq!(record["iotDevice"]["protocol"], "mqtt");
+    assert_eq!(record["iotDevice"]["id_iot_device"], record["id_iot_device"]);
+    assert!(record["iotDevice"]["last_connect_at"].is_i64());
+    assert_eq!(record["deviceInfo"], Value::Null);
+    assert_eq!(record["currentModbusTemplate"], template);
+    assert_eq!(record["modbusTemplateHistory"].as_array().unwrap().len(), 1);
+    assert_eq!(record["modbusTemplateHistory"][0]["template"], template);
+
+    // group.latestData: the newest point of each container of the group.
+    let latest = get(
+        &app,
+        &admin,
+        &format!("/api/v2/physical-device/{}?expand=group.latestData", gw.id),
+    )
+    .await;
+    let data = latest["group"]["latestData"].as_array().unwrap();
+    assert_eq!(data.len(), 3);
+    let flow = data
+        .iter()
+        .find(|d| d["datatype"] == 12 && d["source_device"] == gw.id.as_str())
+        .unwrap();
+    assert_eq!(flow["timestamp_seconds"], T0 + 60);
+    assert_eq!(flow["value"], 2.5);
+
+    // Nested expand and dotted fields through the asset's parent.
+    let assets = get(
+        &app,
+        &admin,
+        &format!("/api/v2/physical-device?filter[id_parent]={}", gw.id),
+    )
+    .await;
+    let asset = items(&assets)[0]["id_physical_device"].as_str().unwrap().to_string();
+    let path = format!(
+        "/api/v2/physical-device/{asset}?expand=parent.group,deviceType&fields=serial_hardware,parent.serial_hardware,parent.group.label"
+    );
+    let nested = get(&app, &admin, &path).await;
+    // Nested records carry their own `_links`, as Yii's Linkable models do.
+    assert_eq!(keys(&nested), ["serial_hardware", "parent", "deviceType", "_links"]);
+    assert_eq!(keys(&nested["parent"]), ["serial_hardware", "group", "_links"]);
+    assert_eq!(keys(&nested["parent"]["group"]), ["label", "_links"]);
+    assert_eq!(nested["parent"]["serial_hardware"], "GW-X");
+    assert_eq!(nested["parent"]["group"]["label"], "plant");
+    assert_eq!(
+        nested["parent"]["_links"]["self"]["href"],
+        format!("/api/v2/physical-device/{}", gw.id)
+    );
+    // An asset onboarded by a measurement has the generic asset type.
+    assert_eq!(
+        nested["deviceType"],
+        json!({"id_device_type": "asset", "label": "Asset"})
+    );
+    // The collection expands the same way.
+    let page = get(
+        &app,
+        &admin,
+        "/api/v2/physical-device?expand=parent&fields=serial_hardware,parent.serial_hardware",
+    )
+    .await;
+    let asset_item = items(&page).iter().find(|d| d["serial_hardware"] == "MB-1").unwrap();
+    assert_eq!(
+        asset_item["parent"],
+        json!({"serial_hardware": "GW-X", "_links": {"self": {"href": format!("/api/v2/physical-device/{}", gw.id)}, "index": {"href": "/api/v2/physical-device"}}})
+    );
+}
+
+#[tokio::test]
+async fn data_sessions_list_expand_downsample_and_download() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "field").await;
+    let mut gw = TestGateway::connect(&app, &admin, &group, "GO-1", "GO").await;
+    gw.hello("GO", json!({})).await;
+    // A small session: fewer than 500 points come back raw.
+    gw.measurements(&json!([
+        {"ts": T0 as f64 + 0.5, "values": {"3": 1.0}},
+        {"device": "TH-1", "ts": T0 + 1, "values": {"4": 20.0}},
+        {"ts": T0 + 2, "values": {"3": 3.0}},
+    ]))
+    .await;
+    gw.power_off().await;
+
+    let body = get(&app, &admin, "/api/v2/data-session?sort=-start").await;
+    assert_eq!(keys(&body), ["items", "_links", "_meta", "expand", "labels"]);
+    assert_eq!(body["_meta"]["perPage"], 20);
+    assert_eq!(
+        body["expand"],
+        json!([
+            "datatypes",
+            "datatypesFilter",
+            "creator",
+            "updater",
+            "physicalDevicesFilter",
+            "physicalDevices",
+            "fromDevice",
+            "group",
+            "dataIds"
+        ])
+    );
+    for label in [
+        "group.label",
+        "person.label",
+        "person.objectLink",
+        "sourceDevicesString",
+        "datatypesString",
+        "ingestionStatusString",
+        "archivingStatusString",
+    ] {
+        assert!(body["labels"][label].is_string(), "label of {label}");
+    }
+    let session = &items(&body)[0];
+    assert_eq!(
+        keys(session),
+        [
+            "id_data_session",
+            "id_group",
+            "id_person",
+            "label",
+            "start",
+            "end",
+            "created_at",
+            "created_by",
+            "updated_at",
+            "updated_by",
+            "archived_at",
+            "datapoint_count",
+            "isIngestionFinished",
+            "isArchived",
+            "_links"
+        ]
+    );
+    assert_eq!(session["datapoint_count"], 3);
+    assert_eq!(session["isIngestionFinished"], true);
+    assert_eq!(session["isArchived"], false);
+    assert!(session["end"].is_i64());
+    assert_eq!(session["created_by"], Value::Null);
+    let id = session["id_data_session"].as_str().unwrap().to_string();
+
+    let expanded = get(
+        &app,
+        &admin,
+        &format!("/api/v2/data-session/{id}?expand=datatypes,dataIds,fromDevice,group,creator,physicalDevicesFilter&fields=id_data_session,fromDevice.serial_hardware,group.label"),
+    )
+    .await;
+    assert_eq!(expanded["datatypes"], json!([3, 4]));
+    assert_eq!(expanded["dataIds"].as_array().unwrap().len(), 2);
+    assert_eq!(expanded["fromDevice"]["serial_hardware"], "GO-1");
+    assert_eq!(expanded["group"]["label"], "field");
+    assert_eq!(expanded["creator"], Value::Null);
+    assert_eq!(expanded["physicalDevicesFilter"].as_array().unwrap().len(), 2);
+
+    let raw = get(
+        &app,
+        &admin,
+        &format!("/api/v2/data-downsampled?filter[id_data_session]={id}"),
+    )
+    .await;
+    let times: Vec<f64> = items(&raw)
+        .iter()
+        .map(|b| b["timestamp_seconds"].as_f64().unwrap())
+        .collect();
+    assert_eq!(times, [T0 as f64 + 0.5, T0 as f64 + 1.0, T0 as f64 + 2.0]);
+    assert!(items(&raw).iter().all(|b| b["count_val"] == 1));
+
+    let csv = send(app.get(&format!("/api/v2/data-session/{id}/download-csv"), &admin)).await;
+    assert_eq!(csv.status, 200);
+    assert!(csv.header("content-type").unwrap().starts_with("text/csv"));
+    assert!(
+        csv.header("content-disposition")
+            .unwrap()
+            .contains(&format!("data-session-{id}.csv"))
+    );
+    let lines: Vec<&str> = csv.text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "timestamp,microseconds,source_device,serial_hardware,datatype,value"
+    );
+    assert_eq!(lines[1], format!("{T0},500000,{},GO-1,3,1", gw.id));
+    assert!(lines[2].ends_with(",TH-1,4,20"));
+    assert_eq!(lines.len(), 4);
+
+    // A second session of 1,200 points within its span: 500 equal buckets, counts add up.
+    gw.hello("GO", json!({})).await;
+    let active = get(&app, &admin, "/api/v2/data-session?filter[end]=NULL").await;
+    assert_eq!(items(&active).len(), 1);
+    assert_eq!(items(&active)[0]["isIngestionFinished"], false);
+    let active_id = items(&active)[0]["id_data_session"].as_str().unwrap().to_string();
+    let start = items(&active)[0]["start"].as_i64().unwrap();
+    let points: Vec<Value> = (0..1200)
+        .map(|i| json!({"ts": start as f64 + i as f64 * 0.0008, "values": {"3": i}}))
+        .collect();
+    gw.measurements(&Value::Array(points)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    gw.power_off().await;
+    let buckets = get(
+        &app,
+        &admin,
+        &format!("/api/v2/data-downsampled?filter[id_data_session]={active_id}&per-page=10000"),
+    )
+    .await;
+    let list = items(&buckets);
+    assert!(list.len() <= 500 && list.len() > 1, "{} buckets", list.len());
+    let total: i64 = list.iter().map(|b| b["count_val"].as_i64().unwrap()).sum();
+    assert_eq!(total, 1200);
+    let min = list
+        .iter()
+        .map(|b| b["min_val"].as_f64().unwrap())
+        .fold(f64::MAX, f64::min);
+    let max = list
+        .iter()
+        .map(|b| b["max_val"].as_f64().unwrap())
+        .fold(f64::MIN, f64::max);
+    assert_eq!((min, max), (0.0, 1199.0));
+    let starts: Vec<f64> = list.iter().map(|b| b["timestamp_seconds"].as_f64().unwrap()).collect();
+    assert!(starts.windows(2).all(|w| w[0] < w[1]));
+
+    // Invisible to a member of another group: 404, and nothing in the lists.
+    let (viewer_id, viewer) = app.user().await;
+    let other = app.create_group(&admin, "other").await;
+    app.grant(&admin, &other, &viewer_id, "viewer").await;
+    assert_eq!(
+        send(app.get(&format!("/api/v2/data-session/{id}/download-csv"), &viewer))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        get(&app, &viewer, "/api/v2/data-session").await["_meta"]["totalCount"],
+        0
+    );
+    let foreign = get(
+        &app,
+        &viewer,
+        &format!("/api/v2/data-downsampled?filter[id_data_session]={id}"),
+    )
+    .await;
+    assert_eq!(foreign["_meta"]["totalCount"], 0);
+}
