@@ -8,6 +8,7 @@ mod crash;
 mod idle;
 mod ingest;
 mod publisher;
+mod read;
 mod server;
 
 use anyhow::Result;
@@ -49,6 +50,23 @@ pub enum BenchCommand {
         /// Publishing gateways.
         #[arg(long, default_value_t = 4)]
         gateways: usize,
+    },
+    /// The read API on large data made in the store: downsampled (daily, three weeks hourly)
+    /// against a GROUP BY over the raw rows, the first page of raw data of a 100-container
+    /// group, and the CSV download of a large session with the server's memory.
+    Read {
+        /// Days of 1 Hz points in one container.
+        #[arg(long, default_value_t = 365)]
+        days: i64,
+        /// Points in the 100-container group, which are also one data session.
+        #[arg(long, default_value_t = 10_000_000)]
+        group_points: i64,
+        /// Measured requests per query.
+        #[arg(long, default_value_t = 200)]
+        requests: usize,
+        /// Database of the server under test (default: a fresh SQLite file); must be empty.
+        #[arg(long)]
+        database_url: Option<String>,
     },
     /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
     Api {
@@ -98,6 +116,20 @@ pub async fn run(command: BenchCommand) -> Result<()> {
                 database_url,
             };
             ingest::ingest(options).await
+        }
+        BenchCommand::Read {
+            days,
+            group_points,
+            requests,
+            database_url,
+        } => {
+            let options = read::ReadOptions {
+                days,
+                group_points,
+                requests,
+                database_url,
+            };
+            read::read(options).await
         }
         BenchCommand::Api {
             groups,

@@ -1,0 +1,297 @@
+//! `bench read`: the read API on large data made directly in the store (through the store's
+//! ingest path, so rollups and counts are what MQTT ingest would have made): a year of 1 Hz
+//! points in one container, and a group of 100 containers holding 10 million points that also
+//! form one data session. Latencies are over HTTP on loopback, authentication included.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use devicecloud_store::ingest::{self, Point, SeriesId};
+use devicecloud_store::{Db, raw_data, sessions, unix_now};
+use serde_json::{Value, json};
+
+use super::server::ServerUnderTest;
+
+const DAY: i64 = 86_400;
+/// Points per store transaction while loading.
+const LOAD_BATCH: usize = 100_000;
+
+/// Options of the read benchmark.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// Days of 1 Hz data in the single container (365: 31.5 million points).
+    pub days: i64,
+    /// Points in the 100-container group (and its session).
+    pub group_points: i64,
+    /// Requests per measured query.
+    pub requests: usize,
+    pub database_url: Option<String>,
+}
+
+pub async fn read(o: ReadOptions) -> Result<()> {
+    let server = ServerUnderTest::start(o.database_url.clone()).await?;
+    let http = reqwest::Client::new();
+    let (_, admin) = server.administrator(&http).await?;
+    let url = match &o.database_url {
+        Some(url) => url.clone(),
+        None => format!("sqlite://{}", server.data_dir.join("devicecloud.db").display()),
+    };
+    let db = Db::connect(&url).await?;
+    let (year_group, year_gateway) = group_with_gateway(&http, &server.base, &admin, "READ-YEAR").await?;
+    let (hundred_group, hundred_gateway) = group_with_gateway(&http, &server.base, &admin, "READ-HUNDRED").await?;
+
+    let end = unix_now() - unix_now() % 60;
+    let start = end - o.days * DAY;
+    eprintln!("loading {} points of one container…", o.days * DAY);
+    let loaded = Instant::now();
+    let year_key = series_key(&db, &year_group, &year_gateway, 1).await?;
+    let mut batch = Vec::with_capacity(LOAD_BATCH);
+    for second in start..end {
+        batch.push(point(year_key, second, None));
+        if batch.len() == LOAD_BATCH {
+            ingest::write(&db, &batch, &[]).await?;
+            batch.clear();
+        }
+    }
+    ingest::write(&db, &batch, &[]).await?;
+    eprintln!("  {:.0} s", loaded.elapsed().as_secs_f64());
+
+    eprintln!("loading {} points in 100 containers, one data session…", o.group_points);
+    let loaded = Instant::now();
+    let mut keys = Vec::new();
+    for datatype in 0..100 {
+        keys.push(series_key(&db, &hundred_group, &hundred_gateway, datatype).await?);
+    }
+    let instants = o.group_points / 100;
+    let session_start = end - instants;
+    let session = sessions::open(&db, &hundred_group, &hundred_gateway, session_start).await?;
+    batch.clear();
+    for second in session_start..end {
+        for key in &keys {
+            batch.push(point(*key, second, Some(session)));
+        }
+        if batch.len() >= LOAD_BATCH {
+            ingest::write(&db, &batch, &[]).await?;
+            batch.clear();
+        }
+    }
+    ingest::write(&db, &batch, &[]).await?;
+    sessions::close(&db, &hundred_gateway, end).await?;
+    eprintln!("  {:.0} s", loaded.elapsed().as_secs_f64());
+
+    let get = |path: String| http.get(format!("{}{path}", server.base)).bearer_auth(&admin);
+    let daily_path = format!("/api/v2/data-downsampled?filter[id_group]={year_group}");
+    let daily: Value = get(daily_path.clone()).send().await?.error_for_status()?.json().await?;
+    let days = daily["items"].as_array().map_or(0, Vec::len);
+    let (daily_p50, daily_p99) = latency(&http, &server.base, &admin, &daily_path, o.requests).await?;
+    let hourly_path = format!(
+        "/api/v2/data-downsampled?filter[id_group]={year_group}&filter[timestamp_seconds][gte]={}&filter[timestamp_seconds][lt]={end}",
+        end - 21 * DAY
+    );
+    let hourly: Value = get(hourly_path.clone())
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let hours = hourly["_meta"]["totalCount"].as_i64().unwrap_or(0);
+    let (hourly_p50, hourly_p99) = latency(&http, &server.base, &admin, &hourly_path, o.requests).await?;
+
+    eprintln!("the same daily answer by GROUP BY over the raw rows…");
+    let (group_by_ms, group_by_rows) = group_by_daily(&db, year_key).await?;
+    let counted: i64 = daily["items"]
+        .as_array()
+        .map(|items| items.iter().filter_map(|b| b["count_val"].as_i64()).sum())
+        .unwrap_or(0);
+    if group_by_rows.len() != days || group_by_rows.iter().map(|r| r.1).sum::<i64>() != counted {
+        bail!("the rollups and the GROUP BY disagree");
+    }
+
+    let raw_path = format!("/api/v2/data?filter[id_group]={hundred_group}");
+    let (raw_p50, raw_p99) = latency(&http, &server.base, &admin, &raw_path, o.requests).await?;
+
+    eprintln!("downloading the session as CSV…");
+    let sessions: Value = get(format!("/api/v2/data-session?filter[id_group]={hundred_group}"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let id = sessions["items"][0]["id_data_session"]
+        .as_str()
+        .context("no session")?
+        .to_string();
+    let csv = download(&http, &server, &admin, &id).await?;
+
+    let backend = if o.database_url.is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
+    println!(
+        "bench read ({backend}): {} points in one container, {} points in 100 containers, {} requests per query",
+        o.days * DAY,
+        o.group_points,
+        o.requests
+    );
+    println!("daily downsampled, {days} buckets, p50 / p99 ms:        {daily_p50:>8.2} / {daily_p99:.2}");
+    println!(
+        "same answer by GROUP BY over raw rows, ms:         {group_by_ms:>8.1}   ({:.0}x the p50 above)",
+        group_by_ms / daily_p50.max(0.001)
+    );
+    println!("3 weeks hourly, {hours} buckets, p50 / p99 ms:        {hourly_p50:>8.2} / {hourly_p99:.2}");
+    println!("raw data, first page of 500, p50 / p99 ms:         {raw_p50:>8.2} / {raw_p99:.2}");
+    println!(
+        "CSV of the session: {} lines, {:.0} MB in {:.1} s; server RSS before {:.0} MiB, peak {:.0} MiB",
+        csv.lines,
+        csv.bytes as f64 / 1e6,
+        csv.seconds,
+        csv.rss_before_kib as f64 / 1024.0,
+        csv.rss_peak_kib as f64 / 1024.0
+    );
+    db.close().await;
+    server.stop(false).await;
+    Ok(())
+}
+
+fn point(container_key: i64, seconds: i64, session_key: Option<i64>) -> Point {
+    // A slow daily wave with a little structure, so min, max and avg differ per bucket.
+    let value = 20.0 + 5.0 * ((seconds % DAY) as f64 / DAY as f64 * std::f64::consts::TAU).sin() + (seconds % 7) as f64;
+    Point {
+        container_key,
+        seconds,
+        microseconds: 0,
+        value,
+        session_key,
+    }
+}
+
+async fn series_key(db: &Db, id_group: &str, source_device: &str, datatype: i64) -> Result<i64> {
+    let series = SeriesId {
+        id_group: id_group.to_string(),
+        source_device: source_device.to_string(),
+        datatype,
+    };
+    Ok(ingest::container_key(db, &series).await?)
+}
+
+/// A new group with one GO gateway in it, through the API.
+async fn group_with_gateway(http: &reqwest::Client, base: &str, admin: &str, serial: &str) -> Result<(String, String)> {
+    let group: Value = http
+        .post(format!("{base}/api/v2/group"))
+        .bearer_auth(admin)
+        .json(&json!({"label": serial}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let id_group = group["id_group"].as_str().context("no id_group")?.to_string();
+    let device: Value = http
+        .post(format!("{base}/api/v2/physical-device"))
+        .bearer_auth(admin)
+        .json(&json!({"id_group": id_group, "serial_hardware": serial, "kind": "GO"}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let id = device["id_physical_device"].as_str().context("no id")?.to_string();
+    Ok((id_group, id))
+}
+
+/// p50 and p99 in ms of `requests` sequential GETs (after a warm-up) on one keep-alive
+/// connection.
+async fn latency(http: &reqwest::Client, base: &str, token: &str, path: &str, requests: usize) -> Result<(f64, f64)> {
+    let mut times = Vec::with_capacity(requests);
+    for i in 0..requests + 20 {
+        let started = Instant::now();
+        let response = http.get(format!("{base}{path}")).bearer_auth(token).send().await?;
+        if !response.status().is_success() {
+            bail!("{path}: {}", response.status());
+        }
+        response.bytes().await?;
+        if i >= 20 {
+            times.push(started.elapsed());
+        }
+    }
+    times.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    Ok((
+        ms(times[times.len() / 2]),
+        ms(times[(times.len() * 99 / 100).min(times.len() - 1)]),
+    ))
+}
+
+/// The daily answer computed from the raw rows; median of three runs in ms, and the rows.
+async fn group_by_daily(db: &Db, container_key: i64) -> Result<(f64, Vec<(i64, i64)>)> {
+    let mut times = Vec::new();
+    let mut rows = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        rows = raw_data::daily_from_raw(db, container_key).await?;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[1], rows.iter().map(|r| (r.0, r.1)).collect()))
+}
+
+struct Download {
+    lines: usize,
+    bytes: usize,
+    seconds: f64,
+    rss_before_kib: u64,
+    rss_peak_kib: u64,
+}
+
+/// Resident memory of a process in KiB (Linux `/proc`).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Streams the session's CSV, sampling the server's resident memory every 50 ms.
+async fn download(http: &reqwest::Client, server: &ServerUnderTest, token: &str, id: &str) -> Result<Download> {
+    let pid = server.pid().context("no server pid")?;
+    let rss_before_kib = rss_kib(pid);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss_kib(pid));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            peak
+        })
+    };
+    let started = Instant::now();
+    let mut response = http
+        .get(format!("{}/api/v2/data-session/{id}/download-csv", server.base))
+        .bearer_auth(token)
+        .send()
+        .await?
+        .error_for_status()?;
+    let (mut lines, mut bytes) = (0usize, 0usize);
+    while let Some(chunk) = response.chunk().await? {
+        bytes += chunk.len();
+        lines += chunk.iter().filter(|b| **b == b'\n').count();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rss_peak_kib = sampler.await?;
+    Ok(Download {
+        lines,
+        bytes,
+        seconds,
+        rss_before_kib,
+        rss_peak_kib,
+    })
+}
