@@ -175,6 +175,32 @@ async fn raw_data_needs_the_group_and_pages_latest_first() {
     assert_eq!(head.header("x-pagination-total-count"), Some("900"));
     assert!(head.text.is_empty());
 
+    // Values come back exactly, every bit of the double (SQLite's own JSON writes 15 digits).
+    let exact = [
+        0.1 + 0.2,
+        1.0 / 3.0,
+        6.022_140_76e23,
+        -1.602_176_634e-19,
+        123_456.789_012_345_67,
+    ];
+    let batch: Vec<Value> = exact
+        .iter()
+        .enumerate()
+        .map(|(i, v)| json!({"ts": T0 + 1000 + i as i64, "values": {"9": v}}))
+        .collect();
+    gw.measurements(&Value::Array(batch)).await;
+    let read = get(
+        &app,
+        &admin,
+        &format!("{path}&filter[datatype]=9&sort=timestamp_seconds"),
+    )
+    .await;
+    let values: Vec<f64> = items(&read).iter().map(|p| p["value"].as_f64().unwrap()).collect();
+    assert_eq!(values, exact);
+    let down = get(&app, &admin, &format!("/api/v2/data-downsampled?filter[id_group]={group}&filter[datatype]=9&filter[timestamp_seconds][gte]={}&filter[timestamp_seconds][lt]={}", T0 + 1000, T0 + 1010)).await;
+    let mins: Vec<f64> = items(&down).iter().map(|p| p["min_val"].as_f64().unwrap()).collect();
+    assert_eq!(mins, exact);
+
     // A viewer of another group sees none of it.
     let (viewer_id, viewer) = app.user().await;
     app.grant(&admin, &other, &viewer_id, "viewer").await;
@@ -182,7 +208,7 @@ async fn raw_data_needs_the_group_and_pages_latest_first() {
     assert_eq!(hidden["_meta"]["totalCount"], 0);
     app.grant(&admin, &group, &viewer_id, "viewer").await;
     let shown = get(&app, &viewer, &path).await;
-    assert_eq!(shown["_meta"]["totalCount"], 900);
+    assert_eq!(shown["_meta"]["totalCount"], 905);
 }
 
 /// min, max, sum, count of the values in each bucket of `width` seconds.

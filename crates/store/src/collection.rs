@@ -134,11 +134,7 @@ where
         loop {
             let (count_sql, count_values) = db.build(&count);
             let (page_sql, page_values) = db.build(&base);
-            let pairs = output
-                .iter()
-                .map(|name| format!("'{name}', t.\"{name}\""))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let pairs = json_pairs(output);
             // LIMIT and OFFSET are written as literals (they are integers of ours): SQLite
             // re-prepares a statement whose bound LIMIT changes, on every step.
             let (limit, page_sql) = (req.page.per_page, page_sql);
@@ -183,11 +179,7 @@ where
     let (sql, values) = db.build(select);
     match db {
         Db::Sqlite(pool) => {
-            let pairs = output
-                .iter()
-                .map(|name| format!("'{name}', t.\"{name}\""))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let pairs = json_pairs(output);
             let sql = format!("SELECT json_group_array(json_object({pairs})) FROM ({sql}) AS t");
             let items: String = sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
                 .fetch_one(pool)
@@ -198,6 +190,23 @@ where
             .fetch_all(pool)
             .await?),
     }
+}
+
+/// The `json_object` arguments of a row of `t` on SQLite. SQLite writes a REAL into JSON with
+/// 15 significant digits, which does not give back every double; a REAL is therefore written
+/// with 17 digits (`%!.17g`: the `!` lifts SQLite's cap of 16 digits) and embedded as a JSON number.
+/// SQLite's decimal conversion is exact for magnitudes from about 1e-70 to 1e100, which is where
+/// measurements live; beyond that the 17th digit may differ (docs/api.md).
+fn json_pairs(output: &[&str]) -> String {
+    output
+        .iter()
+        .map(|name| {
+            format!(
+                "'{name}', CASE WHEN typeof(t.\"{name}\") = 'real' THEN json(printf('%!.17g', t.\"{name}\")) ELSE t.\"{name}\" END"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The single number a select returns (`COUNT`, `SUM`, `MAX` …), 0 for NULL.

@@ -81,8 +81,9 @@ const TIE_BREAK: [Column; 3] = [
     col("container_key", "r", "container_key", AttrKind::Integer),
 ];
 
-/// The first window probed, in seconds; it doubles until the page fits.
-const FIRST_WINDOW_S: i64 = 64;
+/// The first window holds this many times the rows needed, by the average density, so that
+/// one probe usually suffices; the window doubles until the page fits.
+const FIRST_WINDOW_MARGIN: f64 = 1.25;
 
 /// Whether every comparison of `filter` names a container attribute.
 fn names_only_containers(filter: &Filter) -> bool {
@@ -207,7 +208,8 @@ pub async fn list(
 
 /// The time bound (inclusive) that holds the rows up to the end of `page`, or `None` when the
 /// whole range is needed. Probes windows from the newest (or, ascending, the oldest) point,
-/// doubling; each probe counts at most the rows it needs.
+/// the first sized by the average density of the rows, then doubling; each probe counts at most
+/// the rows it needs.
 async fn window(
     db: &Db,
     keys: &SelectStatement,
@@ -230,7 +232,10 @@ async fn window(
         collection::scalar_i64(db, &newest).await?,
         collection::scalar_i64(db, &oldest).await?,
     );
-    let mut width = FIRST_WINDOW_S;
+    let density = page.total as f64 / Ord::max(newest - oldest, 1) as f64;
+    let mut width = ((needed as f64 / density.max(1e-9)) * FIRST_WINDOW_MARGIN)
+        .ceil()
+        .clamp(1.0, 1e15) as i64;
     loop {
         let bound = if descending {
             newest.saturating_sub(width)

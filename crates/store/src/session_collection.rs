@@ -150,7 +150,7 @@ pub async fn time_range(db: &Db, session_key: i64) -> Result<Option<(i64, i64)>>
 }
 
 /// One line of a session's CSV download.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
 pub struct CsvPoint {
     pub seconds: i64,
     pub microseconds: i64,
@@ -160,18 +160,39 @@ pub struct CsvPoint {
     pub value: f64,
 }
 
+const CSV_OUTPUT: [&str; 6] = [
+    "seconds",
+    "microseconds",
+    "source_device",
+    "serial_hardware",
+    "datatype",
+    "value",
+];
+
 /// The session's points with `from <= seconds < to`, time ascending (ties by series). The CSV
 /// is streamed window by window, so memory stays flat whatever the session's size.
 pub async fn points_between(db: &Db, session_key: i64, from: i64, to: i64) -> Result<Vec<CsvPoint>> {
-    let sql = "SELECT r.seconds, r.microseconds, c.source_device, d.serial_hardware, c.datatype, r.value \
-               FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
-               JOIN physical_devices d ON d.id_physical_device = c.source_device \
-               WHERE r.session_key = $1 AND r.seconds >= $2 AND r.seconds < $3 \
-               ORDER BY r.seconds, r.microseconds, r.container_key";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, CsvPoint>(sql)
-        .bind(session_key)
-        .bind(from)
-        .bind(to)
-        .fetch_all(p)
-        .await)?)
+    let mut select = Query::select();
+    select
+        .columns([("r", "seconds"), ("r", "microseconds")])
+        .column(("c", "source_device"))
+        .column(("d", "serial_hardware"))
+        .column(("c", "datatype"))
+        .column(("r", "value"))
+        .from_as("raw_points", "r")
+        .inner_join(
+            sea_query::TableRef::Table("containers".into(), Some("c".into())),
+            Expr::col(("c", "container_key")).equals(("r", "container_key")),
+        )
+        .inner_join(
+            sea_query::TableRef::Table("physical_devices".into(), Some("d".into())),
+            Expr::col(("d", "id_physical_device")).equals(("c", "source_device")),
+        )
+        .and_where(Expr::col(("r", "session_key")).eq(session_key))
+        .and_where(Expr::col(("r", "seconds")).gte(from))
+        .and_where(Expr::col(("r", "seconds")).lt(to))
+        .order_by(("r", "seconds"), sea_query::Order::Asc)
+        .order_by(("r", "microseconds"), sea_query::Order::Asc)
+        .order_by(("r", "container_key"), sea_query::Order::Asc);
+    collection::fetch(db, &select, &CSV_OUTPUT).await
 }

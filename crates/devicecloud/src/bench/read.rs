@@ -121,7 +121,8 @@ pub async fn read(o: ReadOptions) -> Result<()> {
         .as_str()
         .context("no session")?
         .to_string();
-    let csv = download(&http, &server, &admin, &id).await?;
+    let expected = sessions["items"][0]["datapoint_count"].as_u64().unwrap_or(0) as usize;
+    let csv = download(&http, &server, &admin, &id, expected).await?;
 
     let backend = if o.database_url.is_some() {
         "PostgreSQL"
@@ -149,6 +150,13 @@ pub async fn read(o: ReadOptions) -> Result<()> {
         csv.rss_before_kib as f64 / 1024.0,
         csv.rss_peak_kib as f64 / 1024.0
     );
+    let progress: Vec<String> = csv
+        .rss_at_tenths
+        .iter()
+        .enumerate()
+        .map(|(i, kib)| format!("{}%: {:.0}", (i + 1) * 10, *kib as f64 / 1024.0))
+        .collect();
+    println!("server RSS MiB as the download progressed: {}", progress.join(", "));
     db.close().await;
     server.stop(false).await;
     Ok(())
@@ -242,6 +250,8 @@ struct Download {
     seconds: f64,
     rss_before_kib: u64,
     rss_peak_kib: u64,
+    /// The server's RSS after each tenth of the expected lines.
+    rss_at_tenths: Vec<u64>,
 }
 
 /// Resident memory of a process in KiB (Linux `/proc`).
@@ -257,7 +267,13 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 /// Streams the session's CSV, sampling the server's resident memory every 50 ms.
-async fn download(http: &reqwest::Client, server: &ServerUnderTest, token: &str, id: &str) -> Result<Download> {
+async fn download(
+    http: &reqwest::Client,
+    server: &ServerUnderTest,
+    token: &str,
+    id: &str,
+    expected_lines: usize,
+) -> Result<Download> {
     let pid = server.pid().context("no server pid")?;
     let rss_before_kib = rss_kib(pid);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -280,9 +296,13 @@ async fn download(http: &reqwest::Client, server: &ServerUnderTest, token: &str,
         .await?
         .error_for_status()?;
     let (mut lines, mut bytes) = (0usize, 0usize);
+    let mut rss_at_tenths = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         bytes += chunk.len();
         lines += chunk.iter().filter(|b| **b == b'\n').count();
+        while rss_at_tenths.len() < 10 && lines * 10 >= expected_lines * (rss_at_tenths.len() + 1) {
+            rss_at_tenths.push(rss_kib(pid));
+        }
     }
     let seconds = started.elapsed().as_secs_f64();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -293,5 +313,6 @@ async fn download(http: &reqwest::Client, server: &ServerUnderTest, token: &str,
         seconds,
         rss_before_kib,
         rss_peak_kib,
+        rss_at_tenths,
     })
 }

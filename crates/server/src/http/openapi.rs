@@ -6,7 +6,7 @@ use axum::routing::get;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
-use super::{devices, gateway, groups, health, oauth, users};
+use super::{data, device_collection, devices, events, gateway, groups, health, oauth, sessions, users};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -17,7 +17,9 @@ use crate::state::AppState;
         groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
         users::create, users::view,
         gateway::measurements, gateway::events,
-        devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
+        device_collection::index, devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
+        data::raw, data::downsampled, events::index, events::types,
+        sessions::index, sessions::view, sessions::download_csv,
         health::healthz, health::readyz, health::metrics_text,
     ),
     modifiers(&BearerAuth),
