@@ -8,6 +8,7 @@ mod error;
 
 pub mod accounts;
 pub mod clients;
+pub mod device_info;
 pub mod devices;
 pub mod events;
 pub mod groups;

@@ -2,6 +2,7 @@
 //! together here with the layers every route shares (error bodies, panics, body limit, metrics).
 
 pub mod collection;
+pub mod commands;
 pub mod devices;
 pub mod gateway;
 pub mod groups;
@@ -40,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .merge(oauth::router())
         .merge(groups::router())
         .merge(devices::router())
+        .merge(commands::router())
         .merge(gateway::router())
         .merge(users::router())
         .merge(health::router())
