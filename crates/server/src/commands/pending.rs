@@ -18,12 +18,12 @@ impl Pending {
     /// Remembers a request about to be published; `None` when its caller already gave up (it
     /// then need not be published at all). Callers that gave up meanwhile are forgotten here,
     /// which bounds the map by the callers still waiting.
-    pub fn insert(&mut self, outbound: Box<Outbound>) -> Option<(String, Vec<u8>)> {
+    pub fn insert(&mut self, outbound: Outbound) -> Option<(String, Vec<u8>)> {
         let Outbound {
             request_id,
             payload,
             reply,
-        } = *outbound;
+        } = outbound;
         self.waiting.retain(|_, waiter| !waiter.is_closed());
         if reply.is_closed() {
             return None;
@@ -63,13 +63,13 @@ mod tests {
     use devicecloud_protocol::CommandResponse;
     use serde_json::json;
 
-    fn outbound(id: &str) -> (Box<Outbound>, oneshot::Receiver<Reply>) {
+    fn outbound(id: &str) -> (Outbound, oneshot::Receiver<Reply>) {
         let (reply, rx) = oneshot::channel();
-        let out = Box::new(Outbound {
+        let out = Outbound {
             request_id: id.into(),
             payload: b"{}".to_vec(),
             reply,
-        });
+        };
         (out, rx)
     }
 

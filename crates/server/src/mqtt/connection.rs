@@ -163,7 +163,7 @@ async fn publish_command(
     packet_ids: &mut PacketIds,
     outbound: Box<Outbound>,
 ) -> Result<(), ()> {
-    let Some((request_id, payload)) = pending.insert(outbound) else {
+    let Some((request_id, payload)) = pending.insert(*outbound) else {
         return Ok(());
     };
     let packet = packets::publish(version, command_topic(&request_id), payload, packet_ids.next());
