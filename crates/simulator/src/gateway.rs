@@ -141,7 +141,13 @@ async fn connected(
         return retry;
     }
     let mut ready = false;
-    let mut tick = tokio::time::interval(options.interval);
+    // A zero interval sends no measurements; the timer then only needs a valid period.
+    let period = if options.interval.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        options.interval
+    };
+    let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let power_cycle = async {
         match (spec.kind, options.power_cycle) {
