@@ -56,7 +56,11 @@ pub async fn run(args: SimulateArgs, default_mqtt: SocketAddr) -> Result<()> {
         let provisioner = Provisioner::new(api, token);
         let group = match &args.group {
             Some(group) => group.clone(),
-            None => provisioner.create_group(&format!("Simulated fleet {}", args.prefix)).await?,
+            None => {
+                provisioner
+                    .create_group(&format!("Simulated fleet {}", args.prefix))
+                    .await?
+            }
         };
         let specs = provisioner.fleet(&group, &args.prefix, args.gateways).await?;
         println!("provisioned {} gateways in group {group}", specs.len());
