@@ -670,3 +670,121 @@ async fn zwave_nodes_are_excluded_through_their_gateway() {
     common::assert_error(&reply.json(), 400);
     fleet.stop().await;
 }
+
+/// A hand-written gateway (rumqttc, no simulator) that answers each command with the next of
+/// `answers`, on the request's own id or, for `None`, first on an id nobody asked for.
+async fn scripted_gateway(
+    app: &TestApp,
+    spec: &GatewaySpec,
+    answers: Vec<Option<&'static [u8]>>,
+) -> tokio::task::JoinHandle<()> {
+    use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+    let mut options = MqttOptions::new("scripted", app.mqtt_addr.ip().to_string(), app.mqtt_addr.port());
+    options.set_credentials(spec.serial.clone(), spec.token.clone());
+    let (client, mut events) = AsyncClient::new(options, 16);
+    client
+        .publish(
+            "v1/gateway/hello",
+            QoS::AtLeastOnce,
+            false,
+            br#"{"kind": "CORE", "connection": "ethernet"}"#.to_vec(),
+        )
+        .await
+        .unwrap();
+    client
+        .subscribe("v1/gateway/commands/+", QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    loop {
+        if let Event::Incoming(Packet::SubAck(_)) = events.poll().await.unwrap() {
+            break;
+        }
+    }
+    tokio::spawn(async move {
+        let mut answers = answers.into_iter();
+        while let Ok(event) = events.poll().await {
+            let Event::Incoming(Packet::Publish(p)) = event else {
+                continue;
+            };
+            let id = p.topic.rsplit('/').next().unwrap().to_string();
+            let payload: &[u8] = match answers.next() {
+                Some(Some(payload)) => payload,
+                Some(None) => {
+                    let stray = br#"{"status": 200, "payload": {"data": "stray"}}"#.to_vec();
+                    client
+                        .publish("v1/gateway/responses/nobody-asked", QoS::AtLeastOnce, false, stray)
+                        .await
+                        .unwrap();
+                    br#"{"status": 200, "payload": {"data": "pong", "result": "success"}}"#
+                }
+                None => continue,
+            };
+            client
+                .publish(
+                    format!("v1/gateway/responses/{id}"),
+                    QoS::AtLeastOnce,
+                    false,
+                    payload.to_vec(),
+                )
+                .await
+                .unwrap();
+        }
+    })
+}
+
+#[tokio::test]
+async fn invalid_answers_are_502_and_stray_ones_are_dropped() {
+    let s = setup(short_timeout(2_000)).await;
+    let gw = s.gateway("CMD-SCRIPTED", ModuleKind::Core).await;
+    let gateway = scripted_gateway(
+        &s.app,
+        &gw,
+        vec![
+            Some(b"not json"),
+            Some(br#"{"status": 204, "payload": {}}"#),
+            Some(br#"{"status": 418, "payload": {"result": "failed", "cause": "teapot"}}"#),
+            None,
+        ],
+    )
+    .await;
+    let reply = s
+        .command(Method::GET, id(&gw), "ping", &s.admin, None)
+        .await
+        .expect(502);
+    common::assert_error(&reply.json(), 502);
+    let reply = s
+        .command(Method::GET, id(&gw), "ping", &s.admin, None)
+        .await
+        .expect(502);
+    assert_error_exact(
+        &reply.json(),
+        502,
+        "Bad Gateway",
+        "The device answered with status 204.",
+    );
+    // Any other status passes through with the gateway's payload.
+    let reply = s
+        .command(Method::GET, id(&gw), "ping", &s.admin, None)
+        .await
+        .expect(418);
+    assert_eq!(
+        reply.json(),
+        json!({"status": 418, "payload": {"result": "failed", "cause": "teapot"}})
+    );
+    // An answer to a request nobody made is dropped; the real one still reaches its caller.
+    let reply = s
+        .command(Method::GET, id(&gw), "ping", &s.admin, None)
+        .await
+        .expect(200);
+    assert_eq!(reply.json()["payload"]["data"], "pong");
+    // The unreadable answer was recorded as a rejected message.
+    let rejected = wait_events(&s.app, id(&gw), 212, 1).await;
+    assert!(rejected[0].0.starts_with("v1/gateway/responses/"));
+    let outcomes: Vec<String> = wait_events(&s.app, id(&gw), 213, 4)
+        .await
+        .into_iter()
+        .map(|(_, d)| d.unwrap().split(';').next().unwrap().to_string())
+        .collect();
+    assert_eq!(outcomes, ["invalid response", "204", "418", "200"]);
+    gateway.abort();
+}

@@ -95,6 +95,8 @@ async fn run(
         Ok(response) => response.status.to_string(),
         Err(e) => e.outcome().to_string(),
     };
+    metrics::counter!("devicecloud_commands_total", "method" => method.as_str(), "outcome" => record.outcome.clone())
+        .increment(1);
     state.command_log.record(record).await;
     let response = outcome.map_err(|e| command_error(method, e))?;
     if method == CommandMethod::Status && response.status == 200 && response.payload.is_object() {
@@ -159,22 +161,42 @@ async fn simple(state: AppState, caller: Caller, id: String, method: CommandMeth
 }
 
 /// `GET …/ping`: `{data: "pong", result: "success"}` from an online module.
-async fn ping(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+#[utoipa::path(get, path = "/api/v2/physical-device/{id}/ping", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {data: "pong", result: "success"}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn ping(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     simple(state, caller, id, CommandMethod::Ping).await
 }
 
 /// `POST …/restart`: the module answers, then reconnects.
-async fn restart(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+#[utoipa::path(post, path = "/api/v2/physical-device/{id}/restart", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {result: "success"}}; the gateway reconnects"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn restart(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     simple(state, caller, id, CommandMethod::Restart).await
 }
 
 /// `GET …/status`: the self-test payload, also kept as the device's `deviceInfo`.
-async fn status(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+#[utoipa::path(get, path = "/api/v2/physical-device/{id}/status", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: <self-test>}; kept as deviceInfo"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn status(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     simple(state, caller, id, CommandMethod::Status).await
 }
 
 /// `PUT …/request-measurement`: the module asks its assets for their latest values.
-async fn request_measurement(
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/request-measurement", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {result: "success"}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn request_measurement(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -183,7 +205,10 @@ async fn request_measurement(
 }
 
 /// `GET …/wifi`: scan.
-async fn wifi_scan(
+#[utoipa::path(get, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn wifi_scan(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -192,7 +217,10 @@ async fn wifi_scan(
 }
 
 /// `DELETE …/wifi`: disconnect.
-async fn wifi_disconnect(
+#[utoipa::path(delete, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn wifi_disconnect(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -202,7 +230,11 @@ async fn wifi_disconnect(
 
 /// `PUT …/wifi` with `{ssid, password?}`: connect. A missing or empty `ssid`, or a
 /// `password` that is not a string, answers 400.
-async fn wifi_connect(
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
+    request_body(content = Object, description = "{ssid, password?}"),
+    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 400, description = "Malformed body"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn wifi_connect(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -227,7 +259,10 @@ async fn wifi_connect(
 }
 
 /// `PUT …/reset-main-counter`: `{"status": 200, "payload": {"status": "200"}}`.
-async fn reset_main_counter(
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/reset-main-counter", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {status: "200"}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn reset_main_counter(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -236,7 +271,10 @@ async fn reset_main_counter(
 }
 
 /// `PUT …/reset-daily-counter`: as the main counter.
-async fn reset_daily_counter(
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/reset-daily-counter", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {status: "200"}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn reset_daily_counter(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -246,7 +284,11 @@ async fn reset_daily_counter(
 
 /// `PUT …/modbus-write` with one `{datatype, value}` or an array of them: 400 with the reason
 /// for a malformed body, else the gateway's answer.
-async fn modbus_write(
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/modbus-write", tag = "commands", params(("id" = String, Path)),
+    request_body(content = Object, description = "{datatype, value} or an array of them"),
+    responses((status = 200, description = "200: {status: 200, payload: {result: "success"}}"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn modbus_write(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -269,7 +311,10 @@ const EXCLUSION_TIPS: [(&str, &str); 3] = [
 /// `DELETE …/zwave-node`: asks the node's gateway to exclude it. The gateway's acceptance is
 /// answered, unwrapped, as `{fromCloud, message, routeToPollEvents, tips}`; the outcome follows
 /// as event 420 on the node. A refusal by the gateway passes through as `{status, payload}`.
-async fn zwave_node(
+#[utoipa::path(delete, path = "/api/v2/physical-device/{id}/zwave-node", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {fromCloud, message, routeToPollEvents, tips} (not wrapped)"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn zwave_node(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
