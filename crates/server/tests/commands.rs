@@ -740,9 +740,9 @@ async fn invalid_answers_are_502_and_stray_ones_are_dropped() {
         &s.app,
         &gw,
         vec![
-            Some(b"not json"),
-            Some(br#"{"status": 204, "payload": {}}"#),
-            Some(br#"{"status": 418, "payload": {"result": "failed", "cause": "teapot"}}"#),
+            Some(b"not json".as_slice()),
+            Some(br#"{"status": 204, "payload": {}}"#.as_slice()),
+            Some(br#"{"status": 418, "payload": {"result": "failed", "cause": "teapot"}}"#.as_slice()),
             None,
         ],
     )

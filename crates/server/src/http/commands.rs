@@ -162,7 +162,7 @@ async fn simple(state: AppState, caller: Caller, id: String, method: CommandMeth
 
 /// `GET …/ping`: `{data: "pong", result: "success"}` from an online module.
 #[utoipa::path(get, path = "/api/v2/physical-device/{id}/ping", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {data: "pong", result: "success"}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    responses((status = 200, description = "200: {status: 200, payload: {data: pong, result: success}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn ping(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     simple(state, caller, id, CommandMethod::Ping).await
@@ -170,7 +170,7 @@ pub async fn ping(State(state): State<AppState>, caller: Caller, Path(id): Path<
 
 /// `POST …/restart`: the module answers, then reconnects.
 #[utoipa::path(post, path = "/api/v2/physical-device/{id}/restart", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {result: "success"}}; the gateway reconnects"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    responses((status = 200, description = "200: {status: 200, payload: {result: success}}; the gateway reconnects"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn restart(
     State(state): State<AppState>,
@@ -194,7 +194,7 @@ pub async fn status(
 
 /// `PUT …/request-measurement`: the module asks its assets for their latest values.
 #[utoipa::path(put, path = "/api/v2/physical-device/{id}/request-measurement", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {result: "success"}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    responses((status = 200, description = "200: {status: 200, payload: {result: success}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn request_measurement(
     State(state): State<AppState>,
@@ -260,7 +260,7 @@ pub async fn wifi_connect(
 
 /// `PUT …/reset-main-counter`: `{"status": 200, "payload": {"status": "200"}}`.
 #[utoipa::path(put, path = "/api/v2/physical-device/{id}/reset-main-counter", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {status: "200"}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    responses((status = 200, description = "200: {status: 200, payload: {status: 200}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn reset_main_counter(
     State(state): State<AppState>,
@@ -272,7 +272,7 @@ pub async fn reset_main_counter(
 
 /// `PUT …/reset-daily-counter`: as the main counter.
 #[utoipa::path(put, path = "/api/v2/physical-device/{id}/reset-daily-counter", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {status: "200"}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    responses((status = 200, description = "200: {status: 200, payload: {status: 200}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn reset_daily_counter(
     State(state): State<AppState>,
@@ -286,7 +286,7 @@ pub async fn reset_daily_counter(
 /// for a malformed body, else the gateway's answer.
 #[utoipa::path(put, path = "/api/v2/physical-device/{id}/modbus-write", tag = "commands", params(("id" = String, Path)),
     request_body(content = Object, description = "{datatype, value} or an array of them"),
-    responses((status = 200, description = "200: {status: 200, payload: {result: "success"}}"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    responses((status = 200, description = "200: {status: 200, payload: {result: success}}"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn modbus_write(
     State(state): State<AppState>,
