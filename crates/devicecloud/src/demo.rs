@@ -1,9 +1,14 @@
 //! `devicecloud demo`: the service on a fresh embedded store, seeded so that a newcomer can call
-//! the API at once, with the credentials and working `curl` lines printed (contract §1).
+//! the API at once, with a simulated fleet of GO, CORE and PLUS gateways streaming data in the
+//! same process, and the credentials and working `curl` lines printed (contract §1).
 
 use anyhow::{Context, Result};
 use devicecloud_server::auth::secrets::{hash_password, random_token, token_hash};
 use std::net::SocketAddr;
+use std::time::Duration;
+
+use devicecloud_protocol::ModuleKind;
+use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, mixed_kinds};
 
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
@@ -15,6 +20,12 @@ const ADMIN: &str = "admin@devicecloud.demo";
 const VIEWER: &str = "viewer@devicecloud.demo";
 const PASSWORD: &str = "demo-password";
 const GATEWAY: &str = "DEMO-GW-1";
+/// Simulated gateways, spread over the demo groups.
+const FLEET: usize = 12;
+/// How often each simulated gateway sends a measurement message.
+const FLEET_INTERVAL: Duration = Duration::from_secs(2);
+/// How often the simulated GO modules power off and on (closing and opening data sessions).
+const GO_POWER_CYCLE: Duration = Duration::from_secs(300);
 
 pub async fn run(mut settings: Settings) -> Result<()> {
     // A fresh store every time: the demo never touches an existing data dir's database.
@@ -25,7 +36,17 @@ pub async fn run(mut settings: Settings) -> Result<()> {
         .context("cannot open the demo store")?;
     let seeded = seed(&db).await?;
     let data_dir = settings.data_dir.display().to_string();
-    let on_ready = move |http: SocketAddr, mqtt: SocketAddr| print_usage(&data_dir, http, mqtt, &seeded);
+    let on_ready = move |http: SocketAddr, mqtt: SocketAddr| {
+        let mut options = FleetOptions::new(mqtt, FLEET_INTERVAL);
+        options.power_cycle = Some(GO_POWER_CYCLE);
+        let fleet = seeded.fleet.clone();
+        // The fleet lives as long as the process; the runtime ends it at shutdown.
+        tokio::spawn(async move {
+            let _fleet = Fleet::start(fleet, options);
+            std::future::pending::<()>().await;
+        });
+        print_usage(&data_dir, http, mqtt, &seeded);
+    };
     crate::serve(settings, Some(db), Some(Box::new(on_ready))).await
 }
 
@@ -34,6 +55,10 @@ struct Seeded {
     client_id: String,
     secret: String,
     device_token: String,
+    /// The first group, which the viewer sees and the fleet streams into.
+    first_group: String,
+    /// The simulated gateways and their tokens.
+    fleet: Vec<GatewaySpec>,
 }
 
 /// What a newcomer needs: where the API is, the accounts, and `curl` lines that work as printed.
@@ -43,6 +68,8 @@ fn print_usage(data_dir: &str, http: SocketAddr, mqtt: SocketAddr, seeded: &Seed
         client_id,
         secret,
         device_token,
+        first_group,
+        fleet,
     } = seeded;
     let token_curl = format!(
         "TOKEN=$(curl -s -X POST {base}/oauth2/token -d grant_type=password -d client_id={client_id} -d client_secret={secret} -d username={ADMIN} -d password={PASSWORD} | sed -n 's/.*\"access_token\":\"\\([^\"]*\\)\".*/\\1/p')"
@@ -53,6 +80,23 @@ fn print_usage(data_dir: &str, http: SocketAddr, mqtt: SocketAddr, seeded: &Seed
     println!("  API client   client_id={client_id} client_secret={secret}");
     println!("  get a token  {token_curl}");
     println!("  list groups  curl -s '{base}/api/v2/group/index?sort=label' -H \"Authorization: Bearer $TOKEN\"");
+    println!(
+        "  downsampled  curl -s '{base}/api/v2/data-downsampled?filter[id_group]={first_group}' -H \"Authorization: Bearer $TOKEN\""
+    );
+    let kinds = fleet.iter().fold(String::new(), |mut acc, g| {
+        if !acc.is_empty() {
+            acc.push_str(", ");
+        }
+        acc.push_str(&format!("{} {}", g.serial, g.kind));
+        acc
+    });
+    println!("  fleet        {} simulated gateways streaming: {kinds}", fleet.len());
+    if let Some(gateway) = fleet.first() {
+        println!(
+            "  ping         curl -s '{base}/api/v2/physical-device/{}/ping' -H \"Authorization: Bearer $TOKEN\"",
+            gateway.id.as_deref().unwrap_or_default()
+        );
+    }
     println!("  gateway      {GATEWAY} (CORE) at mqtt://{mqtt}, device token {device_token}");
     println!(
         "  publish      mosquitto_pub -h {} -p {} -q 1 -u {GATEWAY} -P {device_token} -t v1/gateway/measurements -m '{{\"values\": {{\"12\": 21.5}}}}'",
@@ -72,6 +116,7 @@ async fn seed(db: &Db) -> Result<Seeded> {
     accounts::create(db, ADMIN, &hash, true, now).await?;
     let viewer = accounts::create(db, VIEWER, &hash, false, now).await?;
     let (client_id, secret, device_token) = (new_id(), random_token(), random_token());
+    let mut group_ids = Vec::new();
     clients::create(db, &client_id, "demo", &token_hash(&secret), now).await?;
     for (i, (label, kind)) in [
         ("Rotterdam water plant", "1"),
@@ -92,6 +137,7 @@ async fn seed(db: &Db) -> Result<Seeded> {
             now,
         )
         .await?;
+        group_ids.push(group.id_group.clone());
         if i == 0 {
             memberships::put(db, &group.id_group, &viewer.id_user, "viewer").await?;
             let gateway = NewGateway {
@@ -104,9 +150,40 @@ async fn seed(db: &Db) -> Result<Seeded> {
             devices::provision(db, &gateway, &token_hash(&device_token), now).await?;
         }
     }
+    // Half the fleet in the first group, the rest spread over the others.
+    let mut fleet = Vec::with_capacity(FLEET);
+    for (i, kind) in mixed_kinds(FLEET).into_iter().enumerate() {
+        let group = match i % 4 {
+            0 | 1 => &group_ids[0],
+            2 => &group_ids[1],
+            _ => &group_ids[2],
+        };
+        let serial = format!("DEMO-{kind}-{}", i + 1);
+        let token = random_token();
+        let label = match kind {
+            ModuleKind::Go => "Service van",
+            ModuleKind::Core => "Pumping station",
+            ModuleKind::Plus => "Substation",
+        };
+        let gateway = NewGateway {
+            id_group: group,
+            serial_hardware: &serial,
+            kind: kind.as_str(),
+            label,
+            expected_offline_interval: 600,
+        };
+        let row = devices::provision(db, &gateway, &token_hash(&token), now).await?;
+        let mut spec = GatewaySpec::new(&serial, &token, kind);
+        spec.id = Some(row.id_physical_device);
+        // One CORE without Wi-Fi, to show the 501 answer.
+        spec.wifi_enabled = i != 4;
+        fleet.push(spec);
+    }
     Ok(Seeded {
         client_id,
         secret,
         device_token,
+        first_group: group_ids[0].clone(),
+        fleet,
     })
 }

@@ -4,6 +4,7 @@ mod admin;
 mod bench;
 mod demo;
 mod settings;
+mod simulate;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,6 +36,8 @@ enum Command {
     /// Run the service on a fresh embedded store seeded with an administrator, an API client
     /// and groups, and print how to use it.
     Demo,
+    /// A fleet of simulated GO, CORE and PLUS gateways against a running server.
+    Simulate(simulate::SimulateArgs),
     /// Bootstrap and operations on the store.
     #[command(subcommand)]
     Admin(admin::AdminCommand),
@@ -67,6 +70,7 @@ fn main() -> Result<()> {
                 Ok(())
             }
             Command::Bench(command) => bench::run(command).await,
+            Command::Simulate(args) => simulate::run(args, settings.mqtt_addr).await,
         }
     })
 }

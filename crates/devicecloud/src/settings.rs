@@ -17,6 +17,8 @@ pub struct Settings {
     pub http_addr: SocketAddr,
     pub mqtt_addr: SocketAddr,
     pub command_timeout_s: u64,
+    /// Milliseconds; when set, wins over `command_timeout_s` (sub-second timeouts for tests).
+    pub command_timeout_ms: Option<u64>,
     pub webhook_allow_private: bool,
     pub max_body_bytes: usize,
     pub mqtt_max_packet_bytes: u32,
@@ -31,6 +33,7 @@ impl Default for Settings {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             mqtt_addr: SocketAddr::from(([127, 0, 0, 1], 1883)),
             command_timeout_s: 10,
+            command_timeout_ms: None,
             webhook_allow_private: false,
             max_body_bytes: 1024 * 1024,
             mqtt_max_packet_bytes: 256 * 1024,
@@ -48,6 +51,7 @@ struct FileSettings {
     http_addr: Option<SocketAddr>,
     mqtt_addr: Option<SocketAddr>,
     command_timeout_s: Option<u64>,
+    command_timeout_ms: Option<u64>,
     webhook_allow_private: Option<bool>,
     max_body_bytes: Option<usize>,
     mqtt_max_packet_bytes: Option<u32>,
@@ -108,6 +112,11 @@ impl Settings {
                 .parse()
                 .with_context(|| format!("DEVICECLOUD_COMMAND_TIMEOUT_S={v} is not a whole number of seconds"))?;
         }
+        if let Some(v) = env("COMMAND_TIMEOUT_MS") {
+            s.command_timeout_ms = Some(v.parse().with_context(|| {
+                format!("DEVICECLOUD_COMMAND_TIMEOUT_MS={v} is not a whole number of milliseconds")
+            })?);
+        }
         if let Some(v) = env("WEBHOOK_ALLOW_PRIVATE") {
             s.webhook_allow_private = match v.as_str() {
                 "1" | "true" => true,
@@ -154,6 +163,7 @@ impl Settings {
             http_addr,
             mqtt_addr,
             command_timeout_s,
+            command_timeout_ms,
             webhook_allow_private,
             max_body_bytes,
             mqtt_max_packet_bytes,
@@ -164,6 +174,7 @@ impl Settings {
         self.http_addr = http_addr.unwrap_or(self.http_addr);
         self.mqtt_addr = mqtt_addr.unwrap_or(self.mqtt_addr);
         self.command_timeout_s = command_timeout_s.unwrap_or(self.command_timeout_s);
+        self.command_timeout_ms = command_timeout_ms.or(self.command_timeout_ms);
         self.webhook_allow_private = webhook_allow_private.unwrap_or(self.webhook_allow_private);
         self.max_body_bytes = max_body_bytes.unwrap_or(self.max_body_bytes);
         self.mqtt_max_packet_bytes = mqtt_max_packet_bytes.unwrap_or(self.mqtt_max_packet_bytes);
@@ -184,7 +195,9 @@ impl Settings {
     /// The service settings handed to the server.
     pub fn server(&self) -> devicecloud_server::Settings {
         devicecloud_server::Settings {
-            command_timeout: Duration::from_secs(self.command_timeout_s),
+            command_timeout: self
+                .command_timeout_ms
+                .map_or(Duration::from_secs(self.command_timeout_s), Duration::from_millis),
             webhook_allow_private: self.webhook_allow_private,
             max_body_bytes: self.max_body_bytes,
             mqtt_max_packet_bytes: self.mqtt_max_packet_bytes,
@@ -207,6 +220,11 @@ mod tests {
         s.apply_file(&good).unwrap();
         assert_eq!(s.http_addr.port(), 9999);
         assert_eq!(s.command_timeout_s, 3);
+        assert_eq!(s.server().command_timeout, Duration::from_secs(3));
+        let ms = dir.join("ms.toml");
+        std::fs::write(&ms, "command_timeout_s = 3\ncommand_timeout_ms = 250\n").unwrap();
+        s.apply_file(&ms).unwrap();
+        assert_eq!(s.server().command_timeout, Duration::from_millis(250));
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "htp_addr = \"x\"\n").unwrap();
         assert!(Settings::default().apply_file(&bad).is_err());

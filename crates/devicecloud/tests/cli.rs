@@ -84,6 +84,21 @@ fn post_form(addr: &str, path: &str, form: &str) -> String {
     answer
 }
 
+/// A one-shot HTTP/1.1 GET with a bearer token over a plain socket; returns the whole answer.
+fn get_with_token(addr: &str, path: &str, token: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
 /// An MQTT 3.1.1 CONNECT over a plain socket; returns the 4-byte CONNACK.
 fn mqtt_connect(addr: &str, user: &str, password: &str) -> [u8; 4] {
     use std::io::{Read, Write};
@@ -305,6 +320,35 @@ fn demo_prints_credentials_that_work() {
     assert!(
         text.contains(&format!("curl -s 'http://{addr}/api/v2/group/index?sort=label'")),
         "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "curl -s 'http://{addr}/api/v2/data-downsampled?filter[id_group]="
+        )),
+        "{text}"
+    );
+
+    // The printed ping line reaches a simulated gateway of the demo fleet and gets its pong.
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap();
+    let token = body["access_token"].as_str().unwrap();
+    let ping_path = text
+        .split(&format!("curl -s 'http://{addr}"))
+        .find_map(|rest| rest.split('\'').next().filter(|p| p.ends_with("/ping")))
+        .unwrap_or_else(|| panic!("no ping line in {text}"))
+        .to_string();
+    let mut pinged = String::new();
+    for _ in 0..100 {
+        pinged = get_with_token(&addr, &ping_path, token);
+        if pinged.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        // The fleet connects right after the service starts.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(pinged.starts_with("HTTP/1.1 200"), "ping answer: {pinged}");
+    assert!(
+        pinged.ends_with(r#"{"status":200,"payload":{"data":"pong","result":"success"}}"#),
+        "{pinged}"
     );
 
     // The printed gateway credentials are accepted over MQTT (CONNACK return code 0).

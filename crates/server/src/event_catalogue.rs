@@ -32,9 +32,6 @@ const fn v(value: &'static str, label: &'static str, description: &'static str) 
     }
 }
 
-/// Z-wave node exclusion outcome, reported by the gateway on the node.
-pub const ZWAVE_EXCLUSION: i64 = 420;
-
 /// Every code the service knows, ordered by code.
 pub const CATALOGUE: &[EventType] = &[
     EventType {
@@ -74,14 +71,21 @@ pub const CATALOGUE: &[EventType] = &[
         values: &[],
     },
     EventType {
-        code: ZWAVE_EXCLUSION,
+        code: event_types::COMMAND,
+        label: "Command",
+        description: "A command sent to the device through the API. The value is the method; the value description gives the outcome (the device's status, or offline, timeout, disconnected, invalid response, not supported), the caller and the request id.",
+        from_device: Some(0),
+        values: &[],
+    },
+    EventType {
+        code: event_types::ZWAVE_EXCLUSION,
         label: "Z-wave node exclusion",
         description: "Outcome of removing a Z-wave node from its gateway, reported on the node.",
         from_device: Some(1),
         values: &[
-            v("0", "Excluded", "The node was excluded from the network."),
-            v("1", "Failed", "The gateway could not exclude the node."),
-            v("2", "Timed out", "The node did not answer in time."),
+            v("0", "Excluded", "The node was excluded from the Z-wave network."),
+            v("1", "Failed", "The exclusion failed."),
+            v("2", "Timed out", "The exclusion timed out: the node did not respond."),
         ],
     },
 ];

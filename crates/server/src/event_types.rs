@@ -9,3 +9,10 @@ pub const DATA_SESSION: i64 = 209;
 pub const KIND_MISMATCH: i64 = 211;
 /// A message refused whole; value: the topic, description: why.
 pub const MESSAGE_REJECTED: i64 = 212;
+/// A command sent through the API; value: the method, description: the outcome (the device's
+/// status or `offline`, `timeout`, `disconnected`, `invalid response`, `not supported`), the
+/// caller and the request id.
+pub const COMMAND: i64 = 213;
+/// Z-wave node exclusion outcome, reported by the gateway on the node (contract §5): value 0
+/// excluded, 1 failed, 2 timed out.
+pub const ZWAVE_EXCLUSION: i64 = 420;

@@ -2,6 +2,7 @@
 //! background tasks, driven by one [`AppState`] and stopped by one cancellation token.
 
 pub mod auth;
+pub mod commands;
 pub mod error;
 pub mod event_catalogue;
 pub mod event_types;

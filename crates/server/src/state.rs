@@ -8,6 +8,7 @@ use devicecloud_store::Db;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::cache::AuthCache;
+use crate::commands::CommandLog;
 use crate::http::page_cache::PageCache;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
@@ -54,6 +55,8 @@ pub struct AppState {
     pub ingest: IngestQueue,
     /// Live gateway connections of this node.
     pub gateways: Arc<GatewayRegistry>,
+    /// Where commands sent through the API are recorded as events.
+    pub command_log: CommandLog,
     /// This process's identity among the nodes sharing a database.
     pub node_id: String,
 }
@@ -64,6 +67,7 @@ impl AppState {
     pub fn start(db: Db, settings: Settings, tracker: &TaskTracker, shutdown: &CancellationToken) -> AppState {
         AppState {
             ingest: IngestQueue::start(db.clone(), tracker, shutdown.clone()),
+            command_log: CommandLog::start(db.clone(), tracker, shutdown.clone()),
             db,
             pages: Arc::default(),
             auth: Arc::new(AuthCache::new(settings.auth_cache_ttl)),

@@ -9,6 +9,7 @@ mod error;
 pub mod accounts;
 pub mod clients;
 pub mod device_collection;
+pub mod device_info;
 pub mod devices;
 pub mod downsampled;
 pub mod event_collection;

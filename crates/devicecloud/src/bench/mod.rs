@@ -4,6 +4,7 @@
 //! Load loops are bounded by time and stop by themselves; only 127.0.0.1 is ever targeted.
 
 mod api;
+mod commands;
 mod crash;
 mod idle;
 mod ingest;
@@ -68,6 +69,20 @@ pub enum BenchCommand {
         #[arg(long)]
         database_url: Option<String>,
     },
+    /// Pings through HTTP → MQTT → simulated gateway → HTTP across many gateways: latency
+    /// percentiles and commands/s.
+    Commands {
+        #[arg(long, default_value_t = 100)]
+        gateways: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent callers.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// Database of the server under test (default: a fresh SQLite file); must be empty.
+        #[arg(long)]
+        database_url: Option<String>,
+    },
     /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
     Api {
         /// Groups created before measuring.
@@ -99,6 +114,20 @@ pub async fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
         BenchCommand::Idle { connections } => idle::idle(connections).await,
+        BenchCommand::Commands {
+            gateways,
+            seconds,
+            connections,
+            database_url,
+        } => {
+            let options = commands::CommandsOptions {
+                gateways,
+                seconds,
+                connections,
+                database_url,
+            };
+            commands::commands(options).await
+        }
         BenchCommand::Ingest {
             gateways,
             seconds,

@@ -2,6 +2,7 @@
 //! together here with the layers every route shares (error bodies, panics, body limit, metrics).
 
 pub mod collection;
+pub mod commands;
 pub mod data;
 pub mod device_collection;
 pub mod devices;
@@ -47,6 +48,7 @@ pub fn router(state: AppState) -> Router {
         .merge(data::router())
         .merge(events::router())
         .merge(sessions::router())
+        .merge(commands::router())
         .merge(gateway::router())
         .merge(users::router())
         .merge(health::router())

@@ -6,7 +6,7 @@ use axum::routing::get;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
-use super::{data, device_collection, devices, events, gateway, groups, health, oauth, sessions, users};
+use super::{commands, data, device_collection, devices, events, gateway, groups, health, oauth, sessions, users};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -18,6 +18,7 @@ use crate::state::AppState;
         users::create, users::view,
         gateway::measurements, gateway::events,
         device_collection::index, devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
+        commands::ping, commands::restart, commands::status, commands::request_measurement, commands::wifi_scan, commands::wifi_connect, commands::wifi_disconnect, commands::reset_main_counter, commands::reset_daily_counter, commands::modbus_write, commands::zwave_node,
         data::raw, data::downsampled, events::index, events::types,
         sessions::index, sessions::view, sessions::download_csv,
         health::healthz, health::readyz, health::metrics_text,

@@ -2,6 +2,7 @@
 //! until the connection ends (device-protocol §1–§3). Meaning lives in `gateway`; this file
 //! only frames, acknowledges and enforces the transport rules.
 
+use std::num::NonZeroU16;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -15,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::packets::{self, Connack, Inbound, Version};
 use super::registry::Kick;
+use crate::commands::{Outbound, Pending};
 use crate::gateway::{AuthError, Gateway, GatewayError, authenticate};
 use crate::state::AppState;
-use devicecloud_protocol::{GatewayTopic, subscription_allowed};
+use devicecloud_protocol::{GatewayTopic, command_topic, parse_response, subscription_allowed};
 
 /// How long a client may take to send CONNECT after opening the connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,7 +67,8 @@ pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken
             return;
         }
     };
-    let (connection, mut kicked) = state.gateways.register(&gateway.id);
+    let registration = state.gateways.register(&gateway.id);
+    let (connection, mut kicked, mut commands) = (registration.id, registration.kicked, registration.commands);
     if framed.send(packets::connack(version, Connack::Accepted)).await.is_err() {
         state.gateways.unregister(&gateway.id, connection);
         Box::pin(gateway.ended(&state, false)).await;
@@ -75,12 +78,17 @@ pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken
     release_buffers(&mut framed);
 
     // Keep-alive: no packet within 1.5 times the interval closes the connection (§1).
+    // The deadline moves with inbound packets only: commands the cloud publishes do not count.
     let silence = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
+    let mut last_inbound = tokio::time::Instant::now();
     let mut taken_over = false;
+    // Callers waiting for this gateway's answers; dropped with the connection, which fails them.
+    let mut pending = Pending::default();
+    let mut packet_ids = PacketIds::default();
     loop {
         let next = async {
             match silence {
-                Some(limit) => tokio::time::timeout(limit, framed.next()).await.ok(),
+                Some(limit) => tokio::time::timeout_at(last_inbound + limit, framed.next()).await.ok(),
                 None => Some(framed.next().await),
             }
         };
@@ -90,8 +98,17 @@ pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken
                 taken_over = changed.is_ok() && *kicked.borrow() == Some(Kick::TakenOver);
                 break;
             }
+            // `None` (the registry dropped this connection's queue) disables the branch; the
+            // kick that comes with it ends the loop.
+            Some(outbound) = commands.recv() => {
+                if publish_command(&mut framed, version, &mut pending, &mut packet_ids, outbound).await.is_err() {
+                    break;
+                }
+                continue;
+            }
             packet = next => packet,
         };
+        last_inbound = tokio::time::Instant::now();
         let packet = match packet {
             Some(Some(Ok((packet, _)))) => Inbound::from(packet),
             Some(Some(Err(e))) => {
@@ -104,14 +121,55 @@ pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken
         };
         // Boxed: the handling future is large (store calls) and needed only while a packet is
         // handled; inline, every idle connection would carry its space.
-        match Box::pin(handle(&mut framed, version, &state, &mut gateway, &client_id, packet)).await {
+        let handled = handle(
+            &mut framed,
+            version,
+            &state,
+            &mut gateway,
+            &mut pending,
+            &client_id,
+            packet,
+        );
+        match Box::pin(handled).await {
             Ok(true) => release_buffers(&mut framed),
             Ok(false) | Err(()) => break,
         }
     }
     metrics::gauge!("devicecloud_mqtt_connections").decrement(1.0);
     state.gateways.unregister(&gateway.id, connection);
+    // Callers waiting for an answer learn now that none will come on this connection.
+    drop(pending);
     Box::pin(gateway.ended(&state, taken_over)).await;
+}
+
+/// Packet identifiers of the cloud's QoS 1 publishes: 1 to 65535, then round again (MQTT 3.1.1
+/// §2.3.1). The gateway's PUBACKs need no tracking: a command not answered in time fails anyway.
+#[derive(Debug, Default)]
+struct PacketIds(u16);
+
+impl PacketIds {
+    fn next(&mut self) -> NonZeroU16 {
+        self.0 = self.0.checked_add(1).unwrap_or(1);
+        NonZeroU16::new(self.0).unwrap_or(NonZeroU16::MIN)
+    }
+}
+
+/// Publishes one command request at QoS 1 and remembers its caller; a request whose caller
+/// already gave up is not published. `Err` on a write failure.
+async fn publish_command(
+    framed: &mut Transport,
+    version: Version,
+    pending: &mut Pending,
+    packet_ids: &mut PacketIds,
+    outbound: Box<Outbound>,
+) -> Result<(), ()> {
+    let Some((request_id, payload)) = pending.insert(*outbound) else {
+        return Ok(());
+    };
+    let packet = packets::publish(version, command_topic(&request_id), payload, packet_ids.next());
+    framed.send(packet).await.map_err(drop)?;
+    release_buffers(framed);
+    Ok(())
 }
 
 /// Lets go of buffer space an idle connection does not need: the framing starts with 8 KiB for
@@ -133,6 +191,7 @@ async fn handle(
     version: Version,
     state: &AppState,
     gateway: &mut Gateway,
+    pending: &mut Pending,
     client_id: &str,
     packet: Inbound,
 ) -> Result<bool, ()> {
@@ -157,9 +216,19 @@ async fn handle(
                 GatewayTopic::Events => gateway.events(state, &payload).await.map(drop),
                 GatewayTopic::Devices => gateway.devices(state, &payload).await.map(drop),
                 GatewayTopic::Power => gateway.power(state, &payload).await,
-                // Command responses are routed by the command router (not part of this endpoint yet):
-                // acknowledged so that gateways do not resend them.
-                GatewayTopic::Response { .. } => Ok(()),
+                // An answer goes to the caller waiting for it; a late or unknown one is dropped.
+                // An unreadable one fails its caller and is recorded as a rejection.
+                GatewayTopic::Response { request_id } => match parse_response(&payload) {
+                    Ok(response) => {
+                        pending.resolve(&request_id, Ok(response));
+                        Ok(())
+                    }
+                    Err(rejection) => {
+                        pending.resolve(&request_id, Err(rejection.description()));
+                        let topic = GatewayTopic::Response { request_id }.as_topic();
+                        Err(gateway.reject(state, &topic, rejection).await)
+                    }
+                },
             };
             match outcome {
                 // A rejected message is still acknowledged, so it is not sent again (§5).

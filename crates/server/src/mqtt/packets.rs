@@ -214,3 +214,23 @@ pub fn pingresp(version: Version) -> MqttPacket {
         Version::V5 => MqttPacket::V5(v5::Packet::PingResponse),
     }
 }
+
+/// A QoS 1 PUBLISH from the cloud (a command request, device-protocol §9).
+pub fn publish(version: Version, topic: String, payload: Vec<u8>, packet_id: NonZeroU16) -> MqttPacket {
+    let publish = Box::new(rmqtt_codec::types::Publish {
+        dup: false,
+        retain: false,
+        qos: QoS::AtLeastOnce,
+        topic: topic.into(),
+        packet_id: Some(packet_id),
+        payload: Bytes::from(payload),
+        properties: match version {
+            Version::V3 => None,
+            Version::V5 => Some(v5::PublishProperties::default()),
+        },
+    });
+    match version {
+        Version::V3 => MqttPacket::V3(v3::Packet::Publish(publish)),
+        Version::V5 => MqttPacket::V5(v5::Packet::Publish(publish)),
+    }
+}

@@ -1,12 +1,15 @@
 //! The live gateway connections of this node, by device id: a second connection of the same
-//! gateway takes over from the first (device-protocol §1), and a rotated token or an archived
-//! device ends the connection at once (contract §2).
+//! gateway takes over from the first (device-protocol §1), a rotated token or an archived
+//! device ends the connection at once (contract §2), and commands reach the live connection
+//! through its queue (device-protocol §9).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+
+use crate::commands::Outbound;
 
 /// Why a connection is told to end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,8 +20,28 @@ pub enum Kick {
     Revoked,
 }
 
-/// A live connection: its id and where it is told to end.
-type Live = (u64, watch::Sender<Option<Kick>>);
+/// Commands a connection may have queued before it publishes them; a full queue makes callers
+/// wait (within their command timeout) instead of growing memory.
+const COMMAND_QUEUE: usize = 16;
+
+/// A live connection: its id, where it is told to end, and where its commands go.
+#[derive(Debug)]
+struct Live {
+    id: u64,
+    kick: watch::Sender<Option<Kick>>,
+    commands: mpsc::Sender<Box<Outbound>>,
+}
+
+/// What a connection receives when it registers.
+#[derive(Debug)]
+pub struct Registration {
+    /// The connection's id, for [`GatewayRegistry::unregister`].
+    pub id: u64,
+    /// Where it learns that it must end.
+    pub kicked: watch::Receiver<Option<Kick>>,
+    /// Command requests to publish to the gateway.
+    pub commands: mpsc::Receiver<Box<Outbound>>,
+}
 
 #[derive(Debug, Default)]
 pub struct GatewayRegistry {
@@ -27,23 +50,28 @@ pub struct GatewayRegistry {
 }
 
 impl GatewayRegistry {
-    /// Registers a connection of `device`; an earlier one is told it was taken over. Returns
-    /// the connection's id and where it learns that it must end.
-    pub fn register(&self, device: &str) -> (u64, watch::Receiver<Option<Kick>>) {
+    /// Registers a connection of `device`; an earlier one is told it was taken over.
+    pub fn register(&self, device: &str) -> Registration {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = watch::channel(None);
+        let (kick, kicked) = watch::channel(None);
+        // Items are boxed so that the channel's first block stays small on idle connections.
+        let (commands, receiver) = mpsc::channel(COMMAND_QUEUE);
         if let Ok(mut live) = self.live.lock()
-            && let Some((_, previous)) = live.insert(device.to_string(), (id, tx))
+            && let Some(previous) = live.insert(device.to_string(), Live { id, kick, commands })
         {
-            let _ = previous.send(Some(Kick::TakenOver));
+            let _ = previous.kick.send(Some(Kick::TakenOver));
         }
-        (id, rx)
+        Registration {
+            id,
+            kicked,
+            commands: receiver,
+        }
     }
 
     /// Forgets a connection that ended, unless a newer one already took its place.
     pub fn unregister(&self, device: &str, id: u64) {
         if let Ok(mut live) = self.live.lock()
-            && live.get(device).is_some_and(|(current, _)| *current == id)
+            && live.get(device).is_some_and(|l| l.id == id)
         {
             live.remove(device);
         }
@@ -52,9 +80,19 @@ impl GatewayRegistry {
     /// Ends the live connection of `device`, if any.
     pub fn revoke(&self, device: &str) {
         if let Ok(mut live) = self.live.lock()
-            && let Some((_, tx)) = live.remove(device)
+            && let Some(l) = live.remove(device)
         {
-            let _ = tx.send(Some(Kick::Revoked));
+            let _ = l.kick.send(Some(Kick::Revoked));
         }
+    }
+
+    /// Where commands for `device` go, `None` when it has no live connection on this node.
+    pub fn commands(&self, device: &str) -> Option<mpsc::Sender<Box<Outbound>>> {
+        self.live.lock().ok()?.get(device).map(|l| l.commands.clone())
+    }
+
+    /// Whether `device` has a live connection on this node.
+    pub fn is_connected(&self, device: &str) -> bool {
+        self.live.lock().is_ok_and(|live| live.contains_key(device))
     }
 }

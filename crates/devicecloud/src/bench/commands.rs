@@ -1,0 +1,121 @@
+//! `bench commands`: pings through the whole command path — HTTP → command router → MQTT →
+//! simulated gateway → MQTT → HTTP answer — against a `devicecloud serve` child on loopback,
+//! across many gateways of a simulated fleet running in this process.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use devicecloud_simulator::{Fleet, FleetOptions, Provisioner};
+
+use super::server::ServerUnderTest;
+
+/// What `bench commands` takes.
+pub struct CommandsOptions {
+    pub gateways: usize,
+    pub seconds: u64,
+    pub connections: usize,
+    pub database_url: Option<String>,
+}
+
+pub async fn commands(options: CommandsOptions) -> Result<()> {
+    let CommandsOptions {
+        gateways,
+        seconds,
+        connections,
+        database_url,
+    } = options;
+    let server = ServerUnderTest::start(database_url).await?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(connections * 2)
+        .build()?;
+    let (_, admin) = server.administrator(&http).await?;
+    let provisioner = Provisioner::new(&server.base, &admin);
+    let group = provisioner.create_group("bench commands").await?;
+    let specs = provisioner.fleet(&group, "BENCH-CMD", gateways).await?;
+    let ids: Vec<String> = specs.iter().filter_map(|s| s.id.clone()).collect();
+    // Commands only: the gateways send no measurements, so the figures are the command path's.
+    let fleet = Fleet::start(specs, FleetOptions::new(server.mqtt, Duration::ZERO));
+    if !fleet.wait_connected(gateways, Duration::from_secs(60)).await {
+        bail!("only {} of {gateways} gateways connected", fleet.stats().connected);
+    }
+    let urls: Arc<Vec<String>> = Arc::new(
+        ids.iter()
+            .map(|id| format!("{}/api/v2/physical-device/{id}/ping", server.base))
+            .collect(),
+    );
+    run(&http, &urls, &admin, connections, Duration::from_secs(1)).await?;
+    let summary = run(&http, &urls, &admin, connections, Duration::from_secs(seconds)).await?;
+    let answered = fleet.stats().commands;
+    fleet.stop().await;
+    server.stop(false).await;
+
+    println!("bench commands: {gateways} gateways, {connections} concurrent callers, {seconds} s of GET …/ping");
+    println!("{:<36} {:>12} {:>10} {:>10}", "path", "commands/s", "p50 ms", "p99 ms");
+    println!(
+        "{:<36} {:>12.0} {:>10.3} {:>10.3}",
+        "HTTP → MQTT → gateway → HTTP", summary.rate, summary.p50_ms, summary.p99_ms
+    );
+    println!(
+        "{} commands answered by the fleet; targets: p50 <= 2 ms, p99 <= 10 ms, >= 5000 commands/s",
+        answered
+    );
+    Ok(())
+}
+
+struct Summary {
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// `connections` callers ping gateways in turn, back to back, for `duration`; every answer
+/// must be the gateway's pong.
+async fn run(
+    http: &reqwest::Client,
+    urls: &Arc<Vec<String>>,
+    token: &str,
+    connections: usize,
+    duration: Duration,
+) -> Result<Summary> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut workers = Vec::new();
+    for worker in 0..connections {
+        let (http, urls, bearer) = (http.clone(), urls.clone(), format!("Bearer {token}"));
+        workers.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(16_384);
+            let mut next = worker;
+            while Instant::now() < deadline {
+                let url = urls.get(next % urls.len()).context("no gateways")?;
+                next += connections;
+                let t = Instant::now();
+                let response = http.get(url).header("authorization", &bearer).send().await?;
+                let status = response.status();
+                let body = response.bytes().await?;
+                if !status.is_success() || !body.windows(6).any(|w| w == b"\"pong\"") {
+                    bail!("{url} answered {status}: {}", String::from_utf8_lossy(&body));
+                }
+                latencies.push(t.elapsed().as_micros() as u32);
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    all.sort_unstable();
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0) as f64
+            / 1000.0
+    };
+    Ok(Summary {
+        rate: all.len() as f64 / elapsed,
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+    })
+}

@@ -1,0 +1,102 @@
+//! The command router (device-protocol §9, contract §4–§5): an API command becomes a request
+//! with a fresh id, queued to the gateway's live connection on this node, which publishes it at
+//! QoS 1 and hands back the response published on `v1/gateway/responses/<request_id>`.
+//!
+//! Waiting callers live in the connection that carries their request ([`Pending`]): when the
+//! connection ends, its waiters fail at once; a caller that gives up (timeout) drops its end,
+//! and the connection forgets it at its next command or answer, so nothing leaks.
+
+mod log;
+mod pending;
+
+use std::time::Duration;
+
+use devicecloud_protocol::{CommandRequest, CommandResponse};
+use tokio::sync::oneshot;
+
+pub use log::{CommandLog, CommandRecord};
+pub use pending::Pending;
+
+use crate::state::AppState;
+
+/// What the gateway sent back for one request: the response, or why it could not be read.
+pub type Reply = Result<CommandResponse, String>;
+
+/// One request on its way to a connection.
+#[derive(Debug)]
+pub struct Outbound {
+    /// The id the gateway answers on (`v1/gateway/responses/<request_id>`).
+    pub request_id: String,
+    /// The request as published (`{"method": …, "params": …}`).
+    pub payload: Vec<u8>,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<Reply>,
+}
+
+/// Why a command got no answer from the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// No live connection: the request was never published.
+    #[error("device is not online")]
+    Offline,
+    /// The connection ended before an answer came.
+    #[error("device disconnected before answering")]
+    Disconnected,
+    /// No answer within the command timeout.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The answer was not a command response (device-protocol §9); the text says why.
+    #[error("invalid answer: {0}")]
+    BadResponse(String),
+}
+
+impl CommandError {
+    /// The short outcome recorded in the command event.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            CommandError::Offline => "offline",
+            CommandError::Disconnected => "disconnected",
+            CommandError::Timeout(_) => "timeout",
+            CommandError::BadResponse(_) => "invalid response",
+        }
+    }
+}
+
+/// A fresh request id: 32 hexadecimal characters, valid as a topic level
+/// ([`devicecloud_protocol::is_valid_request_id`]).
+pub fn request_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Sends `request` to the live connection of `gateway` and waits for its answer, at most the
+/// configured command timeout (queueing included).
+pub async fn send(
+    state: &AppState,
+    gateway: &str,
+    request_id: String,
+    request: &CommandRequest,
+) -> Result<CommandResponse, CommandError> {
+    let Some(queue) = state.gateways.commands(gateway) else {
+        return Err(CommandError::Offline);
+    };
+    let limit = state.settings.command_timeout;
+    let (reply, answer) = oneshot::channel();
+    let outbound = Box::new(Outbound {
+        request_id,
+        payload: request.to_payload(),
+        reply,
+    });
+    let exchange = async move {
+        // A queue closed meanwhile means the connection ended before publishing.
+        queue.send(outbound).await.map_err(|_| CommandError::Disconnected)?;
+        match answer.await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(why)) => Err(CommandError::BadResponse(why)),
+            // The connection dropped its waiters: it ended.
+            Err(_) => Err(CommandError::Disconnected),
+        }
+    };
+    tokio::time::timeout(limit, exchange)
+        .await
+        .unwrap_or(Err(CommandError::Timeout(limit)))
+}

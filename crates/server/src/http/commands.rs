@@ -1,0 +1,353 @@
+//! Commands to gateways and the assets behind them (specification "Commands to connectivity
+//! modules" and "Commands to Modbus devices", contract §4–§5): rights, body validation, the
+//! request through the command router, and the answer — the device's `{status, payload}` passed
+//! through, or the specification's error body for offline (404, 400 for the counter resets),
+//! timeout (504) and malformed requests (400).
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use devicecloud_protocol::{
+    CommandMethod, CommandRequest, CommandResponse, ModuleKind, parse_modbus_writes, zwave_exclude,
+};
+use devicecloud_store::devices::{self, DeviceRow};
+use devicecloud_store::{device_info, unix_now};
+use serde_json::{Map, Value, json};
+
+use super::devices::require_device;
+use super::validate::json_object;
+use crate::auth::{Caller, Role};
+use crate::commands::{self, CommandError, CommandRecord};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    const BASE: &str = "/api/v2/physical-device/{id}";
+    Router::new()
+        .route(&format!("{BASE}/ping"), get(ping))
+        .route(&format!("{BASE}/restart"), post(restart))
+        .route(&format!("{BASE}/status"), get(status))
+        .route(&format!("{BASE}/request-measurement"), put(request_measurement))
+        .route(
+            &format!("{BASE}/wifi"),
+            get(wifi_scan).put(wifi_connect).delete(wifi_disconnect),
+        )
+        .route(&format!("{BASE}/reset-main-counter"), put(reset_main_counter))
+        .route(&format!("{BASE}/reset-daily-counter"), put(reset_daily_counter))
+        .route(&format!("{BASE}/modbus-write"), put(modbus_write))
+        .route(&format!("{BASE}/zwave-node"), delete(zwave_node))
+}
+
+/// The message of the offline answer (contract §4).
+const OFFLINE: &str = "Device is not online";
+
+/// The addressed device and the gateway that carries its commands (itself, or its parent for
+/// an asset, contract §5).
+struct Target {
+    device: DeviceRow,
+    gateway: DeviceRow,
+    kind: Option<ModuleKind>,
+}
+
+/// The device `id` as the caller may command it: 404 when invisible, 401 below operator.
+async fn target(state: &AppState, caller: &Caller, id: &str) -> Result<Target, ApiError> {
+    let device = require_device(state, caller, id, Role::Operator).await?;
+    let gateway = match &device.id_parent {
+        Some(parent) => devices::get(&state.db, parent)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Physical device", id))?,
+        None => device.clone(),
+    };
+    let kind = gateway.kind.as_deref().and_then(|k| k.parse().ok());
+    Ok(Target { device, gateway, kind })
+}
+
+/// Sends `request` to the target's gateway, records the command, and answers.
+async fn run(
+    state: &AppState,
+    caller: &Caller,
+    target: &Target,
+    request: CommandRequest,
+) -> Result<Response, ApiError> {
+    let method = request.method;
+    let request_id = commands::request_id();
+    let mut record = CommandRecord {
+        id_group: target.device.id_group.clone(),
+        source_device: target.device.id_physical_device.clone(),
+        method: method.as_str(),
+        caller: caller.id_user.clone(),
+        request_id: request_id.clone(),
+        outcome: String::new(),
+        occurred_at: unix_now(),
+    };
+    // A kind without the method (Wi-Fi on a GO module) answers as the device layer would: the
+    // specification's only Wi-Fi failure, 501 `Wifi disabled`. Nothing is published.
+    if target.kind.is_some_and(|kind| !method.supported_by(kind)) {
+        record.outcome = "not supported".into();
+        state.command_log.record(record).await;
+        return Ok(device_answer(&CommandResponse::failure(501, "Wifi disabled")));
+    }
+    let outcome = commands::send(state, &target.gateway.id_physical_device, request_id, &request).await;
+    record.outcome = match &outcome {
+        Ok(response) => response.status.to_string(),
+        Err(e) => e.outcome().to_string(),
+    };
+    metrics::counter!("devicecloud_commands_total", "method" => method.as_str(), "outcome" => record.outcome.clone())
+        .increment(1);
+    state.command_log.record(record).await;
+    let response = outcome.map_err(|e| command_error(method, e))?;
+    if method == CommandMethod::Status && response.status == 200 && response.payload.is_object() {
+        device_info::set(
+            &state.db,
+            &target.gateway.id_physical_device,
+            &response.payload.to_string(),
+            unix_now(),
+        )
+        .await?;
+    }
+    Ok(device_answer(&response))
+}
+
+/// The HTTP answer of a command that failed before the device answered.
+fn command_error(method: CommandMethod, error: CommandError) -> ApiError {
+    // The counter resets answer 400 where the others answer 404 (specification, Errors).
+    let offline_status = match method {
+        CommandMethod::ResetMainCounter | CommandMethod::ResetDailyCounter => StatusCode::BAD_REQUEST,
+        _ => StatusCode::NOT_FOUND,
+    };
+    match error {
+        CommandError::Offline => ApiError::Status(offline_status, OFFLINE.into()),
+        CommandError::Disconnected => ApiError::Status(
+            offline_status,
+            "Device is not online: it disconnected before answering".into(),
+        ),
+        CommandError::Timeout(limit) => ApiError::Status(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("The device did not answer within {} ms.", limit.as_millis()),
+        ),
+        CommandError::BadResponse(why) => {
+            ApiError::Status(StatusCode::BAD_GATEWAY, format!("The device answered invalidly: {why}"))
+        }
+    }
+}
+
+/// The device's envelope `{status, payload}` under its own status. A status HTTP cannot carry
+/// with a body (1xx, 204, 205, 304) becomes 502.
+fn device_answer(response: &CommandResponse) -> Response {
+    let status = StatusCode::from_u16(response.status)
+        .ok()
+        .filter(|s| s.as_u16() >= 200 && !matches!(s.as_u16(), 204 | 205 | 304));
+    match status {
+        Some(status) => (
+            status,
+            axum::Json(json!({"status": response.status, "payload": response.payload})),
+        )
+            .into_response(),
+        None => ApiError::Status(
+            StatusCode::BAD_GATEWAY,
+            format!("The device answered with status {}.", response.status),
+        )
+        .into_response(),
+    }
+}
+
+/// A command without parameters to the device `id`.
+async fn simple(state: AppState, caller: Caller, id: String, method: CommandMethod) -> Result<Response, ApiError> {
+    let target = target(&state, &caller, &id).await?;
+    run(&state, &caller, &target, CommandRequest::new(method)).await
+}
+
+/// `GET …/ping`: `{data: "pong", result: "success"}` from an online module.
+#[utoipa::path(get, path = "/api/v2/physical-device/{id}/ping", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {data: pong, result: success}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn ping(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    simple(state, caller, id, CommandMethod::Ping).await
+}
+
+/// `POST …/restart`: the module answers, then reconnects.
+#[utoipa::path(post, path = "/api/v2/physical-device/{id}/restart", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {result: success}}; the gateway reconnects"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn restart(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    simple(state, caller, id, CommandMethod::Restart).await
+}
+
+/// `GET …/status`: the self-test payload, also kept as the device's `deviceInfo`.
+#[utoipa::path(get, path = "/api/v2/physical-device/{id}/status", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: <self-test>}; kept as deviceInfo"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn status(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    simple(state, caller, id, CommandMethod::Status).await
+}
+
+/// `PUT …/request-measurement`: the module asks its assets for their latest values.
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/request-measurement", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {result: success}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn request_measurement(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    simple(state, caller, id, CommandMethod::RequestMeasurement).await
+}
+
+/// `GET …/wifi`: scan.
+#[utoipa::path(get, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn wifi_scan(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    simple(state, caller, id, CommandMethod::WifiScan).await
+}
+
+/// `DELETE …/wifi`: disconnect.
+#[utoipa::path(delete, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn wifi_disconnect(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    simple(state, caller, id, CommandMethod::WifiDisconnect).await
+}
+
+/// `PUT …/wifi` with `{ssid, password?}`: connect. A missing or empty `ssid`, or a
+/// `password` that is not a string, answers 400.
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
+    request_body(content = Object, description = "{ssid, password?}"),
+    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 400, description = "Malformed body"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn wifi_connect(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let target = target(&state, &caller, &id).await?;
+    let body = json_object(&body)?;
+    let ssid = match body.get("ssid") {
+        Some(Value::String(ssid)) if !ssid.is_empty() => ssid,
+        _ => {
+            return Err(ApiError::BadRequest(
+                "ssid is required and must be a non-empty string.".into(),
+            ));
+        }
+    };
+    let password = match body.get("password") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(p)) => Some(p.as_str()),
+        Some(_) => return Err(ApiError::BadRequest("password must be a string.".into())),
+    };
+    run(&state, &caller, &target, CommandRequest::wifi_connect(ssid, password)).await
+}
+
+/// `PUT …/reset-main-counter`: `{"status": 200, "payload": {"status": "200"}}`.
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/reset-main-counter", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {status: 200}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn reset_main_counter(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    simple(state, caller, id, CommandMethod::ResetMainCounter).await
+}
+
+/// `PUT …/reset-daily-counter`: as the main counter.
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/reset-daily-counter", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {status: 200, payload: {status: 200}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn reset_daily_counter(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    simple(state, caller, id, CommandMethod::ResetDailyCounter).await
+}
+
+/// `PUT …/modbus-write` with one `{datatype, value}` or an array of them: 400 with the reason
+/// for a malformed body, else the gateway's answer.
+#[utoipa::path(put, path = "/api/v2/physical-device/{id}/modbus-write", tag = "commands", params(("id" = String, Path)),
+    request_body(content = Object, description = "{datatype, value} or an array of them"),
+    responses((status = 200, description = "200: {status: 200, payload: {result: success}}"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn modbus_write(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let target = target(&state, &caller, &id).await?;
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("Invalid JSON data in request body: {e}")))?;
+    let writes = parse_modbus_writes(&body).map_err(|message| ApiError::BadRequest(format!("{message}.")))?;
+    run(&state, &caller, &target, CommandRequest::modbus_write(&writes)).await
+}
+
+/// `DELETE …/zwave-node`: asks the node's gateway to exclude it. The gateway's acceptance is
+/// answered, unwrapped, as `{fromCloud, message, routeToPollEvents, tips}`; the outcome follows
+/// as event 420 on the node. A refusal by the gateway passes through as `{status, payload}`.
+#[utoipa::path(delete, path = "/api/v2/physical-device/{id}/zwave-node", tag = "commands", params(("id" = String, Path)),
+    responses((status = 200, description = "200: {fromCloud, message, routeToPollEvents, tips} (not wrapped)"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    security(("bearer" = [])))]
+pub async fn zwave_node(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let target = target(&state, &caller, &id).await?;
+    let kind = target.device.id_device_type.to_ascii_lowercase();
+    if target.device.id_parent.is_none() || !matches!(kind.as_str(), "zwave" | "asset") {
+        return Err(ApiError::BadRequest(format!(
+            "Physical device {id} is not a Z-wave node behind a gateway."
+        )));
+    }
+    let answer = run(&state, &caller, &target, zwave_exclude(&target.device.serial_hardware)).await?;
+    if answer.status() != StatusCode::OK {
+        return Ok(answer);
+    }
+    let node = &target.device.id_physical_device;
+    // What the event 420 values mean (contract §5), from the event catalogue.
+    let tips: Vec<Value> = crate::event_catalogue::lookup(crate::event_types::ZWAVE_EXCLUSION)
+        .map(|t| t.values)
+        .unwrap_or_default()
+        .iter()
+        .map(|v| json!({"value": v.value, "description": v.description}))
+        .collect();
+    let mut body = Map::new();
+    // The gateway itself accepted the request: the answer did not come from the cloud alone.
+    body.insert("fromCloud".into(), json!(false));
+    body.insert(
+        "message".into(),
+        json!(format!(
+            "Exclusion of Z-wave node {} requested from gateway {}; poll routeToPollEvents for the outcome.",
+            target.device.serial_hardware, target.gateway.serial_hardware
+        )),
+    );
+    body.insert(
+        "routeToPollEvents".into(),
+        json!(format!(
+            "/api/v2/event?filter[source_device]={node}&filter[event_type]={}",
+            crate::event_types::ZWAVE_EXCLUSION
+        )),
+    );
+    body.insert("tips".into(), Value::Array(tips));
+    Ok((StatusCode::OK, axum::Json(Value::Object(body))).into_response())
+}

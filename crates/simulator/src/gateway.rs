@@ -1,0 +1,254 @@
+//! One simulated gateway on the wire (device-protocol §2–§9) with rumqttc: connect, hello,
+//! assets, commands subscription, measurements at its rate, an answer to every command, and
+//! the effects that follow (restart reconnects, GO power cycles, Z-wave outcome events).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use devicecloud_protocol::{
+    COMMANDS_FILTER, CommandRequest, Event, GatewayTopic, Power, PowerState, Timestamp, devices_payload,
+    events_payload, measurements_payload,
+};
+use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::model::{FollowUp, Model, ZWAVE_EXCLUSION_EVENT};
+use crate::{Behaviour, FleetOptions, FleetStats, GatewaySpec};
+
+/// What the connection's poller hands to the gateway.
+enum Incoming {
+    /// The subscription is acknowledged: hello and assets are processed, commands will come.
+    Ready,
+    /// A command request: its id and payload.
+    Command(String, Vec<u8>),
+    /// The connection ended.
+    Closed,
+}
+
+/// Why a session ended.
+enum Ended {
+    Shutdown,
+    /// Reconnect after this pause (restart, power cycle, lost connection).
+    Reconnect(Duration),
+}
+
+/// Unix time now, in seconds.
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Runs the gateway until `shutdown`, reconnecting whenever a session ends.
+pub async fn run(
+    spec: GatewaySpec,
+    seed: u64,
+    options: Arc<FleetOptions>,
+    stats: Arc<FleetStats>,
+    shutdown: CancellationToken,
+) {
+    let mut model = Model::new(&spec.serial, spec.kind, spec.wifi_enabled, seed, now());
+    loop {
+        match session(&spec, &mut model, &options, &stats, &shutdown).await {
+            Ended::Shutdown => return,
+            Ended::Reconnect(pause) => {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                model.rebooted(now());
+            }
+        }
+    }
+}
+
+/// One MQTT connection, from CONNECT to its end.
+async fn session(
+    spec: &GatewaySpec,
+    model: &mut Model,
+    options: &FleetOptions,
+    stats: &FleetStats,
+    shutdown: &CancellationToken,
+) -> Ended {
+    let mut mqtt = MqttOptions::new(spec.serial.clone(), options.mqtt_host.clone(), options.mqtt_port);
+    mqtt.set_credentials(spec.serial.clone(), spec.token.clone());
+    mqtt.set_keep_alive(Duration::from_secs(30));
+    mqtt.set_max_packet_size(256 * 1024, 256 * 1024);
+    let (client, mut eventloop) = AsyncClient::new(mqtt, 64);
+    let (tx, mut incoming) = mpsc::channel(64);
+    // The poller drives the connection; it stops at the first error so that this gateway, not
+    // rumqttc, decides when to reconnect.
+    let poller = tokio::spawn(async move {
+        loop {
+            match eventloop.poll().await {
+                Ok(MqttEvent::Incoming(Packet::SubAck(_))) => {
+                    let _ = tx.send(Incoming::Ready).await;
+                }
+                Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
+                    if let Some(id) = p.topic.strip_prefix("v1/gateway/commands/") {
+                        let _ = tx.send(Incoming::Command(id.to_string(), p.payload.to_vec())).await;
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = tx.send(Incoming::Closed).await;
+                    return;
+                }
+            }
+        }
+    });
+    let ended = connected(spec, model, options, stats, shutdown, &client, &mut incoming).await;
+    let _ = client.disconnect().await;
+    // Give the poller a moment to flush the last answer and the DISCONNECT.
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(message) = incoming.recv().await {
+            if matches!(message, Incoming::Closed) {
+                break;
+            }
+        }
+    })
+    .await;
+    poller.abort();
+    ended
+}
+
+async fn publish(client: &AsyncClient, topic: GatewayTopic, payload: Vec<u8>) -> bool {
+    client
+        .publish(topic.as_topic(), QoS::AtLeastOnce, false, payload)
+        .await
+        .is_ok()
+}
+
+async fn connected(
+    spec: &GatewaySpec,
+    model: &mut Model,
+    options: &FleetOptions,
+    stats: &FleetStats,
+    shutdown: &CancellationToken,
+    client: &AsyncClient,
+    incoming: &mut mpsc::Receiver<Incoming>,
+) -> Ended {
+    let retry = Ended::Reconnect(Duration::from_secs(1));
+    // Hello first, then assets, then the subscription: the server handles a connection's
+    // packets in order, so SUBACK means the gateway is known connected with its assets.
+    if !publish(client, GatewayTopic::Hello, model.hello().to_payload()).await
+        || !publish(client, GatewayTopic::Devices, devices_payload(&model.assets())).await
+        || client.subscribe(COMMANDS_FILTER, QoS::AtLeastOnce).await.is_err()
+    {
+        return retry;
+    }
+    let mut ready = false;
+    // A zero interval sends no measurements; the timer then only needs a valid period.
+    let period = if options.interval.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        options.interval
+    };
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let power_cycle = async {
+        match (spec.kind, options.power_cycle) {
+            (devicecloud_protocol::ModuleKind::Go, Some(every)) => tokio::time::sleep(every).await,
+            _ => std::future::pending().await,
+        }
+    };
+    tokio::pin!(power_cycle);
+    let ended = loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break Ended::Shutdown,
+            _ = tick.tick(), if ready && options.interval > Duration::ZERO => {
+                let readings = model.measurements(now());
+                if !publish(client, GatewayTopic::Measurements, measurements_payload(&readings)).await {
+                    break retry;
+                }
+                stats.measurements.fetch_add(readings.len() as u64, Ordering::Relaxed);
+            }
+            () = &mut power_cycle => {
+                // "The device is turned off": the data session closes; turned on again, a new one opens.
+                let off = Power { state: PowerState::Off };
+                publish(client, GatewayTopic::Power, off.to_payload()).await;
+                stats.power_cycles.fetch_add(1, Ordering::Relaxed);
+                break Ended::Reconnect(Duration::from_secs(2));
+            }
+            message = incoming.recv() => match message {
+                Some(Incoming::Ready) => {
+                    if !ready {
+                        ready = true;
+                        stats.connected.fetch_add(1, Ordering::Relaxed);
+                        stats.connects.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Some(Incoming::Command(id, payload)) => {
+                    if let Some(ended) = command(spec, model, stats, client, id, &payload).await {
+                        break ended;
+                    }
+                }
+                Some(Incoming::Closed) | None => break retry,
+            },
+        }
+    };
+    if ready {
+        stats.connected.fetch_sub(1, Ordering::Relaxed);
+    }
+    ended
+}
+
+/// Answers one command as the gateway's behaviour says; `Some` when the session must end.
+async fn command(
+    spec: &GatewaySpec,
+    model: &mut Model,
+    stats: &FleetStats,
+    client: &AsyncClient,
+    request_id: String,
+    payload: &[u8],
+) -> Option<Ended> {
+    let Ok(request) = CommandRequest::parse(payload) else {
+        // An unreadable request gets a 400 from the device, as firmware would answer.
+        let response = devicecloud_protocol::CommandResponse::failure(400, "Invalid request");
+        publish(client, GatewayTopic::Response { request_id }, response.to_payload()).await;
+        return None;
+    };
+    let (response, follow_up) = model.answer(&request, now());
+    let topic = GatewayTopic::Response { request_id };
+    match spec.behaviour {
+        Behaviour::Silent => return None,
+        Behaviour::Slow(delay) => {
+            // Answered later without holding up this gateway's other traffic.
+            let client = client.clone();
+            let payload = response.to_payload();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                publish(&client, topic, payload).await;
+            });
+        }
+        Behaviour::Normal => {
+            if !publish(client, topic, response.to_payload()).await {
+                return Some(Ended::Reconnect(Duration::from_secs(1)));
+            }
+        }
+    }
+    stats.commands.fetch_add(1, Ordering::Relaxed);
+    match follow_up? {
+        FollowUp::Restart => Some(Ended::Reconnect(Duration::from_millis(200))),
+        FollowUp::PublishLatest => {
+            let readings = model.measurements(now());
+            publish(client, GatewayTopic::Measurements, measurements_payload(&readings)).await;
+            stats.measurements.fetch_add(readings.len() as u64, Ordering::Relaxed);
+            None
+        }
+        FollowUp::ZwaveOutcome { node, value } => {
+            let event = Event {
+                device: Some(node),
+                ts: Timestamp::from_unix_f64(now()),
+                event_type: ZWAVE_EXCLUSION_EVENT,
+                value,
+                datatype: None,
+            };
+            publish(client, GatewayTopic::Events, events_payload(&[event])).await;
+            None
+        }
+    }
+}

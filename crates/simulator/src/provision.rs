@@ -1,0 +1,76 @@
+//! Gateways for a fleet, provisioned through the REST API (contract §2) with a bearer token of
+//! a manager (or an administrator, who may also create the group).
+
+use devicecloud_protocol::ModuleKind;
+use serde_json::{Value, json};
+
+use crate::{GatewaySpec, SimulatorError};
+
+/// A REST API client for provisioning.
+#[derive(Debug, Clone)]
+pub struct Provisioner {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Provisioner {
+    /// `base` is the API's address (`http://127.0.0.1:8080`), `token` a bearer token.
+    pub fn new(base: &str, token: &str) -> Provisioner {
+        Provisioner {
+            http: reqwest::Client::new(),
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<Value, SimulatorError> {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| SimulatorError::Api(e.to_string()))?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| SimulatorError::Api(e.to_string()))?;
+        if !status.is_success() {
+            return Err(SimulatorError::Api(format!("POST {path}: {status}: {text}")));
+        }
+        serde_json::from_str(&text).map_err(|e| SimulatorError::Api(format!("POST {path}: {e}")))
+    }
+
+    /// Creates a group (administrators only) and returns its id.
+    pub async fn create_group(&self, label: &str) -> Result<String, SimulatorError> {
+        let body = self.post("/api/v2/group", &json!({"label": label})).await?;
+        field(&body, "id_group")
+    }
+
+    /// Provisions one gateway in `id_group`; its device token comes back this once.
+    pub async fn gateway(&self, id_group: &str, serial: &str, kind: ModuleKind) -> Result<GatewaySpec, SimulatorError> {
+        let body = json!({"id_group": id_group, "serial_hardware": serial, "kind": kind.as_str(), "label": format!("Simulated {kind}")});
+        let created = self.post("/api/v2/physical-device", &body).await?;
+        Ok(GatewaySpec {
+            id: Some(field(&created, "id_physical_device")?),
+            ..GatewaySpec::new(serial, &field(&created, "device_token")?, kind)
+        })
+    }
+
+    /// Provisions `count` gateways named `<prefix>-<n>` in `id_group`, kinds in turn GO, CORE,
+    /// PLUS.
+    pub async fn fleet(&self, id_group: &str, prefix: &str, count: usize) -> Result<Vec<GatewaySpec>, SimulatorError> {
+        let mut specs = Vec::with_capacity(count);
+        for (i, kind) in crate::mixed_kinds(count).into_iter().enumerate() {
+            specs.push(self.gateway(id_group, &format!("{prefix}-{}", i + 1), kind).await?);
+        }
+        Ok(specs)
+    }
+}
+
+fn field(body: &Value, name: &str) -> Result<String, SimulatorError> {
+    body[name]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| SimulatorError::Api(format!("answer without {name}: {body}")))
+}
