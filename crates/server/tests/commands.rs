@@ -192,6 +192,13 @@ async fn ping_status_request_measurement_and_restart() {
         .expect("the self-test is kept as deviceInfo");
     assert_eq!(serde_json::from_str::<Value>(&stored).unwrap(), *payload);
     assert!(at > 0);
+    // And served as the device's `deviceInfo` expand.
+    let path = format!(
+        "/api/v2/physical-device/{}?expand=deviceInfo&fields=deviceInfo",
+        id(&gw)
+    );
+    let device = send(s.app.get(&path, &s.admin)).await.expect(200).json();
+    assert_eq!(device["deviceInfo"], json!({"updated_at": at, "payload": payload}));
 
     let reply = s
         .command(Method::PUT, id(&gw), "request-measurement", &s.admin, None)
