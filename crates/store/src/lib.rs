@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod memberships;
 pub mod sessions;
 pub mod tokens;
+pub mod webhooks;
 
 pub use collection::{Column, ListRequest, Listing, attributes, names};
 pub use db::{Backend, Db};

@@ -6,7 +6,7 @@ use axum::routing::get;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
-use super::{devices, gateway, groups, health, oauth, users};
+use super::{devices, gateway, groups, health, oauth, users, webhooks};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -19,6 +19,7 @@ use crate::state::AppState;
         gateway::measurements, gateway::events,
         devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
         health::healthz, health::readyz, health::metrics_text,
+        webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
     ),
     modifiers(&BearerAuth),
 )]
