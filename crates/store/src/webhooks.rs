@@ -486,20 +486,28 @@ pub async fn record_attempt(db: &Db, delivery: &DeliveryRow, attempt: &Attempt<'
         .bind(attempt.attempt)
         .execute(&mut *tx)
         .await?;
+        // `$1` is the delivery in every statement, bound first.
+        let id = &delivery.id_delivery;
         let query = match outcome {
-            Outcome::Delivered => sqlx::query("DELETE FROM webhook_deliveries WHERE id_delivery = $1"),
+            Outcome::Delivered => sqlx::query("DELETE FROM webhook_deliveries WHERE id_delivery = $1").bind(id),
             Outcome::RetryAt(at) => {
                 sqlx::query("UPDATE webhook_deliveries SET attempts = $2, next_attempt_ms = $3 WHERE id_delivery = $1")
+                    .bind(id)
                     .bind(attempt.attempt)
                     .bind(at)
             }
             Outcome::Failed => sqlx::query(
                 "UPDATE webhook_deliveries SET attempts = $2, state = 'failed', finished_at = $3 WHERE id_delivery = $1",
             )
+            .bind(id)
             .bind(attempt.attempt)
             .bind(attempt.attempted_at),
         };
-        query.bind(&delivery.id_delivery).execute(&mut *tx).await?;
+        let updated = query.execute(&mut *tx).await?.rows_affected();
+        if updated != 1 {
+            // The webhook was deleted meanwhile (its deliveries with it): nothing to move on.
+            tracing::debug!(delivery = %id, "delivery gone before its attempt was recorded");
+        }
         tx.commit().await
     }
     .await)?;
