@@ -9,6 +9,7 @@ mod idle;
 mod ingest;
 mod publisher;
 mod server;
+mod webhook;
 
 use anyhow::Result;
 
@@ -50,6 +51,25 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 4)]
         gateways: usize,
     },
+    /// Measurements at a paced rate over MQTT to one measurements webhook on loopback: latency
+    /// from PUBACK to the receiver's 2xx, and the outbox at start and end.
+    Webhook {
+        /// Points per second, all gateways together.
+        #[arg(long, default_value_t = 10_000)]
+        rate: usize,
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        #[arg(long, default_value_t = 10)]
+        gateways: usize,
+    },
+    /// The webhook receiver is down while the server is killed (SIGKILL) and restarted under
+    /// load; fails unless every acknowledged point reaches it once it is up.
+    WebhookCrash {
+        #[arg(long, default_value_t = 5)]
+        cycles: usize,
+        #[arg(long, default_value_t = 2)]
+        gateways: usize,
+    },
     /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
     Api {
         /// Groups created before measuring.
@@ -81,6 +101,12 @@ pub async fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
         BenchCommand::Idle { connections } => idle::idle(connections).await,
+        BenchCommand::Webhook {
+            rate,
+            seconds,
+            gateways,
+        } => webhook::latency(rate, seconds, gateways).await,
+        BenchCommand::WebhookCrash { cycles, gateways } => webhook::crash(cycles, gateways).await,
         BenchCommand::Ingest {
             gateways,
             seconds,
