@@ -65,7 +65,10 @@ impl Receiver {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("receiver: {what} did not happen in 30 s; got {:?}", self.requests().len());
+        panic!(
+            "receiver: {what} did not happen in 30 s; got {:?}",
+            self.requests().len()
+        );
     }
 }
 
@@ -157,10 +160,14 @@ async fn setup() -> Setup {
 impl Setup {
     /// Creates a webhook as the administrator; returns the creation answer.
     async fn webhook(&self, body: Value) -> Value {
-        send(self.app.request(Method::POST, "/api/v2/webhook", &self.admin).json(&body))
-            .await
-            .expect(201)
-            .json()
+        send(
+            self.app
+                .request(Method::POST, "/api/v2/webhook", &self.admin)
+                .json(&body),
+        )
+        .await
+        .expect(201)
+        .json()
     }
 
     fn hook_body(&self, kind: &str, formatter: &str, url: &str) -> Value {
@@ -181,7 +188,8 @@ impl Setup {
 
     /// One measurement of datatype 1 with the value `n` at second 1_763_726_400 + n.
     async fn measure_n(&self, n: i64) {
-        self.measure(json!([{"ts": 1_763_726_400 + n, "values": {"1": n}}])).await;
+        self.measure(json!([{"ts": 1_763_726_400 + n, "values": {"1": n}}]))
+            .await;
     }
 
     async fn attempts(&self, id: &str, query: &str) -> Value {
@@ -211,9 +219,7 @@ async fn measurements_arrive_signed_in_order_with_the_fields_of_the_data_endpoin
     for n in 0..20 {
         s.measure_n(n).await;
     }
-    let got = receiver
-        .until("20 items", |got| all_items(got).len() >= 20)
-        .await;
+    let got = receiver.until("20 items", |got| all_items(got).len() >= 20).await;
     let all = all_items(&got);
     assert_eq!(values(&all), (0..20).collect::<Vec<_>>(), "order of the data");
     let first = &all[0];
@@ -322,9 +328,16 @@ async fn retries_after_500_keep_the_delivery_id_and_body_and_then_batch_the_rest
     }
     assert_eq!(values(&items(a)), [0]);
     let rest = all_items(&got[3..]);
-    assert_eq!(values(&rest), (1..10).collect::<Vec<_>>(), "order kept after the retries");
+    assert_eq!(
+        values(&rest),
+        (1..10).collect::<Vec<_>>(),
+        "order kept after the retries"
+    );
     let sizes: Vec<usize> = got.iter().map(|r| items(r).len()).collect();
-    assert!(items(&got[3]).len() > 1, "the waiting records went out as a batch: {sizes:?}");
+    assert!(
+        items(&got[3]).len() > 1,
+        "the waiting records went out as a batch: {sizes:?}"
+    );
 
     let log = s.attempts(id, "?sort=id_attempt").await;
     let list = log["items"].as_array().unwrap();
@@ -337,10 +350,10 @@ async fn retries_after_500_keep_the_delivery_id_and_body_and_then_batch_the_rest
     let failed = failed["items"].as_array().unwrap();
     assert_eq!(failed.len(), 2);
     assert_eq!(failed[0]["status_code"], 503);
-    let bad = send(s.app.get(
-        &format!("/api/v2/webhook/{id}/attempt?filter[nope]=1"),
-        &s.admin,
-    ))
+    let bad = send(
+        s.app
+            .get(&format!("/api/v2/webhook/{id}/attempt?filter[nope]=1"), &s.admin),
+    )
     .await;
     assert_eq!(bad.status, 422, "{}", bad.text);
 }
@@ -415,7 +428,11 @@ async fn events_go_to_events_webhooks_only() {
     assert_eq!(event["source_device"], s.device.as_str());
     let got = points_rx.until("the point", |got| !all_items(got).is_empty()).await;
     assert_eq!(values(&all_items(&got)), [3]);
-    assert!(all_items(&events_rx.requests()).iter().all(|e| e.get("id_event").is_some()));
+    assert!(
+        all_items(&events_rx.requests())
+            .iter()
+            .all(|e| e.get("id_event").is_some())
+    );
 }
 
 #[tokio::test]
@@ -468,9 +485,12 @@ async fn inactive_and_deleted_webhooks_get_nothing() {
     s.measure_n(2).await;
     let got = receiver.until("the point", |got| !all_items(got).is_empty()).await;
     assert_eq!(values(&all_items(&got)), [2], "nothing queued while inactive");
-    send(s.app.request(Method::DELETE, &format!("/api/v2/webhook/{id}"), &s.admin))
-        .await
-        .expect(204);
+    send(
+        s.app
+            .request(Method::DELETE, &format!("/api/v2/webhook/{id}"), &s.admin),
+    )
+    .await
+    .expect(204);
     s.measure_n(3).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(values(&all_items(&receiver.requests())), [2]);
@@ -510,14 +530,23 @@ async fn rights_follow_the_group_roles() {
         assert_eq!(reply.status, 401);
         // Viewers read everything in the group (contract §2).
         send(app.get(&format!("/api/v2/webhook/{id}"), token)).await.expect(200);
-        send(app.get(&format!("/api/v2/webhook/{id}/attempt"), token)).await.expect(200);
+        send(app.get(&format!("/api/v2/webhook/{id}/attempt"), token))
+            .await
+            .expect(200);
     }
     // A group the caller cannot see: 422 on create, 404 on the record, absent from the list.
     let reply = send(app.request(Method::POST, "/api/v2/webhook", &stranger).json(&body)).await;
     assert_eq!(reply.status, 422);
-    assert_eq!(reply.json(), json!([{"field": "id_group", "message": "Group not found."}]));
+    assert_eq!(
+        reply.json(),
+        json!([{"field": "id_group", "message": "Group not found."}])
+    );
     for method in [Method::GET, Method::PATCH, Method::DELETE] {
-        let reply = send(app.request(method, &format!("/api/v2/webhook/{id}"), &stranger).json(&json!({}))).await;
+        let reply = send(
+            app.request(method, &format!("/api/v2/webhook/{id}"), &stranger)
+                .json(&json!({})),
+        )
+        .await;
         assert_eq!(reply.status, 404, "{}", reply.text);
         assert_error(&reply.json(), 404);
     }
@@ -534,17 +563,25 @@ async fn rights_follow_the_group_roles() {
     let made = reply.json();
     assert!(location.ends_with(&format!("/api/v2/webhook/{}", made["id_webhook"].as_str().unwrap())));
     let patched = send(
-        app.request(Method::PATCH, &format!("/api/v2/webhook/{}", made["id_webhook"].as_str().unwrap()), &manager)
-            .json(&json!({"label": "renamed", "authorization": null})),
+        app.request(
+            Method::PATCH,
+            &format!("/api/v2/webhook/{}", made["id_webhook"].as_str().unwrap()),
+            &manager,
+        )
+        .json(&json!({"label": "renamed", "authorization": null})),
     )
     .await
     .expect(200)
     .json();
     assert_eq!(patched["label"], "renamed");
     assert_eq!(patched["authorization"], Value::Null);
-    send(app.request(Method::DELETE, &format!("/api/v2/webhook/{}", made["id_webhook"].as_str().unwrap()), &manager))
-        .await
-        .expect(204);
+    send(app.request(
+        Method::DELETE,
+        &format!("/api/v2/webhook/{}", made["id_webhook"].as_str().unwrap()),
+        &manager,
+    ))
+    .await
+    .expect(204);
     let anonymous = send(app.http.get(app.url("/api/v2/webhook"))).await;
     common::assert_invalid_credentials(&anonymous);
 }
@@ -558,13 +595,21 @@ async fn the_authorization_is_masked_and_the_secret_shown_once() {
     let id = created["id_webhook"].as_str().unwrap();
     assert_eq!(created["authorization"], "Bearer ****OKEN");
     assert!(created["secret"].is_string());
-    let one = send(s.app.get(&format!("/api/v2/webhook/{id}"), &s.admin)).await.expect(200);
-    let list = send(s.app.get("/api/v2/webhook?filter[forwarding_type]=measurements", &s.admin))
+    let one = send(s.app.get(&format!("/api/v2/webhook/{id}"), &s.admin))
         .await
         .expect(200);
+    let list = send(
+        s.app
+            .get("/api/v2/webhook?filter[forwarding_type]=measurements", &s.admin),
+    )
+    .await
+    .expect(200);
     for text in [&one.text, &list.text] {
         assert!(!text.contains("0123456789abcdef"), "authorization leaked: {text}");
-        assert!(!text.contains(created["secret"].as_str().unwrap()), "secret leaked: {text}");
+        assert!(
+            !text.contains(created["secret"].as_str().unwrap()),
+            "secret leaked: {text}"
+        );
     }
     let one = one.json();
     assert_eq!(one["authorization"], "Bearer ****OKEN");
@@ -585,13 +630,27 @@ async fn invalid_fields_answer_422_with_the_field_list() {
     let post = |body: Value| send(app.request(Method::POST, "/api/v2/webhook", &s.admin).json(&body));
     let reply = post(json!({})).await;
     assert_eq!(reply.status, 422);
-    let fields: Vec<Value> = reply.json().as_array().unwrap().iter().map(|e| e["field"].clone()).collect();
+    let fields: Vec<Value> = reply
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].clone())
+        .collect();
     assert_eq!(
         fields,
-        [json!("id_group"), json!("label"), json!("forwarding_type"), json!("formatter"), json!("url")]
+        [
+            json!("id_group"),
+            json!("label"),
+            json!("forwarding_type"),
+            json!("formatter"),
+            json!("url")
+        ]
     );
-    let reply = post(json!({"id_group": s.group, "label": "x", "forwarding_type": "logs", "formatter": "xml",
-                           "url": "ftp://example.com/", "authorization": "Bearer a\nb", "is_active": "maybe"}))
+    let reply = post(
+        json!({"id_group": s.group, "label": "x", "forwarding_type": "logs", "formatter": "xml",
+                           "url": "ftp://example.com/", "authorization": "Bearer a\nb", "is_active": "maybe"}),
+    )
     .await;
     assert_eq!(reply.status, 422);
     assert_eq!(
@@ -603,8 +662,10 @@ async fn invalid_fields_answer_422_with_the_field_list() {
             {"field": "is_active", "message": "Is Active must be either \"1\" or \"0\"."}
         ])
     );
-    let reply = post(json!({"id_group": s.group, "label": "x", "forwarding_type": "events", "formatter": "json",
-                           "url": "ftp://example.com/"}))
+    let reply = post(
+        json!({"id_group": s.group, "label": "x", "forwarding_type": "events", "formatter": "json",
+                           "url": "ftp://example.com/"}),
+    )
     .await;
     assert_eq!(reply.status, 422);
     assert_eq!(reply.json()[0]["field"], "url");
@@ -644,8 +705,14 @@ async fn private_addresses_are_refused_unless_allowed() {
     let app = TestApp::spawn().await;
     let (_, admin) = app.admin().await;
     let group = app.create_group(&admin, "Plant").await;
-    for url in ["http://127.0.0.1:8080/hook", "http://10.0.0.8/hook", "http://[::1]/hook", "http://localhost/hook"] {
-        let body = json!({"label": "x", "id_group": group, "forwarding_type": "events", "formatter": "json", "url": url});
+    for url in [
+        "http://127.0.0.1:8080/hook",
+        "http://10.0.0.8/hook",
+        "http://[::1]/hook",
+        "http://localhost/hook",
+    ] {
+        let body =
+            json!({"label": "x", "id_group": group, "forwarding_type": "events", "formatter": "json", "url": url});
         let reply = send(app.request(Method::POST, "/api/v2/webhook", &admin).json(&body)).await;
         assert_eq!(reply.status, 422, "{url}: {}", reply.text);
         assert_eq!(
@@ -660,7 +727,10 @@ async fn private_addresses_are_refused_unless_allowed() {
 async fn formatters_are_listed() {
     let app = TestApp::spawn().await;
     let (_, token) = app.user().await;
-    let list = send(app.get("/api/v2/webhook-formatter", &token)).await.expect(200).json();
+    let list = send(app.get("/api/v2/webhook-formatter", &token))
+        .await
+        .expect(200)
+        .json();
     let names: Vec<&str> = list["items"]
         .as_array()
         .unwrap()

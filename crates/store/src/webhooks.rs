@@ -111,7 +111,8 @@ const fn col(table: &'static str, attr: &'static str, column: &'static str, kind
 /// Creates a webhook and returns it.
 pub async fn create(db: &Db, new: &NewWebhook<'_>, now: i64) -> Result<WebhookRow> {
     let id = new_id();
-    on_pool!(db, |p| sqlx::query(
+    on_pool!(db, |p| {
+        sqlx::query(
         "INSERT INTO webhooks (id_webhook, id_group, label, forwarding_type, formatter, url, authorization_header, \
          secret, is_active, created_at, updated_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)"
     )
@@ -128,7 +129,8 @@ pub async fn create(db: &Db, new: &NewWebhook<'_>, now: i64) -> Result<WebhookRo
     .bind(new.created_by)
     .execute(p)
     .await
-    .map(|r| r.rows_affected()))?;
+    .map(|r| r.rows_affected())
+    })?;
     Ok(WebhookRow {
         id_webhook: id,
         id_group: new.id_group.into(),
@@ -148,18 +150,22 @@ pub async fn create(db: &Db, new: &NewWebhook<'_>, now: i64) -> Result<WebhookRo
 /// One webhook; visibility is the caller's business.
 pub async fn get(db: &Db, id_webhook: &str) -> Result<Option<WebhookRow>> {
     let sql = format!("{SELECT} WHERE id_webhook = $1");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, WebhookRow>(sqlx::AssertSqlSafe(sql))
-        .bind(id_webhook)
-        .fetch_optional(p)
-        .await)?)
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, WebhookRow>(sqlx::AssertSqlSafe(
+        sql
+    ))
+    .bind(id_webhook)
+    .fetch_optional(p)
+    .await)?)
 }
 
 /// Every active webhook, for the delivery worker.
 pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
     let sql = format!("{SELECT} WHERE is_active = 1 ORDER BY created_at, id_webhook");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, WebhookRow>(sqlx::AssertSqlSafe(sql))
-        .fetch_all(p)
-        .await)?)
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, WebhookRow>(sqlx::AssertSqlSafe(
+        sql
+    ))
+    .fetch_all(p)
+    .await)?)
 }
 
 /// A page of the webhooks of the groups `scope` allows.
@@ -240,8 +246,11 @@ pub async fn update(db: &Db, id_webhook: &str, changes: &WebhookChanges<'_>, now
 pub async fn delete(db: &Db, id_webhook: &str) -> Result<bool> {
     let mut tx = Tx::begin(db).await?;
     let bind = |s: &str| sea_query_sqlx::SqlxValues(sea_query::Values(vec![s.into()]));
-    tx.execute("DELETE FROM webhook_outbox WHERE id_webhook = $1".into(), bind(id_webhook))
-        .await?;
+    tx.execute(
+        "DELETE FROM webhook_outbox WHERE id_webhook = $1".into(),
+        bind(id_webhook),
+    )
+    .await?;
     let n = tx
         .execute("DELETE FROM webhooks WHERE id_webhook = $1".into(), bind(id_webhook))
         .await?;
@@ -470,7 +479,8 @@ pub enum Outcome {
 
 /// Logs an attempt and moves the delivery on, in one transaction.
 pub async fn record_attempt(db: &Db, delivery: &DeliveryRow, attempt: &Attempt<'_>, outcome: Outcome) -> Result<()> {
-    on_pool!(db, |p| async {
+    on_pool!(db, |p| {
+        async {
         let mut tx = p.begin().await?;
         sqlx::query(
             "INSERT INTO webhook_attempts (id_webhook, id_delivery, attempted_at, status_code, duration_ms, error, \
@@ -510,7 +520,8 @@ pub async fn record_attempt(db: &Db, delivery: &DeliveryRow, attempt: &Attempt<'
         }
         tx.commit().await
     }
-    .await)?;
+    .await
+    })?;
     Ok(())
 }
 
@@ -530,18 +541,17 @@ pub async fn prune(db: &Db, before: i64) -> Result<u64> {
             .map(|r| r.rows_affected()))?;
     }
     let orphans = "DELETE FROM webhook_outbox WHERE id_webhook NOT IN (SELECT id_webhook FROM webhooks)";
-    removed += on_pool!(db, |p| sqlx::query(orphans)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?;
+    removed += on_pool!(db, |p| sqlx::query(orphans).execute(p).await.map(|r| r.rows_affected()))?;
     Ok(removed)
 }
 
 /// Rows in the outbox (all webhooks): records stored but not yet cut into a delivery.
 pub async fn outbox_len(db: &Db) -> Result<i64> {
-    Ok(on_pool!(db, |p| sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM webhook_outbox")
-        .fetch_one(p)
-        .await)?)
+    Ok(on_pool!(db, |p| sqlx::query_scalar::<_, i64>(
+        "SELECT COUNT(*) FROM webhook_outbox"
+    )
+    .fetch_one(p)
+    .await)?)
 }
 
 /// Counts of a webhook's queue: rows waiting in the outbox, pending and failed deliveries.

@@ -80,7 +80,13 @@ async fn receive(State(receiver): State<Receiver>, body: Bytes) -> StatusCode {
 }
 
 /// Creates a measurements webhook (ndjson) of the fleet's group towards `url`.
-async fn create_webhook(http: &reqwest::Client, server: &ServerUnderTest, admin: &str, group: &str, url: &str) -> Result<()> {
+async fn create_webhook(
+    http: &reqwest::Client,
+    server: &ServerUnderTest,
+    admin: &str,
+    group: &str,
+    url: &str,
+) -> Result<()> {
     let body = json!({"label": "bench", "id_group": group, "forwarding_type": "measurements",
                       "formatter": "ndjson", "url": url, "authorization": "Bearer bench"});
     http.post(format!("{}/api/v2/webhook", server.base))
@@ -94,7 +100,12 @@ async fn create_webhook(http: &reqwest::Client, server: &ServerUnderTest, admin:
 }
 
 /// The group of the provisioned fleet.
-async fn group_of(http: &reqwest::Client, server: &ServerUnderTest, admin: &str, gateway: &GatewayCredentials) -> Result<String> {
+async fn group_of(
+    http: &reqwest::Client,
+    server: &ServerUnderTest,
+    admin: &str,
+    gateway: &GatewayCredentials,
+) -> Result<String> {
     let device: Value = http
         .get(format!("{}/api/v2/physical-device/{}", server.base, gateway.id))
         .bearer_auth(admin)
@@ -169,7 +180,10 @@ pub async fn latency(rate: usize, seconds: u64, gateways: usize) -> Result<()> {
     let mut latencies = Vec::with_capacity(expected);
     let mut missing = 0usize;
     {
-        let points = receiver.points.lock().map_err(|_| anyhow::anyhow!("receiver lock poisoned"))?;
+        let points = receiver
+            .points
+            .lock()
+            .map_err(|_| anyhow::anyhow!("receiver lock poisoned"))?;
         for ((device, second), at) in &acked {
             for datatype in 1..=i64::from(DATATYPES) {
                 match points.get(&(device.clone(), datatype, *second)) {
@@ -327,8 +341,9 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
         .zip(&acked)
         .flat_map(|(gateway, messages)| {
             messages.iter().flat_map(move |m| {
-                (0..m.measurements)
-                    .flat_map(move |s| (1..=i64::from(m.datatypes)).map(move |d| (gateway.id.clone(), d, m.first_second + s)))
+                (0..m.measurements).flat_map(move |s| {
+                    (1..=i64::from(m.datatypes)).map(move |d| (gateway.id.clone(), d, m.first_second + s))
+                })
             })
         })
         .collect();
@@ -336,7 +351,10 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(180);
     let missing = loop {
         let missing = {
-            let points = receiver.points.lock().map_err(|_| anyhow::anyhow!("receiver lock poisoned"))?;
+            let points = receiver
+                .points
+                .lock()
+                .map_err(|_| anyhow::anyhow!("receiver lock poisoned"))?;
             expected.iter().filter(|k| !points.contains_key(*k)).count()
         };
         if missing == 0 || Instant::now() > deadline {

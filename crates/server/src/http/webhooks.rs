@@ -170,7 +170,10 @@ fn read_webhook(body: &Map<String, Value>, creating: bool) -> Result<WebhookBody
     let forwarding_type = if creating {
         let kind = f.string("forwarding_type", true, 32).map(str::to_string);
         if kind.as_deref().is_some_and(|k| !FORWARDING_TYPES.contains(&k)) {
-            f.error("forwarding_type", "Forwarding Type must be one of measurements, events.");
+            f.error(
+                "forwarding_type",
+                "Forwarding Type must be one of measurements, events.",
+            );
         }
         kind
     } else {

@@ -113,7 +113,13 @@ mod tests {
     fn only_http_urls_with_a_host() {
         assert!(parse("https://example.com/hook?x=1").is_ok());
         assert!(parse("http://127.0.0.1:8080/").is_ok());
-        for bad in ["ftp://example.com/", "example.com/hook", "http://", "http://user:pw@example.com/", ""] {
+        for bad in [
+            "ftp://example.com/",
+            "example.com/hook",
+            "http://",
+            "http://user:pw@example.com/",
+            "",
+        ] {
             assert_eq!(parse(bad), Err(AddressError::Malformed), "{bad}");
         }
     }

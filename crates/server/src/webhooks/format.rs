@@ -76,9 +76,15 @@ pub fn event_record(e: &QueuedEvent) -> Value {
 /// codes reported by gateways are labelled by their number.
 fn event_type_text(code: i64) -> (String, &'static str) {
     let known = match code {
-        event_types::CONNECTIVITY => Some(("Cloud connectivity change", "The connection of the gateway to the cloud changed.")),
+        event_types::CONNECTIVITY => Some((
+            "Cloud connectivity change",
+            "The connection of the gateway to the cloud changed.",
+        )),
         event_types::DATA_SESSION => Some(("Data session", "A data session of a GO module opened or closed.")),
-        event_types::KIND_MISMATCH => Some(("Module kind mismatch", "A hello reported another module kind than provisioned.")),
+        event_types::KIND_MISMATCH => Some((
+            "Module kind mismatch",
+            "A hello reported another module kind than provisioned.",
+        )),
         event_types::MESSAGE_REJECTED => Some(("Message rejected", "A message from the gateway was refused whole.")),
         _ => None,
     };

@@ -253,13 +253,11 @@ async fn post(context: &Context, hook: &WebhookRow, delivery: &DeliveryRow) -> R
         .header(CONTENT_TYPE, content_type)
         .header(USER_AGENT, "devicecloud-webhook")
         .header("X-Devicecloud-Delivery", &delivery.id_delivery)
-        .header(
-            "X-Devicecloud-Signature",
-            signature::sign(&hook.secret, &delivery.body),
-        )
+        .header("X-Devicecloud-Signature", signature::sign(&hook.secret, &delivery.body))
         .body(delivery.body.clone());
     if let Some(authorization) = &hook.authorization_header {
-        let value = HeaderValue::from_str(authorization).map_err(|_| "authorization is not a valid header".to_string())?;
+        let value =
+            HeaderValue::from_str(authorization).map_err(|_| "authorization is not a valid header".to_string())?;
         request = request.header(AUTHORIZATION, value);
     }
     let response = request.send().await.map_err(describe)?;

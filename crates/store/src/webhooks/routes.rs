@@ -89,9 +89,8 @@ impl Routes {
             // The keys are integers of ours, written as literals.
             let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
             let sql = format!("SELECT container_key, id_group FROM containers WHERE container_key IN ({list})");
-            let rows: Vec<(i64, String)> = on_pool!(db, |p| sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .fetch_all(p)
-                .await)?;
+            let rows: Vec<(i64, String)> =
+                on_pool!(db, |p| sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(p).await)?;
             let mut known = self.groups.lock().unwrap_or_else(|e| e.into_inner());
             for (key, group) in rows {
                 known.insert(key, Arc::from(group));
