@@ -741,3 +741,67 @@ async fn formatters_are_listed() {
     assert!(list["items"][0]["description"].as_str().unwrap().contains("items"));
     assert_eq!(list["_meta"]["totalCount"], 2);
 }
+
+#[tokio::test]
+async fn a_batch_failing_for_the_whole_retry_window_is_marked_failed_and_the_next_goes_out() {
+    let settings = Settings {
+        webhook_allow_private: true,
+        webhook_retry_window: Duration::ZERO,
+        ..Settings::default()
+    };
+    let app = TestApp::spawn_with(settings).await;
+    let stop = StopOnDrop(CancellationToken::new());
+    devicecloud_server::webhooks::spawn_worker(&app.state, &TaskTracker::new(), &stop.0);
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "Plant").await;
+    let body = json!({"id_group": group, "serial_hardware": "GW-WINDOW", "kind": "CORE"});
+    let device = send(app.request(Method::POST, "/api/v2/physical-device", &admin).json(&body))
+        .await
+        .expect(201)
+        .json();
+    let token = device["device_token"].as_str().unwrap();
+    let (receiver, url) = Receiver::start(vec![500]).await;
+    let hook =
+        json!({"label": "x", "id_group": group, "forwarding_type": "measurements", "formatter": "json", "url": url});
+    let created = send(app.request(Method::POST, "/api/v2/webhook", &admin).json(&hook))
+        .await
+        .expect(201)
+        .json();
+    let id = created["id_webhook"].as_str().unwrap();
+    let measure = |n: i64| {
+        app.http
+            .post(app.url("/gateway/v1/measurements"))
+            .basic_auth("GW-WINDOW", Some(token))
+            .json(&json!([{"ts": 1_763_726_400 + n, "values": {"1": n}}]))
+    };
+    send(measure(1)).await.expect(200);
+    receiver.until("the failed try", |got| !got.is_empty()).await;
+    send(measure(2)).await.expect(200);
+    let got = receiver.until("the next batch", |got| got.len() >= 2).await;
+    assert_eq!(values(&items(&got[0])), [1]);
+    assert_eq!(values(&items(&got[1])), [2], "the failed batch is not sent again");
+    let log = send(app.get(&format!("/api/v2/webhook/{id}/attempt"), &admin))
+        .await
+        .expect(200)
+        .json();
+    let statuses: Vec<Value> = log["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status_code"].clone())
+        .collect();
+    assert_eq!(statuses, [json!(500), json!(200)]);
+    let view = send(app.get(&format!("/api/v2/webhook/{id}?expand=backlog"), &admin))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(
+        view["backlog"],
+        json!({"queued_items": 0, "pending_deliveries": 0, "failed_deliveries": 1})
+    );
+    let plain = send(app.get(&format!("/api/v2/webhook/{id}"), &admin))
+        .await
+        .expect(200)
+        .json();
+    assert!(plain.get("backlog").is_none());
+}

@@ -89,12 +89,22 @@ fn webhook_fields(row: &WebhookRow) -> Map<String, Value> {
     map
 }
 
-fn render(row: &WebhookRow, selection: &Selection) -> Value {
+/// A webhook record, with `backlog` when expanded: records queued, batches pending (being
+/// retried) and batches given up after the retry window, so that a failing receiver shows.
+async fn render(state: &AppState, row: &WebhookRow, selection: &Selection) -> Result<Value, ApiError> {
     let links = json!({
         "self": {"href": format!("/api/v2/webhook/{}", row.id_webhook)},
         "attempts": {"href": format!("/api/v2/webhook/{}/attempt", row.id_webhook)},
     });
-    selection.render(webhook_fields(row), Vec::new(), Some(links))
+    let mut expanded = Vec::new();
+    if selection.expands("backlog") {
+        let (queued, pending, failed) = webhooks::backlog(&state.db, &row.id_webhook).await?;
+        expanded.push((
+            "backlog".to_string(),
+            json!({"queued_items": queued, "pending_deliveries": pending, "failed_deliveries": failed}),
+        ));
+    }
+    Ok(selection.render(webhook_fields(row), expanded, Some(links)))
 }
 
 fn attempt_fields(row: &AttemptRow) -> Map<String, Value> {
@@ -241,7 +251,10 @@ pub async fn index(
     )
     .await?;
     let selection = Selection::of(&query);
-    let items: Vec<Value> = listing.items.iter().map(|row| render(row, &selection)).collect();
+    let mut items = Vec::with_capacity(listing.items.len());
+    for row in &listing.items {
+        items.push(render(&state, row, &selection).await?);
+    }
     Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)))
 }
 
@@ -254,7 +267,9 @@ pub async fn view(
     RawQuery(query): RawQuery,
 ) -> Result<axum::Json<Value>, ApiError> {
     let row = visible(&state, &caller, &id, Role::Viewer).await?;
-    Ok(axum::Json(render(&row, &Selection::from_query(query.as_deref()))))
+    Ok(axum::Json(
+        render(&state, &row, &Selection::from_query(query.as_deref())).await?,
+    ))
 }
 
 #[utoipa::path(post, path = "/api/v2/webhook", tag = "webhooks",
@@ -293,7 +308,7 @@ pub async fn create(
     };
     let row = webhooks::create(&state.db, &new, unix_now()).await?;
     state.webhooks.webhook_changed();
-    let mut record = render(&row, &Selection::default());
+    let mut record = render(&state, &row, &Selection::default()).await?;
     if let Value::Object(map) = &mut record {
         map.insert("secret".into(), json!(secret));
     }
@@ -328,7 +343,9 @@ pub async fn update(
         .await?
         .ok_or_else(|| ApiError::not_found("Webhook", &id))?;
     state.webhooks.webhook_changed();
-    Ok(axum::Json(render(&row, &Selection::from_query(query.as_deref()))))
+    Ok(axum::Json(
+        render(&state, &row, &Selection::from_query(query.as_deref())).await?,
+    ))
 }
 
 #[utoipa::path(delete, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
