@@ -22,6 +22,10 @@ pub struct Settings {
     pub webhook_allow_private: bool,
     pub max_body_bytes: usize,
     pub mqtt_max_packet_bytes: u32,
+    pub webhook_timeout_s: u64,
+    pub webhook_retry_window_s: u64,
+    pub webhook_batch_max: usize,
+    pub webhook_attempt_retention_days: u64,
     pub log: String,
 }
 
@@ -37,6 +41,10 @@ impl Default for Settings {
             webhook_allow_private: false,
             max_body_bytes: 1024 * 1024,
             mqtt_max_packet_bytes: 256 * 1024,
+            webhook_timeout_s: 10,
+            webhook_retry_window_s: 24 * 3600,
+            webhook_batch_max: 1000,
+            webhook_attempt_retention_days: 7,
             log: "info".into(),
         }
     }
@@ -55,6 +63,10 @@ struct FileSettings {
     webhook_allow_private: Option<bool>,
     max_body_bytes: Option<usize>,
     mqtt_max_packet_bytes: Option<u32>,
+    webhook_timeout_s: Option<u64>,
+    webhook_retry_window_s: Option<u64>,
+    webhook_batch_max: Option<usize>,
+    webhook_attempt_retention_days: Option<u64>,
     log: Option<String>,
 }
 
@@ -134,6 +146,24 @@ impl Settings {
                 .parse()
                 .with_context(|| format!("DEVICECLOUD_MQTT_MAX_PACKET_BYTES={v} is not a number of bytes"))?;
         }
+        for (name, slot) in [
+            ("WEBHOOK_TIMEOUT_S", &mut s.webhook_timeout_s),
+            ("WEBHOOK_RETRY_WINDOW_S", &mut s.webhook_retry_window_s),
+            ("WEBHOOK_ATTEMPT_RETENTION_DAYS", &mut s.webhook_attempt_retention_days),
+        ] {
+            if let Some(v) = env(name) {
+                *slot = v
+                    .parse()
+                    .with_context(|| format!("DEVICECLOUD_{name}={v} is not a whole number"))?;
+            }
+        }
+        if let Some(v) = env("WEBHOOK_BATCH_MAX") {
+            s.webhook_batch_max = v
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .with_context(|| format!("DEVICECLOUD_WEBHOOK_BATCH_MAX={v} is not a positive number"))?;
+        }
         if let Some(v) = env("LOG") {
             s.log = v;
         }
@@ -167,6 +197,10 @@ impl Settings {
             webhook_allow_private,
             max_body_bytes,
             mqtt_max_packet_bytes,
+            webhook_timeout_s,
+            webhook_retry_window_s,
+            webhook_batch_max,
+            webhook_attempt_retention_days,
             log,
         } = file;
         self.data_dir = data_dir.unwrap_or(self.data_dir.clone());
@@ -178,6 +212,14 @@ impl Settings {
         self.webhook_allow_private = webhook_allow_private.unwrap_or(self.webhook_allow_private);
         self.max_body_bytes = max_body_bytes.unwrap_or(self.max_body_bytes);
         self.mqtt_max_packet_bytes = mqtt_max_packet_bytes.unwrap_or(self.mqtt_max_packet_bytes);
+        self.webhook_timeout_s = webhook_timeout_s.unwrap_or(self.webhook_timeout_s);
+        self.webhook_retry_window_s = webhook_retry_window_s.unwrap_or(self.webhook_retry_window_s);
+        if webhook_batch_max == Some(0) {
+            bail!("webhook_batch_max in {} must be at least 1", path.display());
+        }
+        self.webhook_batch_max = webhook_batch_max.unwrap_or(self.webhook_batch_max);
+        self.webhook_attempt_retention_days =
+            webhook_attempt_retention_days.unwrap_or(self.webhook_attempt_retention_days);
         self.log = log.unwrap_or(self.log.clone());
         Ok(())
     }
@@ -201,6 +243,10 @@ impl Settings {
             webhook_allow_private: self.webhook_allow_private,
             max_body_bytes: self.max_body_bytes,
             mqtt_max_packet_bytes: self.mqtt_max_packet_bytes,
+            webhook_timeout: Duration::from_secs(self.webhook_timeout_s),
+            webhook_retry_window: Duration::from_secs(self.webhook_retry_window_s),
+            webhook_batch_max: self.webhook_batch_max,
+            webhook_attempt_retention: Duration::from_secs(self.webhook_attempt_retention_days.saturating_mul(86_400)),
             ..devicecloud_server::Settings::default()
         }
     }
@@ -225,6 +271,16 @@ mod tests {
         std::fs::write(&ms, "command_timeout_s = 3\ncommand_timeout_ms = 250\n").unwrap();
         s.apply_file(&ms).unwrap();
         assert_eq!(s.server().command_timeout, Duration::from_millis(250));
+        let hooks = dir.join("hooks.toml");
+        std::fs::write(&hooks, "webhook_timeout_s = 3\nwebhook_batch_max = 50\n").unwrap();
+        let mut s = Settings::default();
+        s.apply_file(&hooks).unwrap();
+        assert_eq!(s.server().webhook_timeout, Duration::from_secs(3));
+        assert_eq!(s.server().webhook_batch_max, 50);
+        assert_eq!(s.server().webhook_retry_window, Duration::from_secs(86_400));
+        let zero = dir.join("zero.toml");
+        std::fs::write(&zero, "webhook_batch_max = 0\n").unwrap();
+        assert!(Settings::default().apply_file(&zero).is_err());
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "htp_addr = \"x\"\n").unwrap();
         assert!(Settings::default().apply_file(&bad).is_err());

@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
 pub mod state;
+pub mod webhooks;
 
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: Cancel
 /// Starts the background tasks of the service on `tracker`; they stop when `shutdown` is
 /// cancelled.
 pub fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
+    webhooks::spawn_worker(state, tracker, shutdown);
     let (status_state, status_shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
         // device_status is kept current by the service, not computed on read (contract §4).

@@ -12,6 +12,7 @@ use crate::commands::CommandLog;
 use crate::http::page_cache::PageCache;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
+use crate::webhooks::WebhookHub;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -29,6 +30,14 @@ pub struct Settings {
     pub auth_cache_ttl: Duration,
     /// Largest MQTT packet accepted, in bytes; a larger one closes the connection.
     pub mqtt_max_packet_bytes: u32,
+    /// How long one webhook request may take before it counts as failed.
+    pub webhook_timeout: Duration,
+    /// How long a webhook batch is retried before it is marked failed (contract §5: 24 h).
+    pub webhook_retry_window: Duration,
+    /// Most records in one webhook request.
+    pub webhook_batch_max: usize,
+    /// How long webhook attempts (and failed batches) are kept.
+    pub webhook_attempt_retention: Duration,
 }
 
 impl Default for Settings {
@@ -39,6 +48,10 @@ impl Default for Settings {
             max_body_bytes: 1024 * 1024,
             auth_cache_ttl: Duration::from_secs(5),
             mqtt_max_packet_bytes: 256 * 1024,
+            webhook_timeout: Duration::from_secs(10),
+            webhook_retry_window: Duration::from_secs(24 * 3600),
+            webhook_batch_max: 1000,
+            webhook_attempt_retention: Duration::from_secs(7 * 86_400),
         }
     }
 }
@@ -59,15 +72,19 @@ pub struct AppState {
     pub command_log: CommandLog,
     /// This process's identity among the nodes sharing a database.
     pub node_id: String,
+    /// Webhook routes and the signals between the ingest path, the API and the worker.
+    pub webhooks: Arc<WebhookHub>,
 }
 
 impl AppState {
     /// The state of a service, with its ingest writer started on `tracker` (stopped, after
     /// draining, when `shutdown` is cancelled).
     pub fn start(db: Db, settings: Settings, tracker: &TaskTracker, shutdown: &CancellationToken) -> AppState {
+        let webhooks = Arc::new(WebhookHub::new(settings.auth_cache_ttl));
         AppState {
-            ingest: IngestQueue::start(db.clone(), tracker, shutdown.clone()),
+            ingest: IngestQueue::start(db.clone(), webhooks.clone(), tracker, shutdown.clone()),
             command_log: CommandLog::start(db.clone(), tracker, shutdown.clone()),
+            webhooks,
             db,
             pages: Arc::default(),
             auth: Arc::new(AuthCache::new(settings.auth_cache_ttl)),

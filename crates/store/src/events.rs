@@ -19,15 +19,19 @@ pub struct NewEvent<'a> {
     pub value_description: Option<&'a str>,
 }
 
-/// Records events in one transaction; returns how many.
+/// Records events in one transaction, each queued in that transaction for the active events
+/// webhooks of its group (contract §3); returns how many.
 pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
     let sql = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, datatype, \
-               value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+               value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";
+    // Events are few (connections, rejections, device reports): one indexed look-up each.
+    let queue = "INSERT INTO webhook_outbox (id_webhook, id_event) SELECT id_webhook, $1 FROM webhooks \
+                 WHERE id_group = $2 AND forwarding_type = 'events' AND is_active = 1 ORDER BY id_webhook";
     let n = on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         let mut n = 0;
         for e in events {
-            n += sqlx::query(sql)
+            let id_event: i64 = sqlx::query_scalar(sql)
                 .bind(e.id_group)
                 .bind(e.source_device)
                 .bind(e.from_device)
@@ -37,9 +41,14 @@ pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
                 .bind(e.datatype)
                 .bind(e.value_description)
                 .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+            sqlx::query(queue)
+                .bind(id_event)
+                .bind(e.id_group)
                 .execute(&mut *tx)
-                .await?
-                .rows_affected();
+                .await?;
+            n += 1;
         }
         tx.commit().await?;
         Ok::<_, sqlx::Error>(n)

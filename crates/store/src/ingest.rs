@@ -14,6 +14,7 @@ use sea_query::{Value, Values};
 use sea_query_sqlx::SqlxValues;
 
 use crate::db::{Backend, Db, Tx, on_pool};
+use crate::webhooks::Routes;
 use crate::{Result, new_id};
 
 /// Rows per statement: well below SQLite's 32,766 bound parameters.
@@ -72,8 +73,47 @@ pub async fn container_key(db: &Db, series: &SeriesId) -> Result<i64> {
 }
 
 /// Stores a batch in one transaction; `devices` are the devices whose `last_data_at` moves to
-/// the given time (only ever forward).
+/// the given time (only ever forward). Nothing is queued for webhooks: this is for tools and
+/// tests that fill a store directly; the service writes through [`write_routed`].
 pub async fn write(db: &Db, points: &[Point], devices: &[(String, i64)]) -> Result<Written> {
+    write_batch(db, points, devices, None).await.map(|(written, _)| written)
+}
+
+/// What a batch did, and how many outbox rows it queued for webhooks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Routed {
+    pub written: Written,
+    /// Outbox rows written: one per new point and webhook of its group.
+    pub queued: usize,
+}
+
+/// Stores a batch as [`write`] does and, in the same transaction, queues every newly stored
+/// point for each active measurements webhook of its group (contract §3: queued durably in the
+/// transaction that stores the data). Resent points were queued when first stored and are not
+/// queued again.
+pub async fn write_routed(db: &Db, points: &[Point], devices: &[(String, i64)], routes: &Routes) -> Result<Routed> {
+    let table = routes.table(db).await?;
+    if table.measurements.is_empty() {
+        let (written, _) = write_batch(db, points, devices, None).await?;
+        return Ok(Routed { written, queued: 0 });
+    }
+    let keys: HashSet<i64> = points.iter().map(|p| p.container_key).collect();
+    let groups = routes.groups_of(db, &keys).await?;
+    let targets: HashMap<i64, &[String]> = groups
+        .iter()
+        .filter_map(|(key, group)| table.measurements.get(&**group).map(|hooks| (*key, hooks.as_slice())))
+        .collect();
+    let (written, queued) = write_batch(db, points, devices, Some(&targets)).await?;
+    Ok(Routed { written, queued })
+}
+
+/// The write of [`write`] and [`write_routed`]; `targets` maps a series to its webhooks.
+async fn write_batch(
+    db: &Db,
+    points: &[Point],
+    devices: &[(String, i64)],
+    targets: Option<&HashMap<i64, &[String]>>,
+) -> Result<(Written, usize)> {
     // Repeats inside the batch are dropped first: the database would count them as new once.
     let mut seen = HashSet::with_capacity(points.len());
     let unique: Vec<Point> = points
@@ -104,11 +144,52 @@ pub async fn write(db: &Db, points: &[Point], devices: &[(String, i64)]) -> Resu
     update_latest(&mut tx, &fresh).await?;
     touch_devices(&mut tx, devices).await?;
     count_session_points(&mut tx, &fresh).await?;
+    let queued = match targets {
+        Some(targets) if !targets.is_empty() => queue_points(&mut tx, &fresh, targets).await?,
+        _ => 0,
+    };
     tx.commit().await?;
-    Ok(Written {
+    let written = Written {
         inserted: fresh.len(),
         duplicates: points.len() - fresh.len(),
-    })
+    };
+    Ok((written, queued))
+}
+
+/// Writes one outbox row per new point and webhook of its series' group, in point order
+/// (which is the order the gateways sent them in).
+async fn queue_points(tx: &mut Tx, points: &[Point], targets: &HashMap<i64, &[String]>) -> sqlx::Result<usize> {
+    let rows: Vec<(&String, &Point)> = points
+        .iter()
+        .flat_map(|p| {
+            targets
+                .get(&p.container_key)
+                .copied()
+                .unwrap_or_default()
+                .iter()
+                .map(move |hook| (hook, p))
+        })
+        .collect();
+    for chunk in rows.chunks(CHUNK) {
+        let sql = format!(
+            "INSERT INTO webhook_outbox (id_webhook, container_key, seconds, microseconds, value) VALUES {}",
+            placeholders(chunk.len(), 5, tx.backend())
+        );
+        let values = chunk
+            .iter()
+            .flat_map(|(hook, p)| {
+                [
+                    Value::String(Some(hook.to_string())),
+                    int(p.container_key),
+                    int(p.seconds),
+                    int(p.microseconds),
+                    real(p.value),
+                ]
+            })
+            .collect();
+        tx.execute(sql, SqlxValues(Values(values))).await?;
+    }
+    Ok(rows.len())
 }
 
 /// Placeholders for `rows` rows of `width` values: `($1, $2), ($3, $4)` on PostgreSQL, and

@@ -21,6 +21,7 @@ pub mod raw_data;
 pub mod session_collection;
 pub mod sessions;
 pub mod tokens;
+pub mod webhooks;
 
 pub use collection::{Column, ListRequest, Listing, attributes, names};
 pub use db::{Backend, Db};

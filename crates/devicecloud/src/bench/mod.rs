@@ -11,6 +11,7 @@ mod ingest;
 mod publisher;
 mod read;
 mod server;
+mod webhook;
 
 use anyhow::Result;
 
@@ -83,6 +84,25 @@ pub enum BenchCommand {
         #[arg(long)]
         database_url: Option<String>,
     },
+    /// Measurements at a paced rate over MQTT to one measurements webhook on loopback: latency
+    /// from PUBACK to the receiver's 2xx, and the outbox at start and end.
+    Webhook {
+        /// Points per second, all gateways together.
+        #[arg(long, default_value_t = 10_000)]
+        rate: usize,
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        #[arg(long, default_value_t = 10)]
+        gateways: usize,
+    },
+    /// The webhook receiver is down while the server is killed (SIGKILL) and restarted under
+    /// load; fails unless every acknowledged point reaches it once it is up.
+    WebhookCrash {
+        #[arg(long, default_value_t = 5)]
+        cycles: usize,
+        #[arg(long, default_value_t = 2)]
+        gateways: usize,
+    },
     /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
     Api {
         /// Groups created before measuring.
@@ -128,6 +148,12 @@ pub async fn run(command: BenchCommand) -> Result<()> {
             };
             commands::commands(options).await
         }
+        BenchCommand::Webhook {
+            rate,
+            seconds,
+            gateways,
+        } => webhook::latency(rate, seconds, gateways).await,
+        BenchCommand::WebhookCrash { cycles, gateways } => webhook::crash(cycles, gateways).await,
         BenchCommand::Ingest {
             gateways,
             seconds,

@@ -36,7 +36,9 @@ impl ServerUnderTest {
             .env("DEVICECLOUD_DATA_DIR", &data_dir)
             .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
             .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
-            .env("DEVICECLOUD_LOG", "warn");
+            .env("DEVICECLOUD_LOG", "warn")
+            // Webhook benchmarks deliver to a receiver on loopback.
+            .env("DEVICECLOUD_WEBHOOK_ALLOW_PRIVATE", "1");
         if let Some(url) = &database_url {
             command.env("DEVICECLOUD_DATABASE_URL", url);
         }

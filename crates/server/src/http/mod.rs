@@ -16,6 +16,7 @@ pub mod page_cache;
 pub mod sessions;
 pub mod users;
 pub mod validate;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
@@ -53,6 +54,7 @@ pub fn router(state: AppState) -> Router {
         .merge(users::router())
         .merge(health::router())
         .merge(openapi::router())
+        .merge(webhooks::router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(CatchPanicLayer::custom(|_| {

@@ -6,7 +6,9 @@ use axum::routing::get;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
-use super::{commands, data, device_collection, devices, events, gateway, groups, health, oauth, sessions, users};
+use super::{
+    commands, data, device_collection, devices, events, gateway, groups, health, oauth, sessions, users, webhooks,
+};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -22,6 +24,7 @@ use crate::state::AppState;
         data::raw, data::downsampled, events::index, events::types,
         sessions::index, sessions::view, sessions::download_csv,
         health::healthz, health::readyz, health::metrics_text,
+        webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
     ),
     modifiers(&BearerAuth),
 )]

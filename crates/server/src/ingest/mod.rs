@@ -6,7 +6,10 @@
 use std::time::Duration;
 
 use devicecloud_store::Db;
-use devicecloud_store::ingest::{self, Point};
+use devicecloud_store::ingest::{self, Point, Routed};
+use std::sync::Arc;
+
+use crate::webhooks::WebhookHub;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -46,9 +49,9 @@ pub struct IngestQueue {
 impl IngestQueue {
     /// Starts the writer on `tracker`. On shutdown it stops taking jobs only once the queue is
     /// empty, so every job accepted before is committed and answered.
-    pub fn start(db: Db, tracker: &TaskTracker, shutdown: CancellationToken) -> IngestQueue {
+    pub fn start(db: Db, webhooks: Arc<WebhookHub>, tracker: &TaskTracker, shutdown: CancellationToken) -> IngestQueue {
         let (tx, rx) = mpsc::channel(QUEUE_JOBS);
-        tracker.spawn(writer(db, rx, shutdown));
+        tracker.spawn(writer(db, webhooks, rx, shutdown));
         IngestQueue { tx }
     }
 
@@ -64,7 +67,7 @@ impl IngestQueue {
     }
 }
 
-async fn writer(db: Db, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken) {
+async fn writer(db: Db, webhooks: Arc<WebhookHub>, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken) {
     loop {
         let first = tokio::select! {
             job = rx.recv() => job,
@@ -99,19 +102,23 @@ async fn writer(db: Db, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
             }
         }
-        commit(&db, jobs).await;
+        commit(&db, &webhooks, jobs).await;
     }
     tracing::debug!("ingest writer stopped");
 }
 
 /// Writes a group of jobs in one transaction; if that fails, each job alone, so that one bad
-/// job (a device archived meanwhile, say) cannot hold back the others.
-async fn commit(db: &Db, jobs: Vec<Job>) {
+/// job (a device archived meanwhile, say) cannot hold back the others. New points are queued
+/// for webhooks in the same transaction, and idle delivery lanes woken after the commit.
+async fn commit(db: &Db, webhooks: &WebhookHub, jobs: Vec<Job>) {
     let started = std::time::Instant::now();
     let points: Vec<Point> = jobs.iter().flat_map(|j| j.points.iter().copied()).collect();
     let devices: Vec<(String, i64)> = jobs.iter().flat_map(|j| j.devices.iter().cloned()).collect();
-    match ingest::write(db, &points, &devices).await {
-        Ok(written) => {
+    match ingest::write_routed(db, &points, &devices, &webhooks.routes).await {
+        Ok(Routed { written, queued }) => {
+            if queued > 0 {
+                webhooks.queued.notify_waiters();
+            }
             metrics::counter!("devicecloud_ingest_points_total", "outcome" => "stored")
                 .increment(written.inserted as u64);
             metrics::counter!("devicecloud_ingest_points_total", "outcome" => "duplicate")
@@ -124,9 +131,13 @@ async fn commit(db: &Db, jobs: Vec<Job>) {
         Err(e) if jobs.len() > 1 => {
             tracing::warn!(error = %e, jobs = jobs.len(), "group commit failed; writing jobs one by one");
             for job in jobs {
-                let result = ingest::write(db, &job.points, &job.devices)
+                let result = ingest::write_routed(db, &job.points, &job.devices, &webhooks.routes)
                     .await
-                    .map(drop)
+                    .map(|routed| {
+                        if routed.queued > 0 {
+                            webhooks.queued.notify_waiters();
+                        }
+                    })
                     .map_err(|e| {
                         tracing::error!(error = %e, "ingest write failed");
                         IngestError::Store

@@ -1,0 +1,432 @@
+//! Webhooks (contract §3): `POST|GET /api/v2/webhook`, `GET|PATCH|DELETE /api/v2/webhook/<id>`,
+//! the attempt log `GET /api/v2/webhook/<id>/attempt` and `GET /api/v2/webhook-formatter`.
+//! Viewers of the group read them; managers create, change and delete them (contract §2).
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header::LOCATION};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use devicecloud_query::CollectionSpec;
+use devicecloud_store::webhooks::{self, AttemptRow, FORWARDING_TYPES, NewWebhook, WebhookChanges, WebhookRow};
+use devicecloud_store::{groups, unix_now};
+use serde_json::{Map, Value, json};
+
+use super::collection::{CollectionPage, RawCollection, Selection, absolute_url, items_json};
+use super::validate::{Fields, json_object};
+use crate::auth::secrets::random_token;
+use crate::auth::{Caller, Role};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::webhooks::address::{self, AddressError, MAX_URL_CHARS};
+use crate::webhooks::format::{FORMATTERS, formatter};
+
+/// Page sizes: contract §4 (largest 1000 outside the data endpoints).
+const SPEC: CollectionSpec = CollectionSpec {
+    attributes: &webhooks::ATTRIBUTES,
+    sortable: &webhooks::SORTABLE,
+    default_per_page: 20,
+    max_per_page: 1000,
+};
+
+const ATTEMPT_SPEC: CollectionSpec = CollectionSpec {
+    attributes: &webhooks::ATTEMPT_ATTRIBUTES,
+    sortable: &webhooks::ATTEMPT_SORTABLE,
+    default_per_page: 20,
+    max_per_page: 1000,
+};
+
+/// Longest `authorization` value accepted.
+const MAX_AUTHORIZATION_CHARS: usize = 4096;
+
+/// The routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v2/webhook", get(index).post(create))
+        .route("/api/v2/webhook/{id}", get(view).patch(update).delete(remove))
+        .route("/api/v2/webhook/{id}/attempt", get(attempts))
+        .route("/api/v2/webhook-formatter", get(formatters))
+}
+
+/// The `authorization` value as shown: its scheme, and the last four characters of a long
+/// credential, never the whole (contract §3).
+pub fn mask(authorization: &str) -> String {
+    let (scheme, credential) = match authorization.split_once(' ') {
+        Some((scheme, rest)) if scheme.len() <= 20 => (Some(scheme), rest),
+        _ => (None, authorization),
+    };
+    let chars: Vec<char> = credential.chars().collect();
+    let tail: String = if chars.len() >= 16 {
+        chars[chars.len() - 4..].iter().collect()
+    } else {
+        String::new()
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme} ****{tail}"),
+        None => format!("****{tail}"),
+    }
+}
+
+/// A webhook record: every stored field except the secret, the authorization masked.
+fn webhook_fields(row: &WebhookRow) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("id".into(), json!(row.id_webhook));
+    map.insert("id_webhook".into(), json!(row.id_webhook));
+    map.insert("id_group".into(), json!(row.id_group));
+    map.insert("label".into(), json!(row.label));
+    map.insert("forwarding_type".into(), json!(row.forwarding_type));
+    map.insert("formatter".into(), json!(row.formatter));
+    map.insert("url".into(), json!(row.url));
+    map.insert(
+        "authorization".into(),
+        json!(row.authorization_header.as_deref().map(mask)),
+    );
+    map.insert("is_active".into(), json!(row.is_active));
+    map.insert("created_at".into(), json!(row.created_at));
+    map.insert("updated_at".into(), json!(row.updated_at));
+    map.insert("created_by".into(), json!(row.created_by));
+    map
+}
+
+/// A webhook record, with `backlog` when expanded: records queued, batches pending (being
+/// retried) and batches given up after the retry window, so that a failing receiver shows.
+async fn render(state: &AppState, row: &WebhookRow, selection: &Selection) -> Result<Value, ApiError> {
+    let links = json!({
+        "self": {"href": format!("/api/v2/webhook/{}", row.id_webhook)},
+        "attempts": {"href": format!("/api/v2/webhook/{}/attempt", row.id_webhook)},
+    });
+    let mut expanded = Vec::new();
+    if selection.expands("backlog") {
+        let (queued, pending, failed) = webhooks::backlog(&state.db, &row.id_webhook).await?;
+        expanded.push((
+            "backlog".to_string(),
+            json!({"queued_items": queued, "pending_deliveries": pending, "failed_deliveries": failed}),
+        ));
+    }
+    Ok(selection.render(webhook_fields(row), expanded, Some(links)))
+}
+
+fn attempt_fields(row: &AttemptRow) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("id_attempt".into(), json!(row.id_attempt));
+    map.insert("id_webhook".into(), json!(row.id_webhook));
+    map.insert("id_delivery".into(), json!(row.id_delivery));
+    map.insert("attempted_at".into(), json!(row.attempted_at));
+    map.insert("status_code".into(), json!(row.status_code));
+    map.insert("duration_ms".into(), json!(row.duration_ms));
+    map.insert("error".into(), json!(row.error));
+    map.insert("item_count".into(), json!(row.item_count));
+    map.insert("attempt".into(), json!(row.attempt));
+    map
+}
+
+/// A webhook the caller may act on with `need`: 404 when it or its group is invisible, 401
+/// when the role is too low (contract §2).
+async fn visible(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<WebhookRow, ApiError> {
+    let not_found = || ApiError::not_found("Webhook", id);
+    let row = webhooks::get(&state.db, id).await?.ok_or_else(not_found)?;
+    let group = groups::get(&state.db, &row.id_group).await?;
+    match group.as_ref().and_then(|g| caller.role_in(g)) {
+        None => Err(not_found()),
+        Some(role) if role < need => Err(ApiError::forbidden()),
+        Some(_) => Ok(row),
+    }
+}
+
+/// A URL field checked for form and, unless private addresses are allowed, for where it
+/// resolves (contract §1).
+async fn check_url(state: &AppState, url: &str) -> Result<(), ApiError> {
+    let parsed = address::parse(url).map_err(|e| ApiError::invalid("url", e.to_string()))?;
+    if !state.settings.webhook_allow_private {
+        address::check_public(&parsed).await.map_err(|e| {
+            ApiError::invalid(
+                "url",
+                match e {
+                    AddressError::Private => e.to_string(),
+                    other => other.to_string(),
+                },
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The fields a body may set, validated (`creating` requires the mandatory ones).
+struct WebhookBody {
+    id_group: Option<String>,
+    label: Option<String>,
+    forwarding_type: Option<String>,
+    formatter: Option<String>,
+    url: Option<String>,
+    /// `Some(None)`: removed (null or empty).
+    authorization: Option<Option<String>>,
+    is_active: Option<bool>,
+}
+
+fn read_webhook(body: &Map<String, Value>, creating: bool) -> Result<WebhookBody, ApiError> {
+    let mut f = Fields::new(body);
+    let id_group = if creating {
+        f.string("id_group", true, 64).map(str::to_string)
+    } else {
+        if body.contains_key("id_group") {
+            f.error("id_group", "Id Group cannot be changed.");
+        }
+        None
+    };
+    let label = f
+        .string("label", creating || body.contains_key("label"), 255)
+        .map(str::to_string);
+    let forwarding_type = if creating {
+        let kind = f.string("forwarding_type", true, 32).map(str::to_string);
+        if kind.as_deref().is_some_and(|k| !FORWARDING_TYPES.contains(&k)) {
+            f.error(
+                "forwarding_type",
+                "Forwarding Type must be one of measurements, events.",
+            );
+        }
+        kind
+    } else {
+        if body.contains_key("forwarding_type") {
+            f.error("forwarding_type", "Forwarding Type cannot be changed.");
+        }
+        None
+    };
+    let name = f
+        .string("formatter", creating || body.contains_key("formatter"), 32)
+        .map(str::to_string);
+    if name.as_deref().is_some_and(|n| formatter(n).is_none()) {
+        let names: Vec<&str> = FORMATTERS.iter().map(|f| f.name).collect();
+        f.error("formatter", format!("Formatter must be one of {}.", names.join(", ")));
+    }
+    let url = f
+        .string("url", creating || body.contains_key("url"), MAX_URL_CHARS)
+        .map(str::to_string);
+    let authorization = if body.contains_key("authorization") {
+        let value = f
+            .string("authorization", false, MAX_AUTHORIZATION_CHARS)
+            .map(str::to_string)
+            .filter(|v| !v.is_empty());
+        // Sent verbatim as a header: it must be one.
+        if value.as_deref().is_some_and(|v| HeaderValue::from_str(v).is_err()) {
+            f.error(
+                "authorization",
+                "Authorization must be printable text without line breaks.",
+            );
+        }
+        Some(value)
+    } else {
+        None
+    };
+    let is_active = f.boolean("is_active");
+    f.finish()?;
+    Ok(WebhookBody {
+        id_group,
+        label,
+        forwarding_type,
+        formatter: name,
+        url,
+        authorization,
+        is_active,
+    })
+}
+
+#[utoipa::path(get, path = "/api/v2/webhook", tag = "webhooks",
+    params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query)),
+    responses((status = 200, description = "Collection envelope of Webhook records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    security(("bearer" = [])))]
+pub async fn index(
+    State(state): State<AppState>,
+    caller: Caller,
+    raw: RawCollection,
+) -> Result<CollectionPage, ApiError> {
+    let query = raw.parse(&SPEC)?;
+    let listing = webhooks::list(
+        &state.db,
+        caller.group_scope(),
+        query.filter.as_ref(),
+        query.sort.as_ref(),
+        query.page,
+        raw.head,
+    )
+    .await?;
+    let selection = Selection::of(&query);
+    let mut items = Vec::with_capacity(listing.items.len());
+    for row in &listing.items {
+        items.push(render(&state, row, &selection).await?);
+    }
+    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)))
+}
+
+#[utoipa::path(get, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
+    responses((status = 200, description = "A Webhook record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+pub async fn view(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<axum::Json<Value>, ApiError> {
+    let row = visible(&state, &caller, &id, Role::Viewer).await?;
+    Ok(axum::Json(
+        render(&state, &row, &Selection::from_query(query.as_deref())).await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/api/v2/webhook", tag = "webhooks",
+    request_body(content = Object, description = "{label, id_group, forwarding_type: measurements|events, formatter, url, authorization?, is_active?}"),
+    responses((status = 201, description = "The Webhook with its secret (shown this once) and a Location header"), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, a private URL, or a group the caller cannot see")),
+    security(("bearer" = [])))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body = read_webhook(&json_object(&body)?, true)?;
+    let id_group = body.id_group.unwrap_or_default();
+    // A group the caller cannot see is a field error, as for provisioning (contract §5).
+    let group = groups::get(&state.db, &id_group).await?;
+    match group.as_ref().and_then(|g| caller.role_in(g)) {
+        None => return Err(ApiError::invalid("id_group", "Group not found.")),
+        Some(role) if role < Role::Manager => return Err(ApiError::forbidden()),
+        Some(_) => {}
+    }
+    let url = body.url.unwrap_or_default();
+    check_url(&state, &url).await?;
+    let secret = random_token();
+    let authorization = body.authorization.flatten();
+    let new = NewWebhook {
+        id_group: &id_group,
+        label: body.label.as_deref().unwrap_or_default(),
+        forwarding_type: body.forwarding_type.as_deref().unwrap_or_default(),
+        formatter: body.formatter.as_deref().unwrap_or_default(),
+        url: &url,
+        authorization_header: authorization.as_deref(),
+        secret: &secret,
+        is_active: body.is_active.unwrap_or(true),
+        created_by: &caller.id_user,
+    };
+    let row = webhooks::create(&state.db, &new, unix_now()).await?;
+    state.webhooks.webhook_changed();
+    let mut record = render(&state, &row, &Selection::default()).await?;
+    if let Value::Object(map) = &mut record {
+        map.insert("secret".into(), json!(secret));
+    }
+    let location = absolute_url(&headers, &format!("/api/v2/webhook/{}", row.id_webhook));
+    Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
+}
+
+#[utoipa::path(patch, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
+    request_body(content = Object, description = "{label?, formatter?, url?, authorization?, is_active?}"),
+    responses((status = 200, description = "The updated Webhook"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")),
+    security(("bearer" = [])))]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Result<axum::Json<Value>, ApiError> {
+    visible(&state, &caller, &id, Role::Manager).await?;
+    let body = read_webhook(&json_object(&body)?, false)?;
+    if let Some(url) = &body.url {
+        check_url(&state, url).await?;
+    }
+    let changes = WebhookChanges {
+        label: body.label.as_deref(),
+        formatter: body.formatter.as_deref(),
+        url: body.url.as_deref(),
+        authorization_header: body.authorization.as_ref().map(|a| a.as_deref()),
+        is_active: body.is_active,
+    };
+    let row = webhooks::update(&state.db, &id, &changes, unix_now())
+        .await?
+        .ok_or_else(|| ApiError::not_found("Webhook", &id))?;
+    state.webhooks.webhook_changed();
+    Ok(axum::Json(
+        render(&state, &row, &Selection::from_query(query.as_deref())).await?,
+    ))
+}
+
+#[utoipa::path(delete, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
+    responses((status = 204, description = "Deleted with its queue and attempts"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found")),
+    security(("bearer" = [])))]
+pub async fn remove(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    visible(&state, &caller, &id, Role::Manager).await?;
+    webhooks::delete(&state.db, &id).await?;
+    state.webhooks.webhook_changed();
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(get, path = "/api/v2/webhook/{id}/attempt", tag = "webhooks", params(("id" = String, Path)),
+    responses((status = 200, description = "Collection of delivery attempts"), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid filter")),
+    security(("bearer" = [])))]
+pub async fn attempts(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    raw: RawCollection,
+) -> Result<CollectionPage, ApiError> {
+    visible(&state, &caller, &id, Role::Viewer).await?;
+    let query = raw.parse(&ATTEMPT_SPEC)?;
+    let listing = webhooks::attempts(
+        &state.db,
+        &id,
+        query.filter.as_ref(),
+        query.sort.as_ref(),
+        query.page,
+        raw.head,
+    )
+    .await?;
+    let selection = Selection::of(&query);
+    let items: Vec<Value> = listing
+        .items
+        .iter()
+        .map(|row| selection.render(attempt_fields(row), Vec::new(), None))
+        .collect();
+    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)))
+}
+
+#[utoipa::path(get, path = "/api/v2/webhook-formatter", tag = "webhooks",
+    responses((status = 200, description = "Collection of formatters: {name, description, content_type}")), security(("bearer" = [])))]
+pub async fn formatters(_caller: Caller, raw: RawCollection) -> Result<CollectionPage, ApiError> {
+    const NO_ATTRIBUTES: CollectionSpec = CollectionSpec {
+        attributes: &[],
+        sortable: &[],
+        default_per_page: 20,
+        max_per_page: 1000,
+    };
+    let query = raw.parse(&NO_ATTRIBUTES)?;
+    let page = query.page.resolve(FORMATTERS.len() as u64);
+    let selection = Selection::of(&query);
+    let items: Vec<Value> = FORMATTERS
+        .iter()
+        .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(page.per_page).unwrap_or(usize::MAX))
+        .map(|f| {
+            let mut map = Map::new();
+            map.insert("name".into(), json!(f.name));
+            map.insert("description".into(), json!(f.description));
+            map.insert("content_type".into(), json!(f.content_type));
+            selection.render(map, Vec::new(), None)
+        })
+        .collect();
+    Ok(CollectionPage::new(&raw, &query, page, items_json(&items)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_keep_the_scheme_and_a_short_tail() {
+        assert_eq!(mask("Bearer abcdefghijklmnop1234"), "Bearer ****1234");
+        assert_eq!(mask("ApiKey short"), "ApiKey ****");
+        assert_eq!(mask("sekrit"), "****");
+        assert_eq!(mask("averyveryverylongtokenwithoutscheme"), "****heme");
+    }
+}

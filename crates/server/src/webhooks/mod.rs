@@ -1,0 +1,44 @@
+//! Webhooks (contract §3): records pushed to customer endpoints, at least once. The ingest
+//! transaction queues records in the outbox; the worker here cuts them into batches, signs and
+//! posts them, and retries with backoff (contract §5) until the receiver accepts or the retry
+//! window closes.
+
+pub mod address;
+pub mod format;
+pub mod signature;
+mod worker;
+
+use std::time::Duration;
+
+use devicecloud_store::webhooks::Routes;
+use tokio::sync::Notify;
+
+pub use worker::{backoff, spawn_worker};
+
+/// What the ingest path, the API and the worker share about webhooks.
+#[derive(Debug)]
+pub struct WebhookHub {
+    /// Which webhooks take which group's records (read on every ingest batch).
+    pub routes: Routes,
+    /// Rung after a commit queued records: idle delivery lanes look at their queue at once.
+    pub queued: Notify,
+    /// Rung when a webhook was created, changed or deleted: the worker revises its lanes.
+    pub changed: Notify,
+}
+
+impl WebhookHub {
+    /// A hub whose route table is trusted for `ttl` (changes through another node).
+    pub fn new(ttl: Duration) -> WebhookHub {
+        WebhookHub {
+            routes: Routes::new(ttl),
+            queued: Notify::new(),
+            changed: Notify::new(),
+        }
+    }
+
+    /// After a webhook changed on this node: reload the routes, revise the lanes.
+    pub fn webhook_changed(&self) {
+        self.routes.invalidate();
+        self.changed.notify_one();
+    }
+}

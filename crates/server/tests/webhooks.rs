@@ -1,0 +1,807 @@
+//! Webhooks end to end: data sent by a gateway (HTTP gateway endpoint and MQTT) reaches a real
+//! HTTP receiver on loopback, signed, in order, batched, retried after 500s and refused
+//! connections with the same delivery id and body; the webhook API's rights, validation,
+//! masking and attempt log.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use common::{TestApp, assert_error, send};
+use devicecloud_server::Settings;
+use hmac::{KeyInit, Mac};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// One request the receiver got.
+#[derive(Clone, Debug)]
+struct Received {
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// A receiver on loopback: records every request, answers the queued statuses first, then 200.
+#[derive(Clone, Default)]
+struct Receiver {
+    got: Arc<Mutex<Vec<Received>>>,
+    answers: Arc<Mutex<Vec<u16>>>,
+}
+
+impl Receiver {
+    async fn start(answers: Vec<u16>) -> (Receiver, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        (Receiver::serve(listener, answers), url)
+    }
+
+    fn serve(listener: tokio::net::TcpListener, answers: Vec<u16>) -> Receiver {
+        let receiver = Receiver {
+            got: Arc::default(),
+            answers: Arc::new(Mutex::new(answers)),
+        };
+        let app = axum::Router::new()
+            .route("/hook", axum::routing::post(receive))
+            .with_state(receiver.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        receiver
+    }
+
+    fn requests(&self) -> Vec<Received> {
+        self.got.lock().unwrap().clone()
+    }
+
+    /// Waits until `done` holds for the requests received (at most 30 s).
+    async fn until(&self, what: &str, done: impl Fn(&[Received]) -> bool) -> Vec<Received> {
+        for _ in 0..600 {
+            let got = self.requests();
+            if done(&got) {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "receiver: {what} did not happen in 30 s; got {:?}",
+            self.requests().len()
+        );
+    }
+}
+
+async fn receive(State(receiver): State<Receiver>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    receiver.got.lock().unwrap().push(Received { headers, body });
+    let mut answers = receiver.answers.lock().unwrap();
+    let status = if answers.is_empty() { 200 } else { answers.remove(0) };
+    StatusCode::from_u16(status).unwrap()
+}
+
+fn header<'a>(r: &'a Received, name: &str) -> &'a str {
+    r.headers
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} header"))
+        .to_str()
+        .unwrap()
+}
+
+/// The records of a request: `items` of a json body, the lines of an ndjson body.
+fn items(r: &Received) -> Vec<Value> {
+    if header(r, "content-type") == "application/x-ndjson" {
+        let text = std::str::from_utf8(&r.body).unwrap();
+        assert!(text.ends_with('\n'), "every ndjson line ends with a newline");
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    } else {
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        body["items"].as_array().unwrap().clone()
+    }
+}
+
+fn all_items(got: &[Received]) -> Vec<Value> {
+    got.iter().flat_map(items).collect()
+}
+
+/// Checks the signature the way a receiver does: HMAC-SHA256 of the body with the secret.
+fn assert_signed(r: &Received, secret: &str) {
+    let mut mac = hmac::Hmac::<sha2_hmac::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(&r.body);
+    let expected = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    assert_eq!(header(r, "x-devicecloud-signature"), expected);
+}
+
+/// A service that allows loopback receivers, with its delivery worker running.
+struct Setup {
+    app: TestApp,
+    admin: String,
+    group: String,
+    serial: String,
+    device: String,
+    device_token: String,
+    _stop: StopOnDrop,
+}
+
+struct StopOnDrop(CancellationToken);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+async fn setup() -> Setup {
+    let settings = Settings {
+        webhook_allow_private: true,
+        ..Settings::default()
+    };
+    let app = TestApp::spawn_with(settings).await;
+    let stop = CancellationToken::new();
+    devicecloud_server::webhooks::spawn_worker(&app.state, &TaskTracker::new(), &stop);
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "Plant").await;
+    let serial = format!("GW-{}", devicecloud_store::new_id());
+    let body = json!({"id_group": group, "serial_hardware": serial, "kind": "CORE"});
+    let created = send(app.request(Method::POST, "/api/v2/physical-device", &admin).json(&body))
+        .await
+        .expect(201)
+        .json();
+    Setup {
+        device: created["id_physical_device"].as_str().unwrap().into(),
+        device_token: created["device_token"].as_str().unwrap().into(),
+        app,
+        admin,
+        group,
+        serial,
+        _stop: StopOnDrop(stop),
+    }
+}
+
+impl Setup {
+    /// Creates a webhook as the administrator; returns the creation answer.
+    async fn webhook(&self, body: Value) -> Value {
+        send(
+            self.app
+                .request(Method::POST, "/api/v2/webhook", &self.admin)
+                .json(&body),
+        )
+        .await
+        .expect(201)
+        .json()
+    }
+
+    fn hook_body(&self, kind: &str, formatter: &str, url: &str) -> Value {
+        json!({"label": "to the plant", "id_group": self.group, "forwarding_type": kind,
+               "formatter": formatter, "url": url, "authorization": "Bearer 0123456789abcdef-TOKEN"})
+    }
+
+    /// Sends measurements through the HTTP gateway endpoint and expects them stored.
+    async fn measure(&self, payload: Value) {
+        let request = self
+            .app
+            .http
+            .post(self.app.url("/gateway/v1/measurements"))
+            .basic_auth(&self.serial, Some(&self.device_token))
+            .json(&payload);
+        send(request).await.expect(200);
+    }
+
+    /// One measurement of datatype 1 with the value `n` at second 1_763_726_400 + n.
+    async fn measure_n(&self, n: i64) {
+        self.measure(json!([{"ts": 1_763_726_400 + n, "values": {"1": n}}]))
+            .await;
+    }
+
+    async fn attempts(&self, id: &str, query: &str) -> Value {
+        send(
+            self.app
+                .get(&format!("/api/v2/webhook/{id}/attempt{query}"), &self.admin),
+        )
+        .await
+        .expect(200)
+        .json()
+    }
+}
+
+fn values(items: &[Value]) -> Vec<i64> {
+    items.iter().map(|i| i["value"].as_f64().unwrap() as i64).collect()
+}
+
+#[tokio::test]
+async fn measurements_arrive_signed_in_order_with_the_fields_of_the_data_endpoint() {
+    let s = setup().await;
+    let (receiver, url) = Receiver::start(Vec::new()).await;
+    let created = s.webhook(s.hook_body("measurements", "json", &url)).await;
+    let secret = created["secret"].as_str().unwrap().to_string();
+    assert_eq!(secret.len(), 64);
+    let id = created["id_webhook"].as_str().unwrap();
+
+    for n in 0..20 {
+        s.measure_n(n).await;
+    }
+    let got = receiver.until("20 items", |got| all_items(got).len() >= 20).await;
+    let all = all_items(&got);
+    assert_eq!(values(&all), (0..20).collect::<Vec<_>>(), "order of the data");
+    let first = &all[0];
+    assert_eq!(
+        common::keys(first),
+        [
+            "id_container_data_latest",
+            "id_group",
+            "datatype",
+            "source_device",
+            "timestamp_seconds",
+            "microseconds",
+            "value"
+        ]
+    );
+    assert_eq!(first["id_group"], s.group.as_str());
+    assert_eq!(first["source_device"], s.device.as_str());
+    assert_eq!(first["datatype"], 1);
+    assert_eq!(first["timestamp_seconds"], 1_763_726_400);
+    assert_eq!(first["microseconds"], 0);
+    let mut deliveries = Vec::new();
+    for r in &got {
+        assert_eq!(header(r, "authorization"), "Bearer 0123456789abcdef-TOKEN");
+        assert_eq!(header(r, "content-type"), "application/json");
+        assert_signed(r, &secret);
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(body["webhook"]["id_webhook"], id);
+        assert_eq!(body["webhook"]["forwarding_type"], "measurements");
+        deliveries.push(header(r, "x-devicecloud-delivery").to_string());
+    }
+    deliveries.dedup();
+    assert_eq!(deliveries.len(), got.len(), "a new delivery id per batch");
+
+    // A signature made with another key does not verify.
+    let mut forged = got[0].clone();
+    forged.body = Bytes::from_static(b"{}");
+    let result = std::panic::catch_unwind(|| assert_signed(&forged, &secret));
+    assert!(result.is_err(), "a changed body must not verify");
+
+    // The attempt log has one successful attempt per request, every field of contract §3.
+    let log = s.attempts(id, "").await;
+    let list = log["items"].as_array().unwrap();
+    assert_eq!(list.len(), got.len());
+    assert_eq!(
+        common::keys(&list[0]),
+        [
+            "id_attempt",
+            "id_webhook",
+            "id_delivery",
+            "attempted_at",
+            "status_code",
+            "duration_ms",
+            "error",
+            "item_count",
+            "attempt"
+        ]
+    );
+    assert_eq!(list[0]["status_code"], 200);
+    assert_eq!(list[0]["attempt"], 1);
+    assert_eq!(list[0]["error"], Value::Null);
+    let counted: i64 = list.iter().map(|a| a["item_count"].as_i64().unwrap()).sum();
+    assert_eq!(counted, 20);
+}
+
+#[tokio::test]
+async fn resent_points_are_forwarded_once() {
+    let s = setup().await;
+    let (receiver, url) = Receiver::start(Vec::new()).await;
+    s.webhook(s.hook_body("measurements", "ndjson", &url)).await;
+    s.measure_n(1).await;
+    s.measure_n(1).await;
+    s.measure_n(2).await;
+    let got = receiver.until("2 items", |got| all_items(got).len() >= 2).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(values(&all_items(&receiver.requests())), [1, 2]);
+    assert!(!got.is_empty());
+}
+
+#[tokio::test]
+async fn retries_after_500_keep_the_delivery_id_and_body_and_then_batch_the_rest() {
+    let s = setup().await;
+    let (receiver, url) = Receiver::start(vec![500, 503]).await;
+    let created = s.webhook(s.hook_body("measurements", "ndjson", &url)).await;
+    let secret = created["secret"].as_str().unwrap().to_string();
+    let id = created["id_webhook"].as_str().unwrap();
+
+    s.measure_n(0).await;
+    receiver.until("first try", |got| !got.is_empty()).await;
+    // While the first batch waits out its backoff, more data comes: it makes one later batch.
+    for n in 1..10 {
+        s.measure_n(n).await;
+    }
+    let got = receiver
+        .until("all items accepted", |got| {
+            got.len() >= 4 && all_items(&got[2..]).len() >= 10
+        })
+        .await;
+    let (a, b, c) = (&got[0], &got[1], &got[2]);
+    assert_eq!(header(a, "x-devicecloud-delivery"), header(b, "x-devicecloud-delivery"));
+    assert_eq!(header(a, "x-devicecloud-delivery"), header(c, "x-devicecloud-delivery"));
+    assert_eq!(a.body, b.body);
+    assert_eq!(a.body, c.body);
+    for r in &got {
+        assert_eq!(header(r, "content-type"), "application/x-ndjson");
+        assert_signed(r, &secret);
+    }
+    assert_eq!(values(&items(a)), [0]);
+    let rest = all_items(&got[3..]);
+    assert_eq!(
+        values(&rest),
+        (1..10).collect::<Vec<_>>(),
+        "order kept after the retries"
+    );
+    let sizes: Vec<usize> = got.iter().map(|r| items(r).len()).collect();
+    assert!(
+        items(&got[3]).len() > 1,
+        "the waiting records went out as a batch: {sizes:?}"
+    );
+
+    let log = s.attempts(id, "?sort=id_attempt").await;
+    let list = log["items"].as_array().unwrap();
+    let statuses: Vec<Value> = list.iter().take(3).map(|a| a["status_code"].clone()).collect();
+    assert_eq!(statuses, [json!(500), json!(503), json!(200)]);
+    let numbers: Vec<Value> = list.iter().take(3).map(|a| a["attempt"].clone()).collect();
+    assert_eq!(numbers, [json!(1), json!(2), json!(3)]);
+    assert_eq!(list[0]["error"], "answered 500");
+    let failed = s.attempts(id, "?filter[status_code][gte]=500&sort=-id_attempt").await;
+    let failed = failed["items"].as_array().unwrap();
+    assert_eq!(failed.len(), 2);
+    assert_eq!(failed[0]["status_code"], 503);
+    let bad = send(
+        s.app
+            .get(&format!("/api/v2/webhook/{id}/attempt?filter[nope]=1"), &s.admin),
+    )
+    .await;
+    assert_eq!(bad.status, 422, "{}", bad.text);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_until_the_receiver_comes_up() {
+    let s = setup().await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let created = s
+        .webhook(s.hook_body("measurements", "json", &format!("http://{addr}/hook")))
+        .await;
+    let id = created["id_webhook"].as_str().unwrap().to_string();
+    s.measure_n(7).await;
+    // Wait for a logged failure without a response.
+    let mut refused = Value::Null;
+    for _ in 0..200 {
+        let log = s.attempts(&id, "").await;
+        if let Some(first) = log["items"].as_array().unwrap().first() {
+            refused = first.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(refused["status_code"], Value::Null, "{refused}");
+    assert_eq!(refused["error"], "connection failed");
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let receiver = Receiver::serve(listener, Vec::new());
+    let got = receiver.until("delivery", |got| !got.is_empty()).await;
+    assert_eq!(values(&items(&got[0])), [7]);
+    assert_eq!(header(&got[0], "x-devicecloud-delivery"), refused["id_delivery"]);
+}
+
+#[tokio::test]
+async fn events_go_to_events_webhooks_only() {
+    let s = setup().await;
+    let (events_rx, events_url) = Receiver::start(Vec::new()).await;
+    let (points_rx, points_url) = Receiver::start(Vec::new()).await;
+    s.webhook(s.hook_body("events", "json", &events_url)).await;
+    s.webhook(s.hook_body("measurements", "json", &points_url)).await;
+    let request = s
+        .app
+        .http
+        .post(s.app.url("/gateway/v1/events"))
+        .basic_auth(&s.serial, Some(&s.device_token))
+        .json(&json!({"type": 310, "value": "1", "ts": 1_763_726_400}));
+    send(request).await.expect(200);
+    s.measure_n(3).await;
+    let got = events_rx.until("the event", |got| !all_items(got).is_empty()).await;
+    let event = &all_items(&got)[0];
+    assert_eq!(
+        common::keys(event),
+        [
+            "id_event",
+            "id_group",
+            "source_device",
+            "from_device",
+            "event_type",
+            "event_type_label",
+            "event_type_description",
+            "occurred_at",
+            "value",
+            "datatype",
+            "event_value_label",
+            "event_value_description"
+        ]
+    );
+    assert_eq!(event["event_type"], "310");
+    assert_eq!(event["from_device"], 1);
+    assert_eq!(event["occurred_at"], 1_763_726_400);
+    assert_eq!(event["source_device"], s.device.as_str());
+    let got = points_rx.until("the point", |got| !all_items(got).is_empty()).await;
+    assert_eq!(values(&all_items(&got)), [3]);
+    assert!(
+        all_items(&events_rx.requests())
+            .iter()
+            .all(|e| e.get("id_event").is_some())
+    );
+}
+
+#[tokio::test]
+async fn measurements_over_mqtt_reach_the_webhook() {
+    use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+    let s = setup().await;
+    let (receiver, url) = Receiver::start(Vec::new()).await;
+    s.webhook(s.hook_body("measurements", "json", &url)).await;
+    let mut options = MqttOptions::new("wh-test", "127.0.0.1", s.app.mqtt_addr.port());
+    options.set_credentials(s.serial.clone(), s.device_token.clone());
+    let (client, mut events) = AsyncClient::new(options, 16);
+    let payload = json!([{"ts": 1_763_726_500, "values": {"4": 21.5}}]).to_string();
+    client
+        .publish("v1/gateway/measurements", QoS::AtLeastOnce, false, payload)
+        .await
+        .unwrap();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.poll()).await {
+            Ok(Ok(Event::Incoming(Packet::PubAck(_)))) => break,
+            Ok(Ok(_)) => {}
+            other => panic!("no PUBACK: {other:?}"),
+        }
+    }
+    let got = receiver.until("the point", |got| !all_items(got).is_empty()).await;
+    let item = &all_items(&got)[0];
+    assert_eq!(item["value"], 21.5);
+    assert_eq!(item["datatype"], 4);
+    assert_eq!(item["timestamp_seconds"], 1_763_726_500);
+}
+
+#[tokio::test]
+async fn inactive_and_deleted_webhooks_get_nothing() {
+    let s = setup().await;
+    let (receiver, url) = Receiver::start(Vec::new()).await;
+    let mut body = s.hook_body("measurements", "json", &url);
+    body["is_active"] = json!(false);
+    let created = s.webhook(body).await;
+    assert_eq!(created["is_active"], 0);
+    let id = created["id_webhook"].as_str().unwrap();
+    s.measure_n(1).await;
+    let patch = send(
+        s.app
+            .request(Method::PATCH, &format!("/api/v2/webhook/{id}"), &s.admin)
+            .json(&json!({"is_active": true})),
+    )
+    .await
+    .expect(200)
+    .json();
+    assert_eq!(patch["is_active"], 1);
+    s.measure_n(2).await;
+    let got = receiver.until("the point", |got| !all_items(got).is_empty()).await;
+    assert_eq!(values(&all_items(&got)), [2], "nothing queued while inactive");
+    send(
+        s.app
+            .request(Method::DELETE, &format!("/api/v2/webhook/{id}"), &s.admin),
+    )
+    .await
+    .expect(204);
+    s.measure_n(3).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(values(&all_items(&receiver.requests())), [2]);
+    let gone = send(s.app.get(&format!("/api/v2/webhook/{id}"), &s.admin)).await;
+    assert_eq!(gone.status, 404);
+    assert_error(&gone.json(), 404);
+}
+
+#[tokio::test]
+async fn rights_follow_the_group_roles() {
+    let s = setup().await;
+    let app = &s.app;
+    let created = s
+        .webhook(s.hook_body("measurements", "json", "http://127.0.0.1:9/hook"))
+        .await;
+    let id = created["id_webhook"].as_str().unwrap();
+    let (viewer_id, viewer) = app.user().await;
+    let (operator_id, operator) = app.user().await;
+    let (manager_id, manager) = app.user().await;
+    let (_, stranger) = app.user().await;
+    app.grant(&s.admin, &s.group, &viewer_id, "viewer").await;
+    app.grant(&s.admin, &s.group, &operator_id, "operator").await;
+    app.grant(&s.admin, &s.group, &manager_id, "manager").await;
+    let body = s.hook_body("events", "ndjson", "http://127.0.0.1:9/other");
+
+    for token in [&viewer, &operator] {
+        let reply = send(app.request(Method::POST, "/api/v2/webhook", token).json(&body)).await;
+        assert_eq!(reply.status, 401, "{}", reply.text);
+        assert_error(&reply.json(), 401);
+        let reply = send(
+            app.request(Method::PATCH, &format!("/api/v2/webhook/{id}"), token)
+                .json(&json!({"label": "x"})),
+        )
+        .await;
+        assert_eq!(reply.status, 401);
+        let reply = send(app.request(Method::DELETE, &format!("/api/v2/webhook/{id}"), token)).await;
+        assert_eq!(reply.status, 401);
+        // Viewers read everything in the group (contract §2).
+        send(app.get(&format!("/api/v2/webhook/{id}"), token)).await.expect(200);
+        send(app.get(&format!("/api/v2/webhook/{id}/attempt"), token))
+            .await
+            .expect(200);
+    }
+    // A group the caller cannot see: 422 on create, 404 on the record, absent from the list.
+    let reply = send(app.request(Method::POST, "/api/v2/webhook", &stranger).json(&body)).await;
+    assert_eq!(reply.status, 422);
+    assert_eq!(
+        reply.json(),
+        json!([{"field": "id_group", "message": "Group not found."}])
+    );
+    for method in [Method::GET, Method::PATCH, Method::DELETE] {
+        let reply = send(
+            app.request(method, &format!("/api/v2/webhook/{id}"), &stranger)
+                .json(&json!({})),
+        )
+        .await;
+        assert_eq!(reply.status, 404, "{}", reply.text);
+        assert_error(&reply.json(), 404);
+    }
+    let list = send(app.get("/api/v2/webhook", &stranger)).await.expect(200).json();
+    assert_eq!(list["items"], json!([]));
+    let list = send(app.get("/api/v2/webhook", &viewer)).await.expect(200).json();
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+
+    // A manager creates, edits and deletes.
+    let reply = send(app.request(Method::POST, "/api/v2/webhook", &manager).json(&body))
+        .await
+        .expect(201);
+    let location = reply.header("location").unwrap().to_string();
+    let made = reply.json();
+    assert!(location.ends_with(&format!("/api/v2/webhook/{}", made["id_webhook"].as_str().unwrap())));
+    let patched = send(
+        app.request(
+            Method::PATCH,
+            &format!("/api/v2/webhook/{}", made["id_webhook"].as_str().unwrap()),
+            &manager,
+        )
+        .json(&json!({"label": "renamed", "authorization": null})),
+    )
+    .await
+    .expect(200)
+    .json();
+    assert_eq!(patched["label"], "renamed");
+    assert_eq!(patched["authorization"], Value::Null);
+    send(app.request(
+        Method::DELETE,
+        &format!("/api/v2/webhook/{}", made["id_webhook"].as_str().unwrap()),
+        &manager,
+    ))
+    .await
+    .expect(204);
+    let anonymous = send(app.http.get(app.url("/api/v2/webhook"))).await;
+    common::assert_invalid_credentials(&anonymous);
+}
+
+#[tokio::test]
+async fn the_authorization_is_masked_and_the_secret_shown_once() {
+    let s = setup().await;
+    let created = s
+        .webhook(s.hook_body("measurements", "json", "http://127.0.0.1:9/hook"))
+        .await;
+    let id = created["id_webhook"].as_str().unwrap();
+    assert_eq!(created["authorization"], "Bearer ****OKEN");
+    assert!(created["secret"].is_string());
+    let one = send(s.app.get(&format!("/api/v2/webhook/{id}"), &s.admin))
+        .await
+        .expect(200);
+    let list = send(
+        s.app
+            .get("/api/v2/webhook?filter[forwarding_type]=measurements", &s.admin),
+    )
+    .await
+    .expect(200);
+    for text in [&one.text, &list.text] {
+        assert!(!text.contains("0123456789abcdef"), "authorization leaked: {text}");
+        assert!(
+            !text.contains(created["secret"].as_str().unwrap()),
+            "secret leaked: {text}"
+        );
+    }
+    let one = one.json();
+    assert_eq!(one["authorization"], "Bearer ****OKEN");
+    assert!(one.get("secret").is_none());
+    assert_eq!(list.json()["_meta"]["totalCount"], 1);
+    assert_eq!(list.header("x-pagination-total-count"), Some("1"));
+    let none = send(s.app.get("/api/v2/webhook?filter[forwarding_type]=events", &s.admin))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(none["items"], json!([]));
+}
+
+#[tokio::test]
+async fn invalid_fields_answer_422_with_the_field_list() {
+    let s = setup().await;
+    let app = &s.app;
+    let post = |body: Value| send(app.request(Method::POST, "/api/v2/webhook", &s.admin).json(&body));
+    let reply = post(json!({})).await;
+    assert_eq!(reply.status, 422);
+    let fields: Vec<Value> = reply
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].clone())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            json!("id_group"),
+            json!("label"),
+            json!("forwarding_type"),
+            json!("formatter"),
+            json!("url")
+        ]
+    );
+    let reply = post(
+        json!({"id_group": s.group, "label": "x", "forwarding_type": "logs", "formatter": "xml",
+                           "url": "ftp://example.com/", "authorization": "Bearer a\nb", "is_active": "maybe"}),
+    )
+    .await;
+    assert_eq!(reply.status, 422);
+    assert_eq!(
+        reply.json(),
+        json!([
+            {"field": "forwarding_type", "message": "Forwarding Type must be one of measurements, events."},
+            {"field": "formatter", "message": "Formatter must be one of json, ndjson."},
+            {"field": "authorization", "message": "Authorization must be printable text without line breaks."},
+            {"field": "is_active", "message": "Is Active must be either \"1\" or \"0\"."}
+        ])
+    );
+    let reply = post(
+        json!({"id_group": s.group, "label": "x", "forwarding_type": "events", "formatter": "json",
+                           "url": "ftp://example.com/"}),
+    )
+    .await;
+    assert_eq!(reply.status, 422);
+    assert_eq!(reply.json()[0]["field"], "url");
+    let reply = post(json!({"id_group": 5, "label": ["x"]})).await;
+    assert_eq!(reply.status, 422);
+    let reply = send(
+        app.request(Method::POST, "/api/v2/webhook", &s.admin)
+            .header("content-type", "application/json")
+            .body("{not json"),
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    assert_error(&reply.json(), 400);
+    let created = s
+        .webhook(s.hook_body("measurements", "json", "http://127.0.0.1:9/hook"))
+        .await;
+    let id = created["id_webhook"].as_str().unwrap();
+    let reply = send(
+        app.request(Method::PATCH, &format!("/api/v2/webhook/{id}"), &s.admin)
+            .json(&json!({"forwarding_type": "events", "label": ""})),
+    )
+    .await;
+    assert_eq!(reply.status, 422);
+    assert_eq!(
+        reply.json(),
+        json!([
+            {"field": "label", "message": "Label cannot be blank."},
+            {"field": "forwarding_type", "message": "Forwarding Type cannot be changed."}
+        ])
+    );
+    let reply = send(app.request(Method::PUT, "/api/v2/webhook", &s.admin)).await;
+    assert_eq!(reply.status, 405);
+}
+
+#[tokio::test]
+async fn private_addresses_are_refused_unless_allowed() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "Plant").await;
+    for url in [
+        "http://127.0.0.1:8080/hook",
+        "http://10.0.0.8/hook",
+        "http://[::1]/hook",
+        "http://localhost/hook",
+    ] {
+        let body =
+            json!({"label": "x", "id_group": group, "forwarding_type": "events", "formatter": "json", "url": url});
+        let reply = send(app.request(Method::POST, "/api/v2/webhook", &admin).json(&body)).await;
+        assert_eq!(reply.status, 422, "{url}: {}", reply.text);
+        assert_eq!(
+            reply.json(),
+            json!([{"field": "url", "message": "Url must not resolve to a loopback, private or link-local address."}]),
+            "{url}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn formatters_are_listed() {
+    let app = TestApp::spawn().await;
+    let (_, token) = app.user().await;
+    let list = send(app.get("/api/v2/webhook-formatter", &token))
+        .await
+        .expect(200)
+        .json();
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["json", "ndjson"]);
+    assert!(list["items"][0]["description"].as_str().unwrap().contains("items"));
+    assert_eq!(list["_meta"]["totalCount"], 2);
+}
+
+#[tokio::test]
+async fn a_batch_failing_for_the_whole_retry_window_is_marked_failed_and_the_next_goes_out() {
+    let settings = Settings {
+        webhook_allow_private: true,
+        webhook_retry_window: Duration::ZERO,
+        ..Settings::default()
+    };
+    let app = TestApp::spawn_with(settings).await;
+    let stop = StopOnDrop(CancellationToken::new());
+    devicecloud_server::webhooks::spawn_worker(&app.state, &TaskTracker::new(), &stop.0);
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "Plant").await;
+    let body = json!({"id_group": group, "serial_hardware": "GW-WINDOW", "kind": "CORE"});
+    let device = send(app.request(Method::POST, "/api/v2/physical-device", &admin).json(&body))
+        .await
+        .expect(201)
+        .json();
+    let token = device["device_token"].as_str().unwrap();
+    let (receiver, url) = Receiver::start(vec![500]).await;
+    let hook =
+        json!({"label": "x", "id_group": group, "forwarding_type": "measurements", "formatter": "json", "url": url});
+    let created = send(app.request(Method::POST, "/api/v2/webhook", &admin).json(&hook))
+        .await
+        .expect(201)
+        .json();
+    let id = created["id_webhook"].as_str().unwrap();
+    let measure = |n: i64| {
+        app.http
+            .post(app.url("/gateway/v1/measurements"))
+            .basic_auth("GW-WINDOW", Some(token))
+            .json(&json!([{"ts": 1_763_726_400 + n, "values": {"1": n}}]))
+    };
+    send(measure(1)).await.expect(200);
+    receiver.until("the failed try", |got| !got.is_empty()).await;
+    send(measure(2)).await.expect(200);
+    let got = receiver.until("the next batch", |got| got.len() >= 2).await;
+    assert_eq!(values(&items(&got[0])), [1]);
+    assert_eq!(values(&items(&got[1])), [2], "the failed batch is not sent again");
+    let log = send(app.get(&format!("/api/v2/webhook/{id}/attempt"), &admin))
+        .await
+        .expect(200)
+        .json();
+    let statuses: Vec<Value> = log["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status_code"].clone())
+        .collect();
+    assert_eq!(statuses, [json!(500), json!(200)]);
+    let view = send(app.get(&format!("/api/v2/webhook/{id}?expand=backlog"), &admin))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(
+        view["backlog"],
+        json!({"queued_items": 0, "pending_deliveries": 0, "failed_deliveries": 1})
+    );
+    let plain = send(app.get(&format!("/api/v2/webhook/{id}"), &admin))
+        .await
+        .expect(200)
+        .json();
+    assert!(plain.get("backlog").is_none());
+}
