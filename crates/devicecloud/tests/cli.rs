@@ -442,11 +442,7 @@ fn simulate_provisions_a_fleet_through_the_api_and_connects_it() {
     );
     assert!(stdout.contains("provisioned 3 gateways in group "), "{stdout}");
     // The progress line shows the whole fleet connected and measuring.
-    let last = stdout
-        .lines()
-        .filter(|l| l.starts_with("t="))
-        .last()
-        .unwrap_or_default();
+    let last = stdout.lines().rfind(|l| l.starts_with("t=")).unwrap_or_default();
     assert!(last.contains("connected 3/3"), "{stdout}");
     let measurements: u64 = last
         .split("measurements ")
