@@ -33,8 +33,8 @@ struct Cli {
 enum Command {
     /// Run the service: REST API over HTTP and the background workers.
     Serve,
-    /// Run the service on a fresh embedded store seeded with an administrator, an API client
-    /// and groups, and print how to use it.
+    /// Run the service on a fresh embedded store seeded with an administrator, an API client,
+    /// groups and a simulated fleet of gateways streaming data, and print how to use it.
     Demo,
     /// A fleet of simulated GO, CORE and PLUS gateways against a running server.
     Simulate(simulate::SimulateArgs),

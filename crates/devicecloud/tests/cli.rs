@@ -387,3 +387,69 @@ fn acknowledged_data_survives_sigkill() {
     );
     assert!(stdout.contains(" 0 missing, 0 series miscounted"), "{stdout}");
 }
+
+#[test]
+fn simulate_provisions_a_fleet_through_the_api_and_connects_it() {
+    let dir = Dir::new("simulate");
+    let client = admin(&dir, &["create-client", "--name", "sim"]);
+    admin(
+        &dir,
+        &[
+            "create-user",
+            "--username",
+            "sim@example.com",
+            "--password",
+            "long-password",
+            "--admin",
+        ],
+    );
+    let mut c = command(&dir);
+    c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+        .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0");
+    let (mut child, line) = serve(c);
+    let addr = http_addr(&line);
+    let mqtt = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("mqtt="))
+        .unwrap()
+        .to_string();
+    let form = format!(
+        "grant_type=password&client_id={}&client_secret={}&username=sim%40example.com&password=long-password",
+        client["client_id"].as_str().unwrap(),
+        client["client_secret"].as_str().unwrap()
+    );
+    let answer = post_form(&addr, "/oauth2/token", &form);
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap();
+    let token = body["access_token"].as_str().unwrap();
+    let out = command(&dir)
+        .args([
+            "simulate",
+            "--api",
+            &format!("http://{addr}"),
+            "--token",
+            token,
+            "--gateways",
+            "3",
+        ])
+        .args(["--rate", "5", "--duration", "3", "--mqtt", &mqtt])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("provisioned 3 gateways in group "), "{stdout}");
+    // The progress line shows the whole fleet connected and measuring.
+    let last = stdout.lines().rfind(|l| l.starts_with("t=")).unwrap_or_default();
+    assert!(last.contains("connected 3/3"), "{stdout}");
+    let measurements: u64 = last
+        .split("measurements ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(measurements > 0, "{stdout}");
+    assert!(terminate(&mut child).success());
+}

@@ -795,3 +795,51 @@ async fn invalid_answers_are_502_and_stray_ones_are_dropped() {
     assert_eq!(outcomes, ["invalid response", "204", "418", "200"]);
     gateway.abort();
 }
+
+#[tokio::test]
+async fn mqtt_5_gateways_receive_commands_too() {
+    use rumqttc::v5::mqttbytes::QoS as QoS5;
+    use rumqttc::v5::mqttbytes::v5::Packet as Packet5;
+    use rumqttc::v5::{AsyncClient as Client5, Event as Event5, MqttOptions as Options5};
+
+    let s = setup(Settings::default()).await;
+    let gw = s.gateway("CMD-V5", ModuleKind::Core).await;
+    let mut options = Options5::new("v5", s.app.mqtt_addr.ip().to_string(), s.app.mqtt_addr.port());
+    options.set_credentials(gw.serial.clone(), gw.token.clone());
+    let (client, mut events) = Client5::new(options, 8);
+    client
+        .subscribe("v1/gateway/commands/+", QoS5::AtLeastOnce)
+        .await
+        .unwrap();
+    loop {
+        if let Event5::Incoming(Packet5::SubAck(_)) = events.poll().await.unwrap() {
+            break;
+        }
+    }
+    let gateway = tokio::spawn(async move {
+        while let Ok(event) = events.poll().await {
+            let Event5::Incoming(Packet5::Publish(p)) = event else {
+                continue;
+            };
+            assert_eq!(p.qos, QoS5::AtLeastOnce, "commands are published at QoS 1");
+            let topic = String::from_utf8(p.topic.to_vec()).unwrap();
+            let request: Value = serde_json::from_slice(&p.payload).unwrap();
+            assert_eq!(request, json!({"method": "ping", "params": {}}));
+            let id = topic.strip_prefix("v1/gateway/commands/").unwrap().to_string();
+            let answer = json!({"status": 200, "payload": {"data": "pong", "result": "success"}}).to_string();
+            client
+                .publish(format!("v1/gateway/responses/{id}"), QoS5::AtLeastOnce, false, answer)
+                .await
+                .unwrap();
+        }
+    });
+    let reply = s
+        .command(Method::GET, id(&gw), "ping", &s.admin, None)
+        .await
+        .expect(200);
+    assert_eq!(
+        reply.json(),
+        json!({"status": 200, "payload": {"data": "pong", "result": "success"}})
+    );
+    gateway.abort();
+}

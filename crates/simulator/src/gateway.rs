@@ -78,6 +78,11 @@ async fn session(
     mqtt.set_keep_alive(Duration::from_secs(30));
     mqtt.set_max_packet_size(256 * 1024, 256 * 1024);
     let (client, mut eventloop) = AsyncClient::new(mqtt, 64);
+    // Answers are small packets sent right after the request arrives: without TCP_NODELAY,
+    // Nagle's algorithm holds them for the peer's delayed ACK (tens of milliseconds).
+    let mut network = eventloop.network_options();
+    network.set_tcp_nodelay(true);
+    eventloop.set_network_options(network);
     let (tx, mut incoming) = mpsc::channel(64);
     // The poller drives the connection; it stops at the first error so that this gateway, not
     // rumqttc, decides when to reconnect.

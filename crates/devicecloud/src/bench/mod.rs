@@ -78,7 +78,7 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10)]
         seconds: u64,
         /// Concurrent callers.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 8)]
         connections: usize,
         /// Database of the server under test (default: a fresh SQLite file); must be empty.
         #[arg(long)]
