@@ -24,16 +24,23 @@ use crate::commands::{self, CommandError, CommandRecord};
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// HEAD on a command that is read with GET: refused rather than served by the GET handler
+/// (axum's default), because it would send the command to the gateway.
+async fn head_refused() -> Response {
+    let allow = axum::http::HeaderValue::from_static("GET");
+    (StatusCode::METHOD_NOT_ALLOWED, [(axum::http::header::ALLOW, allow)]).into_response()
+}
+
 pub fn router() -> Router<AppState> {
     const BASE: &str = "/api/v2/physical-device/{id}";
     Router::new()
-        .route(&format!("{BASE}/ping"), get(ping))
+        .route(&format!("{BASE}/ping"), get(ping).head(head_refused))
         .route(&format!("{BASE}/restart"), post(restart))
-        .route(&format!("{BASE}/status"), get(status))
+        .route(&format!("{BASE}/status"), get(status).head(head_refused))
         .route(&format!("{BASE}/request-measurement"), put(request_measurement))
         .route(
             &format!("{BASE}/wifi"),
-            get(wifi_scan).put(wifi_connect).delete(wifi_disconnect),
+            get(wifi_scan).head(head_refused).put(wifi_connect).delete(wifi_disconnect),
         )
         .route(&format!("{BASE}/reset-main-counter"), put(reset_main_counter))
         .route(&format!("{BASE}/reset-daily-counter"), put(reset_daily_counter))
