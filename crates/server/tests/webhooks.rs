@@ -804,4 +804,20 @@ async fn a_batch_failing_for_the_whole_retry_window_is_marked_failed_and_the_nex
         .expect(200)
         .json();
     assert!(plain.get("backlog").is_none());
+
+    // Retention: attempts and failed batches older than the cut-off are pruned.
+    let removed = devicecloud_store::webhooks::prune(&app.state.db, devicecloud_store::unix_now() + 10)
+        .await
+        .unwrap();
+    assert_eq!(removed, 3, "two attempts and one failed batch");
+    let log = send(app.get(&format!("/api/v2/webhook/{id}/attempt"), &admin))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(log["items"], json!([]));
+    let view = send(app.get(&format!("/api/v2/webhook/{id}?expand=backlog"), &admin))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(view["backlog"]["failed_deliveries"], 0);
 }
