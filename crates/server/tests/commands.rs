@@ -259,7 +259,10 @@ async fn a_gateway_that_is_not_connected_is_not_online() {
     assert_error_exact(&reply.json(), 404, "Not Found", "Device is not online");
     // HEAD would send the command: refused, with the method that reads it.
     for command in ["ping", "status", "wifi"] {
-        let reply = s.command(Method::HEAD, id(&gw), command, &s.admin, None).await.expect(405);
+        let reply = s
+            .command(Method::HEAD, id(&gw), command, &s.admin, None)
+            .await
+            .expect(405);
         assert!(reply.header("allow").is_some_and(|a| a.contains("GET")));
     }
     // The counter resets answer 400 (specification, Errors).

@@ -194,19 +194,32 @@ where
 
 /// The `json_object` arguments of a row of `t` on SQLite. SQLite writes a REAL into JSON with
 /// 15 significant digits, which does not give back every double; a REAL is therefore written
-/// with 17 digits (`%!.17g`: the `!` lifts SQLite's cap of 16 digits) and embedded as a JSON number.
-/// SQLite's decimal conversion is exact for magnitudes from about 1e-70 to 1e100, which is where
-/// measurements live; beyond that the 17th digit may differ (docs/api.md).
+/// as text with 17 digits (`%!.17g`: the `!` lifts SQLite's cap of 16 digits), which [`real`]
+/// reads back. SQLite's decimal conversion is exact for magnitudes from about 1e-70 to 1e100,
+/// which is where measurements live; beyond that the 17th digit may differ (docs/api.md).
 fn json_pairs(output: &[&str]) -> String {
     output
         .iter()
         .map(|name| {
-            format!(
-                "'{name}', CASE WHEN typeof(t.\"{name}\") = 'real' THEN json(printf('%!.17g', t.\"{name}\")) ELSE t.\"{name}\" END"
-            )
+            format!("'{name}', CASE WHEN typeof(t.\"{name}\") = 'real' THEN printf('%!.17g', t.\"{name}\") ELSE t.\"{name}\" END")
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Reads a float field of a page row: a JSON number, or the 17-digit text [`json_pairs`] writes
+/// for SQLite REALs. Row types with `f64` fields read through [`list`] or [`fetch`] use it.
+pub(crate) fn real<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<f64, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Real<'a> {
+        Number(f64),
+        Text(&'a str),
+    }
+    match <Real as serde::Deserialize>::deserialize(deserializer)? {
+        Real::Number(n) => Ok(n),
+        Real::Text(t) => t.parse().map_err(serde::de::Error::custom),
+    }
 }
 
 /// The single number a select returns (`COUNT`, `SUM`, `MAX` …), 0 for NULL.

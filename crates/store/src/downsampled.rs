@@ -50,9 +50,13 @@ pub struct Bucket {
     pub datatype: i64,
     pub source_device: String,
     /// Bucket start; fractional for session buckets and raw points with microseconds.
+    #[serde(deserialize_with = "crate::collection::real")]
     pub timestamp_seconds: f64,
+    #[serde(deserialize_with = "crate::collection::real")]
     pub min_val: f64,
+    #[serde(deserialize_with = "crate::collection::real")]
     pub max_val: f64,
+    #[serde(deserialize_with = "crate::collection::real")]
     pub avg_val: f64,
     pub count_val: i64,
 }
@@ -390,8 +394,13 @@ pub async fn list(
             ["id_container_data_latest", "id_group", "datatype", "source_device"]
                 .map(|c| (Alias::new("t"), Alias::new(c))),
         )
+        // PostgreSQL decodes the column as a float only if it is one; SQLite's JSON page takes
+        // an integer bucket as it is (no text conversion).
         .expr_as(
-            Expr::cust("CAST(t.timestamp_seconds AS DOUBLE PRECISION)"),
+            match db.backend() {
+                Backend::Postgres => Expr::cust("CAST(t.timestamp_seconds AS DOUBLE PRECISION)"),
+                Backend::Sqlite => Expr::col(("t", "timestamp_seconds")),
+            },
             "timestamp_seconds",
         )
         .columns(["min_val", "max_val", "avg_val", "count_val"].map(|c| (Alias::new("t"), Alias::new(c))))

@@ -27,6 +27,7 @@ pub struct RawPoint {
     pub source_device: String,
     pub timestamp_seconds: i64,
     pub microseconds: i64,
+    #[serde(deserialize_with = "crate::collection::real")]
     pub value: f64,
 }
 

@@ -157,6 +157,7 @@ pub struct CsvPoint {
     pub source_device: String,
     pub serial_hardware: String,
     pub datatype: i64,
+    #[serde(deserialize_with = "crate::collection::real")]
     pub value: f64,
 }
 

@@ -40,7 +40,10 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/request-measurement"), put(request_measurement))
         .route(
             &format!("{BASE}/wifi"),
-            get(wifi_scan).head(head_refused).put(wifi_connect).delete(wifi_disconnect),
+            get(wifi_scan)
+                .head(head_refused)
+                .put(wifi_connect)
+                .delete(wifi_disconnect),
         )
         .route(&format!("{BASE}/reset-main-counter"), put(reset_main_counter))
         .route(&format!("{BASE}/reset-daily-counter"), put(reset_daily_counter))
