@@ -81,7 +81,7 @@ fn print_usage(data_dir: &str, http: SocketAddr, mqtt: SocketAddr, seeded: &Seed
     println!("  get a token  {token_curl}");
     println!("  list groups  curl -s '{base}/api/v2/group/index?sort=label' -H \"Authorization: Bearer $TOKEN\"");
     println!(
-        "  downsampled  curl -s '{base}/api/v2/data-downsampled?filter[id_group]={first_group}' -H \"Authorization: Bearer $TOKEN\""
+        "  downsampled  curl -s -g '{base}/api/v2/data-downsampled?filter[id_group]={first_group}' -H \"Authorization: Bearer $TOKEN\""
     );
     let kinds = fleet.iter().fold(String::new(), |mut acc, g| {
         if !acc.is_empty() {

@@ -255,9 +255,11 @@ fn environment_beats_file_and_flags_beat_environment() {
 
     // Environment wins over the file.
     let mut c = command(&dir);
+    // (MQTT on a free port too: the default 1883 may be taken on the machine.)
     c.arg("--config")
         .arg(&config)
-        .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0");
+        .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+        .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0");
     let (mut child, line) = serve(c);
     assert_ne!(http_addr(&line), busy);
     terminate(&mut child);
@@ -265,6 +267,7 @@ fn environment_beats_file_and_flags_beat_environment() {
     // A flag wins over the environment.
     let mut c = command(&dir);
     c.env("DEVICECLOUD_HTTP_ADDR", &busy)
+        .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
         .args(["--http-addr", "127.0.0.1:0"]);
     let (mut child, line) = serve(c);
     assert_ne!(http_addr(&line), busy);
@@ -323,7 +326,7 @@ fn demo_prints_credentials_that_work() {
     );
     assert!(
         text.contains(&format!(
-            "curl -s 'http://{addr}/api/v2/data-downsampled?filter[id_group]="
+            "curl -s -g 'http://{addr}/api/v2/data-downsampled?filter[id_group]="
         )),
         "{text}"
     );
@@ -350,6 +353,29 @@ fn demo_prints_credentials_that_work() {
         pinged.ends_with(r#"{"status":200,"payload":{"data":"pong","result":"success"}}"#),
         "{pinged}"
     );
+
+    // The printed downsampled line answers with the fleet's data (curl reads it with -g, so
+    // the brackets are not taken as a URL pattern).
+    let downsampled_path = text
+        .split(&format!("curl -s -g 'http://{addr}"))
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .unwrap_or_else(|| panic!("no downsampled line in {text}"))
+        .to_string();
+    let mut downsampled = String::new();
+    for _ in 0..100 {
+        downsampled = get_with_token(&addr, &downsampled_path, token);
+        if downsampled.contains("\"count_val\"") {
+            break;
+        }
+        // The fleet's first measurements arrive shortly after it connects.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        downsampled.starts_with("HTTP/1.1 200"),
+        "downsampled answer: {downsampled}"
+    );
+    assert!(downsampled.contains("\"count_val\""), "{downsampled}");
 
     // The printed gateway credentials are accepted over MQTT (CONNACK return code 0).
     let mqtt = printed[0]
