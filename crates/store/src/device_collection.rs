@@ -2,13 +2,13 @@
 //! expand options embed (contract §4), each loaded for a whole page at once.
 
 use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
-use sea_query::{Condition, Expr, ExprTrait, Query};
+use sea_query::Query;
 
 use crate::Result;
 use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
 use crate::db::{Db, on_pool};
 use crate::devices::{DeviceRow, OUTPUT};
-use crate::event_collection::{self, EventRow, visible_groups};
+use crate::event_collection::{self, EventRow};
 use crate::groups::GroupScope;
 
 const TABLE: &str = "physical_devices";
@@ -66,8 +66,8 @@ pub async fn list(
 ) -> Result<Listing<DeviceRow>> {
     let mut select = Query::select();
     select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    if let GroupScope::MemberOf(id_user) = scope {
-        select.cond_where(Condition::all().add(Expr::col((TABLE, "id_group")).in_subquery(visible_groups(id_user))));
+    if let Some(visible) = scope.condition(TABLE, "id_group") {
+        select.cond_where(visible);
     }
     let req = ListRequest {
         filter,

@@ -13,7 +13,6 @@ use sea_query::{Alias, Condition, Expr, ExprTrait, Query, SelectStatement};
 use crate::Result;
 use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
 use crate::db::{Backend, Db, on_pool};
-use crate::event_collection::visible_groups;
 use crate::groups::GroupScope;
 
 /// How finely a request is answered.
@@ -406,8 +405,8 @@ pub async fn list(
         .columns(["min_val", "max_val", "avg_val", "count_val"].map(|c| (Alias::new("t"), Alias::new(c))))
         .from_subquery(inner, "t");
     let mut cond = Condition::all();
-    if let GroupScope::MemberOf(id_user) = scope {
-        cond = cond.add(Expr::col(("t", "id_group")).in_subquery(visible_groups(id_user)));
+    if let Some(visible) = scope.condition("t", "id_group") {
+        cond = cond.add(visible);
     }
     match (&named, &session) {
         (Some(_), None) => cond = cond.add(Expr::val(1).eq(0)),

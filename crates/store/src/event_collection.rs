@@ -2,7 +2,7 @@
 //! first (contract §4).
 
 use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
-use sea_query::{Condition, Expr, ExprTrait, Query};
+use sea_query::Query;
 
 use crate::Result;
 use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
@@ -80,8 +80,8 @@ pub async fn list(
 ) -> Result<Listing<EventRow>> {
     let mut select = Query::select();
     select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    if let GroupScope::MemberOf(id_user) = scope {
-        select.cond_where(Condition::all().add(Expr::col((TABLE, "id_group")).in_subquery(visible_groups(id_user))));
+    if let Some(visible) = scope.condition(TABLE, "id_group") {
+        select.cond_where(visible);
     }
     let req = ListRequest {
         filter,
@@ -95,18 +95,4 @@ pub async fn list(
         count_only,
     };
     collection::list(db, select, &OUTPUT, &COLUMNS, req).await
-}
-
-/// The groups a user holds a role in, deleted ones left out (contract §2).
-pub fn visible_groups(id_user: &str) -> sea_query::SelectStatement {
-    Query::select()
-        .column(("memberships", "id_group"))
-        .from("memberships")
-        .inner_join(
-            "groups",
-            Expr::col(("groups", "id_group")).equals(("memberships", "id_group")),
-        )
-        .and_where(Expr::col(("memberships", "id_user")).eq(id_user))
-        .and_where(Expr::col(("groups", "deleted_at")).is_null())
-        .to_owned()
 }

@@ -15,7 +15,6 @@ use sea_query::{Condition, Expr, ExprTrait, Func, Order, Query, SelectStatement}
 use crate::Result;
 use crate::collection::{self, Column, ListRequest, Listing, attributes, filter_cond, names};
 use crate::db::Db;
-use crate::event_collection::visible_groups;
 use crate::groups::GroupScope;
 
 /// A raw data point with every field of the specification.
@@ -106,8 +105,8 @@ fn containers(scope: &GroupScope<'_>, filter: Option<&Filter>, db: &Db) -> Selec
     let mut select = Query::select();
     select.column(("c", "container_key")).from_as("containers", "c");
     let mut cond = Condition::all();
-    if let GroupScope::MemberOf(id_user) = scope {
-        cond = cond.add(Expr::col(("c", "id_group")).in_subquery(visible_groups(id_user)));
+    if let Some(visible) = scope.condition("c", "id_group") {
+        cond = cond.add(visible);
     }
     if let Some(filter) = filter.filter(|f| names_only_containers(f)) {
         cond = cond.add(filter_cond(filter, &COLUMNS, db.backend()));

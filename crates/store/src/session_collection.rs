@@ -1,12 +1,11 @@
 //! Reading data sessions (`GET /api/v2/data-session`, its expands and the CSV download).
 
 use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
-use sea_query::{Condition, Expr, ExprTrait, Query};
+use sea_query::{Expr, ExprTrait, Query};
 
 use crate::Result;
 use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
 use crate::db::{Db, on_pool};
-use crate::event_collection::visible_groups;
 use crate::groups::GroupScope;
 
 const TABLE: &str = "data_sessions";
@@ -94,8 +93,8 @@ pub async fn list(
     count_only: bool,
 ) -> Result<Listing<SessionRow>> {
     let mut select = select();
-    if let GroupScope::MemberOf(id_user) = scope {
-        select.cond_where(Condition::all().add(Expr::col((TABLE, "id_group")).in_subquery(visible_groups(id_user))));
+    if let Some(visible) = scope.condition(TABLE, "id_group") {
+        select.cond_where(visible);
     }
     let req = ListRequest {
         filter,
