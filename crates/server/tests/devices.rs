@@ -9,33 +9,6 @@ use devicecloud_store::devices;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const FIELDS: [&str; 24] = [
-    "id_physical_device",
-    "serial_hardware",
-    "label",
-    "id_parent",
-    "id_group",
-    "id_device_type",
-    "id_iot_device",
-    "is_connected",
-    "expected_offline_interval",
-    "expected_live_status",
-    "device_status",
-    "connection",
-    "created_at",
-    "last_data_at",
-    "signal",
-    "commissioned_at",
-    "calibrated_at",
-    "reconnected_at",
-    "platform_software_version",
-    "app_software_version",
-    "archived_serial",
-    "archived_at",
-    "archived_by",
-    "_links",
-];
-
 async fn provision(app: &TestApp, token: &str, body: Value) -> common::Reply {
     send(app.request(Method::POST, "/api/v2/physical-device", token).json(&body)).await
 }
@@ -56,7 +29,7 @@ async fn a_manager_provisions_a_gateway_and_gets_its_token_once() {
     .await;
     assert_eq!(reply.status, 201, "{}", reply.text);
     let body = reply.json();
-    let mut expected: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
+    let mut expected: Vec<String> = common::DEVICE_FIELDS.iter().map(|s| s.to_string()).collect();
     expected.push("device_token".into());
     assert_eq!(keys(&body), expected);
     let id = body["id_physical_device"].as_str().unwrap().to_string();
@@ -80,7 +53,7 @@ async fn a_manager_provisions_a_gateway_and_gets_its_token_once() {
     // The token is shown only once: the record read later has none.
     let reply = send(app.get(&format!("/api/v2/physical-device/{id}"), &manager)).await;
     assert_eq!(reply.status, 200);
-    assert_eq!(keys(&reply.json()), FIELDS);
+    assert_eq!(keys(&reply.json()), common::DEVICE_FIELDS);
     let reply = send(app.get(
         &format!("/api/v2/physical-device/{id}?fields=serial_hardware,label"),
         &manager,

@@ -5,7 +5,7 @@
 mod common;
 
 use common::gateway_client::TestGateway;
-use common::{TestApp, keys, send};
+use common::{DEVICE_FIELDS, TestApp, keys, send};
 use serde_json::{Value, json};
 
 const T0: i64 = 1_763_683_200;
@@ -19,33 +19,6 @@ async fn get(app: &TestApp, token: &str, path: &str) -> Value {
 fn items(body: &Value) -> &Vec<Value> {
     body["items"].as_array().unwrap()
 }
-
-const DEVICE_FIELDS: [&str; 24] = [
-    "id_physical_device",
-    "serial_hardware",
-    "label",
-    "id_parent",
-    "id_group",
-    "id_device_type",
-    "id_iot_device",
-    "is_connected",
-    "expected_offline_interval",
-    "expected_live_status",
-    "device_status",
-    "connection",
-    "created_at",
-    "last_data_at",
-    "signal",
-    "commissioned_at",
-    "calibrated_at",
-    "reconnected_at",
-    "platform_software_version",
-    "app_software_version",
-    "archived_serial",
-    "archived_at",
-    "archived_by",
-    "_links",
-];
 
 #[tokio::test]
 async fn the_device_collection_has_its_keys_filters_and_rights() {

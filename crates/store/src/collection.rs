@@ -14,6 +14,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use crate::db::{Backend, Db, on_pool};
+use crate::groups::GroupScope;
 use crate::{Result, StoreError};
 
 /// One attribute of a collection and the SQL column behind it. The attribute's kind types its
@@ -60,6 +61,32 @@ impl Column {
         match self.kind {
             AttrKind::String => Func::lower(self.expr()).into(),
             _ => self.expr(),
+        }
+    }
+}
+
+/// What a caller asks of a scoped collection: whose view, which rows, in which order, which
+/// page (HEAD: `count_only`). Every resource's `list` takes it as it comes from the request.
+#[derive(Clone, Debug)]
+pub struct ListArgs<'a> {
+    pub scope: GroupScope<'a>,
+    pub filter: Option<&'a Filter>,
+    pub sort: Option<&'a SortKey>,
+    pub page: PageRequest,
+    pub count_only: bool,
+}
+
+impl<'a> ListArgs<'a> {
+    /// The request for [`list`]: these arguments with the resource's default order and primary
+    /// key.
+    pub(crate) fn request(&self, default_sort: SortKey, primary_key: &'a [Column]) -> ListRequest<'a> {
+        ListRequest {
+            filter: self.filter,
+            sort: self.sort,
+            default_sort,
+            primary_key,
+            page: self.page,
+            count_only: self.count_only,
         }
     }
 }
@@ -232,11 +259,7 @@ pub(crate) async fn scalar_i64(db: &Db, select: &SelectStatement) -> Result<i64>
 }
 
 pub(crate) async fn count_rows(db: &Db, count: &SelectStatement) -> Result<u64> {
-    let (sql, values) = db.build(count);
-    let total: i64 = on_pool!(db, |p| sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
-        .fetch_one(p)
-        .await)?;
-    Ok(u64::try_from(total).unwrap_or(0))
+    Ok(u64::try_from(scalar_i64(db, count).await?).unwrap_or(0))
 }
 
 /// Translates a filter AST into one SQL condition over `columns`.

@@ -1,15 +1,14 @@
 //! The physical-device collection (`GET /api/v2/physical-device`) and the related records its
 //! expand options embed (contract §4), each loaded for a whole page at once.
 
-use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
+use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::Query;
 
 use crate::Result;
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
 use crate::db::{Db, on_pool};
 use crate::devices::{DeviceRow, OUTPUT};
 use crate::event_collection::{self, EventRow};
-use crate::groups::GroupScope;
 
 const TABLE: &str = "physical_devices";
 
@@ -56,31 +55,26 @@ pub const SORTABLE: [&str; 23] = names(&COLUMNS);
 
 /// A page of the devices in the groups `scope` allows (archived ones included: they carry
 /// `archived_at`), filtered and sorted as asked; default order is creation time.
-pub async fn list(
-    db: &Db,
-    scope: GroupScope<'_>,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-) -> Result<Listing<DeviceRow>> {
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<DeviceRow>> {
     let mut select = Query::select();
     select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    if let Some(visible) = scope.condition(TABLE, "id_group") {
+    if let Some(visible) = args.scope.condition(TABLE, "id_group") {
         select.cond_where(visible);
     }
-    let req = ListRequest {
-        filter,
-        sort,
-        default_sort: SortKey {
-            attr: "created_at",
-            descending: false,
-        },
-        primary_key: &[col("id_physical_device", AttrKind::String)],
-        page,
-        count_only,
-    };
-    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
+    collection::list(
+        db,
+        select,
+        &OUTPUT,
+        &COLUMNS,
+        args.request(
+            SortKey {
+                attr: "created_at",
+                descending: false,
+            },
+            &[col("id_physical_device", AttrKind::String)],
+        ),
+    )
+    .await
 }
 
 /// What a device carries besides its specification fields: the JSON documents from hello and

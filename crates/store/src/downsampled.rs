@@ -7,13 +7,12 @@
 //! derived table, so a `timestamp_seconds` bound reaches the rollup's primary key
 //! (container, bucket).
 
-use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, PageRequest, Scalar, SortKey};
+use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Scalar, SortKey};
 use sea_query::{Alias, Condition, Expr, ExprTrait, Query, SelectStatement};
 
 use crate::Result;
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, names};
 use crate::db::{Backend, Db, on_pool};
-use crate::groups::GroupScope;
 
 /// How finely a request is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,16 +97,8 @@ pub const COLUMNS: [Column; 10] = [
 /// The filter attributes of the downsampled collection.
 pub const ATTRIBUTES: [Attribute; 10] = attributes(&COLUMNS);
 /// The sortable attributes (all but `id_data_session`).
-pub const SORTABLE: [&str; 9] = {
-    let all = names(&COLUMNS);
-    let mut out = [""; 9];
-    let mut i = 0;
-    while i < 9 {
-        out[i] = all[i];
-        i += 1;
-    }
-    out
-};
+pub const SORTABLE: &[&str] = NAMES.split_at(9).0;
+const NAMES: [&str; 10] = names(&COLUMNS);
 
 /// The parts of a filter's top-level conjunction, nested `and`s flattened (several operators
 /// on one attribute arrive as an `and` of their own).
@@ -355,15 +346,14 @@ async fn session_span(db: &Db, id_data_session: &str, now: i64) -> Result<Option
 }
 
 /// A page of downsampled points of the groups `scope` allows; default order ascending time.
-pub async fn list(
-    db: &Db,
-    scope: GroupScope<'_>,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-    now: i64,
-) -> Result<Listing<Bucket>> {
+pub async fn list(db: &Db, args: ListArgs<'_>, now: i64) -> Result<Listing<Bucket>> {
+    let ListArgs {
+        scope,
+        filter,
+        sort,
+        page,
+        count_only,
+    } = args;
     let named = session_id(filter);
     let session = match &named {
         Some(id) => session_span(db, id, now).await?,

@@ -1,13 +1,12 @@
 //! The event collection (`GET /api/v2/event`): events of the groups a caller may see, latest
 //! first (contract §4).
 
-use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
+use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::Query;
 
 use crate::Result;
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
 use crate::db::Db;
-use crate::groups::GroupScope;
 
 const TABLE: &str = "events";
 
@@ -70,29 +69,24 @@ pub const ATTRIBUTES: [Attribute; 8] = attributes(&COLUMNS);
 pub const SORTABLE: [&str; 8] = names(&COLUMNS);
 
 /// A page of the events of the groups `scope` allows; default order latest first.
-pub async fn list(
-    db: &Db,
-    scope: GroupScope<'_>,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-) -> Result<Listing<EventRow>> {
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<EventRow>> {
     let mut select = Query::select();
     select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    if let Some(visible) = scope.condition(TABLE, "id_group") {
+    if let Some(visible) = args.scope.condition(TABLE, "id_group") {
         select.cond_where(visible);
     }
-    let req = ListRequest {
-        filter,
-        sort,
-        default_sort: SortKey {
-            attr: "occurred_at",
-            descending: true,
-        },
-        primary_key: &[col("id_event", AttrKind::Integer)],
-        page,
-        count_only,
-    };
-    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
+    collection::list(
+        db,
+        select,
+        &OUTPUT,
+        &COLUMNS,
+        args.request(
+            SortKey {
+                attr: "occurred_at",
+                descending: true,
+            },
+            &[col("id_event", AttrKind::Integer)],
+        ),
+    )
+    .await
 }

@@ -5,7 +5,7 @@ use sea_query::{Condition, Expr, ExprTrait, Query};
 
 use devicecloud_query::{AttrKind, Attribute};
 
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
 use crate::db::{Db, on_pool};
 use crate::{Result, new_id};
 
@@ -151,17 +151,10 @@ pub async fn get(db: &Db, id_group: &str) -> Result<Option<GroupRow>> {
 }
 
 /// A page of the groups `scope` allows, filtered and sorted as asked.
-pub async fn list(
-    db: &Db,
-    scope: GroupScope<'_>,
-    filter: Option<&devicecloud_query::Filter>,
-    sort: Option<&SortKey>,
-    page: devicecloud_query::PageRequest,
-    count_only: bool,
-) -> Result<Listing<GroupRow>> {
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
     let mut select = Query::select();
     select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    if let GroupScope::MemberOf(id_user) = scope {
+    if let GroupScope::MemberOf(id_user) = args.scope {
         // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
         select.cond_where(
             Condition::all().add(Expr::col((TABLE, "deleted_at")).is_null()).add(
@@ -175,18 +168,20 @@ pub async fn list(
             ),
         );
     }
-    let req = ListRequest {
-        filter,
-        sort,
-        default_sort: SortKey {
-            attr: "created_at",
-            descending: false,
-        },
-        primary_key: &[col("id_group", "id_group", AttrKind::String)],
-        page,
-        count_only,
-    };
-    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
+    collection::list(
+        db,
+        select,
+        &OUTPUT,
+        &COLUMNS,
+        args.request(
+            SortKey {
+                attr: "created_at",
+                descending: false,
+            },
+            &[col("id_group", "id_group", AttrKind::String)],
+        ),
+    )
+    .await
 }
 
 /// Applies `changes` and returns the updated group (`None` if it does not exist).

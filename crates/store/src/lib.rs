@@ -23,7 +23,7 @@ pub mod sessions;
 pub mod tokens;
 pub mod webhooks;
 
-pub use collection::{Column, ListRequest, Listing, attributes, names};
+pub use collection::{Column, ListArgs, ListRequest, Listing, attributes, names};
 pub use db::{Backend, Db};
 pub use error::StoreError;
 

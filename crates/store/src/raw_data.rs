@@ -9,11 +9,11 @@
 //! (group, device, datatype, container) comes from the day rollups, which count every stored
 //! point exactly once.
 
-use devicecloud_query::{AttrKind, Attribute, Filter, Page, PageRequest, SortKey};
+use devicecloud_query::{AttrKind, Attribute, Filter, Page, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Func, Order, Query, SelectStatement};
 
 use crate::Result;
-use crate::collection::{self, Column, ListRequest, Listing, attributes, filter_cond, names};
+use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, filter_cond, names};
 use crate::db::Db;
 use crate::groups::GroupScope;
 
@@ -141,14 +141,14 @@ fn points(db: &Db, containers: SelectStatement, filter: Option<&Filter>) -> Sele
 }
 
 /// A page of raw points; default order latest first.
-pub async fn list(
-    db: &Db,
-    scope: GroupScope<'_>,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-) -> Result<Listing<RawPoint>> {
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
+    let ListArgs {
+        scope,
+        filter,
+        sort,
+        page,
+        count_only,
+    } = args;
     let keys = containers(&scope, filter, db);
     let base = points(db, keys.clone(), filter);
     let by_time = sort.is_none_or(|s| s.attr == "timestamp_seconds");

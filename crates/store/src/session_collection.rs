@@ -1,12 +1,11 @@
 //! Reading data sessions (`GET /api/v2/data-session`, its expands and the CSV download).
 
-use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
+use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Expr, ExprTrait, Query};
 
 use crate::Result;
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
 use crate::db::{Db, on_pool};
-use crate::groups::GroupScope;
 
 const TABLE: &str = "data_sessions";
 
@@ -84,30 +83,25 @@ fn select() -> sea_query::SelectStatement {
 }
 
 /// A page of the sessions of the groups `scope` allows; default order creation time.
-pub async fn list(
-    db: &Db,
-    scope: GroupScope<'_>,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-) -> Result<Listing<SessionRow>> {
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<SessionRow>> {
     let mut select = select();
-    if let Some(visible) = scope.condition(TABLE, "id_group") {
+    if let Some(visible) = args.scope.condition(TABLE, "id_group") {
         select.cond_where(visible);
     }
-    let req = ListRequest {
-        filter,
-        sort,
-        default_sort: SortKey {
-            attr: "created_at",
-            descending: false,
-        },
-        primary_key: &[col("session_key", AttrKind::Integer)],
-        page,
-        count_only,
-    };
-    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
+    collection::list(
+        db,
+        select,
+        &OUTPUT,
+        &COLUMNS,
+        args.request(
+            SortKey {
+                attr: "created_at",
+                descending: false,
+            },
+            &[col("session_key", AttrKind::Integer)],
+        ),
+    )
+    .await
 }
 
 /// One session by its identifier.

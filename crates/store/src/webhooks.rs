@@ -11,9 +11,8 @@ mod routes;
 use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Query};
 
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, names};
 use crate::db::{Db, Tx, on_pool};
-use crate::groups::GroupScope;
 use crate::{Result, new_id};
 
 pub use routes::{RouteTable, Routes};
@@ -169,47 +168,27 @@ pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
 }
 
 /// A page of the webhooks of the groups `scope` allows.
-pub async fn list(
-    db: &Db,
-    scope: GroupScope<'_>,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-) -> Result<Listing<WebhookRow>> {
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
     let mut select = Query::select();
     select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    if let GroupScope::MemberOf(id_user) = scope {
-        // The webhooks of live groups where the user holds a role (contract §2).
-        select.cond_where(
-            Condition::all().add(
-                Expr::col((TABLE, "id_group")).in_subquery(
-                    Query::select()
-                        .column(("memberships", "id_group"))
-                        .from("memberships")
-                        .inner_join(
-                            "groups",
-                            Expr::col(("groups", "id_group")).equals(("memberships", "id_group")),
-                        )
-                        .and_where(Expr::col(("memberships", "id_user")).eq(id_user))
-                        .and_where(Expr::col(("groups", "deleted_at")).is_null())
-                        .to_owned(),
-                ),
-            ),
-        );
+    // The webhooks of live groups where the user holds a role (contract §2).
+    if let Some(visible) = args.scope.condition(TABLE, "id_group") {
+        select.cond_where(visible);
     }
-    let req = ListRequest {
-        filter,
-        sort,
-        default_sort: SortKey {
-            attr: "created_at",
-            descending: false,
-        },
-        primary_key: &[col(TABLE, "id_webhook", "id_webhook", AttrKind::String)],
-        page,
-        count_only,
-    };
-    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
+    collection::list(
+        db,
+        select,
+        &OUTPUT,
+        &COLUMNS,
+        args.request(
+            SortKey {
+                attr: "created_at",
+                descending: false,
+            },
+            &[col(TABLE, "id_webhook", "id_webhook", AttrKind::String)],
+        ),
+    )
+    .await
 }
 
 /// Applies `changes` and returns the webhook (`None` if it does not exist).

@@ -12,6 +12,9 @@ use axum::response::{IntoResponse, Response};
 use devicecloud_query::{CollectionQuery, CollectionSpec, Page, Params, fields, link_header};
 use serde_json::{Map, Value};
 
+use devicecloud_store::ListArgs;
+
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -29,6 +32,18 @@ impl RawCollection {
     /// Parses against the collection's attributes and page limits.
     pub fn parse(&self, spec: &CollectionSpec) -> Result<CollectionQuery, ApiError> {
         Ok(CollectionQuery::parse(&self.query, self.body.as_ref(), spec)?)
+    }
+
+    /// The store's view of this request for `caller`: their groups, the parsed filter, sort and
+    /// page, and whether only the count is wanted (HEAD).
+    pub fn list_args<'a>(&self, caller: &'a Caller, query: &'a CollectionQuery) -> ListArgs<'a> {
+        ListArgs {
+            scope: caller.group_scope(),
+            filter: query.filter.as_ref(),
+            sort: query.sort.as_ref(),
+            page: query.page,
+            count_only: self.head,
+        }
     }
 
     /// The raw query string.

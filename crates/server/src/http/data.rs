@@ -25,7 +25,7 @@ const RAW_SPEC: CollectionSpec = CollectionSpec {
 
 const DOWNSAMPLED_SPEC: CollectionSpec = CollectionSpec {
     attributes: &downsampled::ATTRIBUTES,
-    sortable: &downsampled::SORTABLE,
+    sortable: downsampled::SORTABLE,
     default_per_page: 500,
     max_per_page: 10_000,
 };
@@ -97,15 +97,7 @@ pub async fn raw(
     if !names_group(query.filter.as_ref()) {
         return Err(ApiError::BadRequest("filter[id_group] is required".into()));
     }
-    let listing = raw_data::list(
-        &state.db,
-        caller.group_scope(),
-        query.filter.as_ref(),
-        query.sort.as_ref(),
-        query.page,
-        raw.head,
-    )
-    .await?;
+    let listing = raw_data::list(&state.db, raw.list_args(&caller, &query)).await?;
     let selection = Selection::of(&query);
     let items: Vec<Value> = listing
         .items
@@ -125,16 +117,7 @@ pub async fn downsampled(
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
     let query = raw.parse(&DOWNSAMPLED_SPEC)?;
-    let listing = downsampled::list(
-        &state.db,
-        caller.group_scope(),
-        query.filter.as_ref(),
-        query.sort.as_ref(),
-        query.page,
-        raw.head,
-        unix_now(),
-    )
-    .await?;
+    let listing = downsampled::list(&state.db, raw.list_args(&caller, &query), unix_now()).await?;
     let selection = Selection::of(&query);
     let items: Vec<Value> = listing
         .items

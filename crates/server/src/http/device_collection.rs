@@ -76,15 +76,7 @@ pub async fn index(
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
     let query = raw.parse(&SPEC)?;
-    let listing = store::list(
-        &state.db,
-        caller.group_scope(),
-        query.filter.as_ref(),
-        query.sort.as_ref(),
-        query.page,
-        raw.head,
-    )
-    .await?;
+    let listing = store::list(&state.db, raw.list_args(&caller, &query)).await?;
     let items = render_devices(&state, &listing.items, &Selection::of(&query)).await?;
     Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items))
         .with("expand", json!(EXPANDS))

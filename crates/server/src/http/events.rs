@@ -75,15 +75,7 @@ pub async fn index(
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
     let query = raw.parse(&SPEC)?;
-    let listing = event_collection::list(
-        &state.db,
-        caller.group_scope(),
-        query.filter.as_ref(),
-        query.sort.as_ref(),
-        query.page,
-        raw.head,
-    )
-    .await?;
+    let listing = event_collection::list(&state.db, raw.list_args(&caller, &query)).await?;
     let selection = Selection::of(&query);
     let items: Vec<Value> = listing
         .items

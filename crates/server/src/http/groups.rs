@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use devicecloud_query::CollectionSpec;
 use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
-use devicecloud_store::{accounts, memberships, unix_now};
+use devicecloud_store::{ListArgs, accounts, memberships, unix_now};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -105,11 +105,10 @@ pub async fn index(
             let version = state.pages.version();
             let listing = groups::list(
                 &state.db,
-                caller.group_scope(),
-                query.filter.as_ref(),
-                query.sort.as_ref(),
-                query.page,
-                false,
+                ListArgs {
+                    count_only: false,
+                    ..raw.list_args(&caller, &query)
+                },
             )
             .await?;
             let selection = Selection::of(&query);

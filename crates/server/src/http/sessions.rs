@@ -106,15 +106,7 @@ pub async fn index(
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
     let query = raw.parse(&SPEC)?;
-    let listing = store::list(
-        &state.db,
-        caller.group_scope(),
-        query.filter.as_ref(),
-        query.sort.as_ref(),
-        query.page,
-        raw.head,
-    )
-    .await?;
+    let listing = store::list(&state.db, raw.list_args(&caller, &query)).await?;
     let selection = Selection::of(&query);
     let mut items = Vec::with_capacity(listing.items.len());
     for row in &listing.items {

@@ -16,6 +16,34 @@ use tokio_util::task::TaskTracker;
 
 pub mod gateway_client;
 
+/// The keys of a physical-device record, in the specification's order.
+pub const DEVICE_FIELDS: [&str; 24] = [
+    "id_physical_device",
+    "serial_hardware",
+    "label",
+    "id_parent",
+    "id_group",
+    "id_device_type",
+    "id_iot_device",
+    "is_connected",
+    "expected_offline_interval",
+    "expected_live_status",
+    "device_status",
+    "connection",
+    "created_at",
+    "last_data_at",
+    "signal",
+    "commissioned_at",
+    "calibrated_at",
+    "reconnected_at",
+    "platform_software_version",
+    "app_software_version",
+    "archived_serial",
+    "archived_at",
+    "archived_by",
+    "_links",
+];
+
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A running service and an HTTP client for it.
