@@ -11,45 +11,73 @@ use devicecloud_store::{Db, devices};
 use rand::Rng;
 
 use super::publisher::{Message, publish};
-use super::server::{ServerUnderTest, provision};
+use super::server::{GatewayCredentials, ServerUnderTest, provision};
 
 const DATATYPES: u32 = 5;
-const MEASUREMENTS: i64 = 10;
+/// Measurements (seconds) per message.
+pub const MEASUREMENTS: i64 = 10;
+/// The second of the first message of each gateway.
+const FIRST_SECOND: i64 = 1_763_000_000;
 
-pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
-    let server = ServerUnderTest::start(None).await?;
-    let data_dir = server.data_dir.clone();
-    let http = reqwest::Client::new();
-    let (_, admin) = server.administrator(&http).await?;
-    let fleet = provision(&http, &server.base, &admin, "CRASH", gateways).await?;
-    let mut server = Some(server);
-    // Per gateway: the next second to use, messages acknowledged, and messages to resend.
-    let mut next: Vec<i64> = vec![1_763_000_000; fleet.len()];
-    let mut acked: Vec<Vec<Message>> = vec![Vec::new(); fleet.len()];
-    let mut resend: Vec<Vec<Message>> = vec![Vec::new(); fleet.len()];
-    let started = Instant::now();
-    for cycle in 1..=cycles {
-        let running = match server.take() {
+/// A fleet publishing QoS 1 messages through kill-and-restart cycles of one server: per
+/// gateway, the next second to use, the messages acknowledged, and those to resend.
+pub struct KillCycles {
+    server: Option<ServerUnderTest>,
+    pub data_dir: std::path::PathBuf,
+    next: Vec<i64>,
+    pub acked: Vec<Vec<Message>>,
+    resend: Vec<Vec<Message>>,
+    per_cycle: usize,
+    datatypes: u32,
+    inflight: u16,
+}
+
+impl KillCycles {
+    /// Cycles on `server` (the first one) for `gateways` gateways, each sending `per_cycle` new
+    /// messages of `datatypes` values per measurement a cycle with `inflight` unacknowledged.
+    pub fn new(
+        server: ServerUnderTest,
+        gateways: usize,
+        per_cycle: usize,
+        datatypes: u32,
+        inflight: u16,
+    ) -> KillCycles {
+        KillCycles {
+            data_dir: server.data_dir.clone(),
+            server: Some(server),
+            next: vec![FIRST_SECOND; gateways],
+            acked: vec![Vec::new(); gateways],
+            resend: vec![Vec::new(); gateways],
+            per_cycle,
+            datatypes,
+            inflight,
+        }
+    }
+
+    /// One cycle: (re)start the server on the same store, let each gateway resend what it never
+    /// saw acknowledged and then send new messages, and kill the server (SIGKILL) after a
+    /// random 0.2–1.5 s.
+    pub async fn cycle(&mut self, cycle: usize, fleet: &[GatewayCredentials]) -> Result<()> {
+        let running = match self.server.take() {
             Some(s) => s,
-            None => ServerUnderTest::start_in(data_dir.clone(), None).await?,
+            None => ServerUnderTest::start_in(self.data_dir.clone(), None).await?,
         };
-        let mqtt = running.mqtt;
-        // Each gateway resends what it never saw acknowledged, then sends new messages.
         let mut tasks = Vec::new();
         for (i, gateway) in fleet.iter().enumerate() {
-            let mut messages = std::mem::take(&mut resend[i]);
-            for _ in 0..200 {
+            let mut messages = std::mem::take(&mut self.resend[i]);
+            for _ in 0..self.per_cycle {
                 messages.push(Message {
-                    first_second: next[i],
+                    first_second: self.next[i],
                     measurements: MEASUREMENTS,
-                    datatypes: DATATYPES,
+                    datatypes: self.datatypes,
                 });
-                next[i] += MEASUREMENTS;
+                self.next[i] += MEASUREMENTS;
             }
-            let gateway = gateway.clone();
+            let (gateway, mqtt, inflight) = (gateway.clone(), running.mqtt, self.inflight);
             tasks.push(tokio::spawn(async move {
                 let sent = messages.clone();
-                let outcome = publish(mqtt, &gateway, messages, 8, Instant::now() + Duration::from_secs(10)).await;
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let outcome = publish(mqtt, &gateway, messages, inflight, deadline).await;
                 (sent, outcome)
             }));
         }
@@ -62,14 +90,29 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
             let outcome = outcome?;
             acked_now += outcome.acked.len();
             let done: HashSet<i64> = outcome.acked.iter().map(|m| m.first_second).collect();
-            resend[i] = sent.into_iter().filter(|m| !done.contains(&m.first_second)).collect();
-            acked[i].extend(outcome.acked);
+            self.resend[i] = sent.into_iter().filter(|m| !done.contains(&m.first_second)).collect();
+            self.acked[i].extend(outcome.acked);
         }
         eprintln!(
             "cycle {cycle}: killed after {} ms, {acked_now} messages acknowledged",
             kill_after.as_millis()
         );
+        Ok(())
     }
+}
+
+pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
+    let server = ServerUnderTest::start(None).await?;
+    let data_dir = server.data_dir.clone();
+    let http = reqwest::Client::new();
+    let (_, admin) = server.administrator(&http).await?;
+    let fleet = provision(&http, &server.base, &admin, "CRASH", gateways).await?;
+    let started = Instant::now();
+    let mut run = KillCycles::new(server, fleet.len(), 200, DATATYPES, 8);
+    for cycle in 1..=cycles {
+        run.cycle(cycle, &fleet).await?;
+    }
+    let acked = run.acked;
 
     // Verify on the store itself, the server stopped.
     let db = Db::connect(&format!("sqlite://{}", data_dir.join("devicecloud.db").display())).await?;

@@ -19,7 +19,8 @@ use rand::Rng;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
 
-use super::publisher::{Message, publish};
+use super::crash::KillCycles;
+use super::publisher::Message;
 use super::server::{GatewayCredentials, ServerUnderTest, provision};
 
 const DATATYPES: u32 = 10;
@@ -280,7 +281,6 @@ async fn paced(
 /// load `cycles` times; then it comes up and every acknowledged point must arrive.
 pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
     let server = ServerUnderTest::start(None).await?;
-    let data_dir = server.data_dir.clone();
     let http = reqwest::Client::new();
     let (_, admin) = server.administrator(&http).await?;
     let fleet = provision(&http, &server.base, &admin, "HOOKCRASH", gateways).await?;
@@ -288,51 +288,12 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
     // A port with nothing listening: the receiver is down until the end.
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     create_webhook(&http, &server, &admin, &group, &format!("http://127.0.0.1:{port}/hook")).await?;
-    let mut server = Some(server);
-    let mut next: Vec<i64> = vec![FIRST_SECOND; fleet.len()];
-    let mut acked: Vec<Vec<Message>> = vec![Vec::new(); fleet.len()];
-    let mut resend: Vec<Vec<Message>> = vec![Vec::new(); fleet.len()];
     let started = Instant::now();
+    let mut run = KillCycles::new(server, fleet.len(), 100, 2, 4);
     for cycle in 1..=cycles {
-        let running = match server.take() {
-            Some(s) => s,
-            None => ServerUnderTest::start_in(data_dir.clone(), None).await?,
-        };
-        let mut tasks = Vec::new();
-        for (i, gateway) in fleet.iter().enumerate() {
-            let mut messages = std::mem::take(&mut resend[i]);
-            for _ in 0..100 {
-                messages.push(Message {
-                    first_second: next[i],
-                    measurements: MEASUREMENTS,
-                    datatypes: 2,
-                });
-                next[i] += MEASUREMENTS;
-            }
-            let (gateway, mqtt) = (gateway.clone(), running.mqtt);
-            tasks.push(tokio::spawn(async move {
-                let sent = messages.clone();
-                let outcome = publish(mqtt, &gateway, messages, 4, Instant::now() + Duration::from_secs(10)).await;
-                (sent, outcome)
-            }));
-        }
-        let kill_after = Duration::from_millis(rand::rng().random_range(200..1500));
-        tokio::time::sleep(kill_after).await;
-        running.kill().await;
-        let mut acked_now = 0;
-        for (i, task) in tasks.into_iter().enumerate() {
-            let (sent, outcome) = task.await?;
-            let outcome = outcome?;
-            acked_now += outcome.acked.len();
-            let done: HashSet<i64> = outcome.acked.iter().map(|m| m.first_second).collect();
-            resend[i] = sent.into_iter().filter(|m| !done.contains(&m.first_second)).collect();
-            acked[i].extend(outcome.acked);
-        }
-        eprintln!(
-            "cycle {cycle}: killed after {} ms, {acked_now} messages acknowledged",
-            kill_after.as_millis()
-        );
+        run.cycle(cycle, &fleet).await?;
     }
+    let (acked, data_dir) = (run.acked, run.data_dir);
     // The receiver comes up, then the server.
     let receiver = Receiver::serve(tokio::net::TcpListener::bind(("127.0.0.1", port)).await?);
     let running = ServerUnderTest::start_in(data_dir.clone(), None).await?;
