@@ -2,8 +2,8 @@
 //! every subcommand prints one JSON object on stdout (contract §1).
 
 use anyhow::{Context, Result, bail};
-use devicecloud_server::auth::secrets::{hash_password, random_token, token_hash};
-use devicecloud_store::{Db, accounts, clients, new_id, unix_now};
+use devicecloud_server::auth::secrets::{hash_password, register_client};
+use devicecloud_store::{Db, accounts, unix_now};
 use serde_json::{Value, json};
 
 /// The admin subcommands.
@@ -33,9 +33,8 @@ pub async fn run(db: &Db, command: AdminCommand) -> Result<Value> {
             if name.trim().is_empty() {
                 bail!("--name must not be empty");
             }
-            let (client_id, secret) = (new_id(), random_token());
-            clients::create(db, &client_id, &name, &token_hash(&secret), unix_now()).await?;
-            Ok(json!({"client_id": client_id, "client_secret": secret}))
+            let (client, secret) = register_client(db, &name).await?;
+            Ok(json!({"client_id": client.client_id, "client_secret": secret}))
         }
         AdminCommand::CreateUser {
             username,

@@ -75,6 +75,7 @@ fn print_usage(data_dir: &str, http: SocketAddr, mqtt: SocketAddr, seeded: &Seed
         "TOKEN=$(curl -s -X POST {base}/oauth2/token -d grant_type=password -d client_id={client_id} -d client_secret={secret} -d username={ADMIN} -d password={PASSWORD} | sed -n 's/.*\"access_token\":\"\\([^\"]*\\)\".*/\\1/p')"
     );
     println!("devicecloud demo: store {data_dir}");
+    println!("  dashboard    {base}/  (sign in as {ADMIN} / {PASSWORD})");
     println!("  API          {base}/api/v2/  (OpenAPI at {base}/api/v2/openapi.json)");
     println!("  accounts     {ADMIN} (administrator) and {VIEWER} (viewer of one group), password {PASSWORD}");
     println!("  API client   client_id={client_id} client_secret={secret}");

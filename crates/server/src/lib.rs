@@ -25,7 +25,9 @@ pub use state::{AppState, Settings};
 /// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight.
 /// Tests bind port 0 and pass the listener in.
 pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
-    axum::serve(listener, http::app(state))
+    // The peer address feeds the dashboard's sign-in rate limit.
+    let app = http::app(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
 }
@@ -62,6 +64,9 @@ pub fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &Canc
                         Ok(n) if n > 0 => tracing::info!(removed = n, "expired tokens pruned"),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "token pruning failed"),
+                    }
+                    if let Err(e) = devicecloud_store::dashboard_sessions::prune(&state.db, devicecloud_store::unix_now()).await {
+                        tracing::warn!(error = %e, "dashboard session pruning failed");
                     }
                 }
             }

@@ -9,6 +9,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::cache::AuthCache;
 use crate::commands::CommandLog;
+use crate::http::dashboard::login_limit::LoginLimiter;
 use crate::http::page_cache::PageCache;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
@@ -74,6 +75,8 @@ pub struct AppState {
     pub node_id: String,
     /// Webhook routes and the signals between the ingest path, the API and the worker.
     pub webhooks: Arc<WebhookHub>,
+    /// Failed dashboard sign-ins, for the rate limit.
+    pub login_limiter: Arc<LoginLimiter>,
 }
 
 impl AppState {
@@ -92,6 +95,7 @@ impl AppState {
             metrics: crate::metrics::handle(),
             gateways: Arc::default(),
             node_id: uuid::Uuid::new_v4().to_string(),
+            login_limiter: Arc::default(),
         }
     }
 }

@@ -60,3 +60,13 @@ pub async fn get(db: &Db, id_user: &str) -> Result<Option<AccountRow>> {
     .fetch_optional(p)
     .await)?)
 }
+
+/// Every account, by username (the administration page).
+pub async fn list(db: &Db) -> Result<Vec<AccountRow>> {
+    let sql = format!("{SELECT} ORDER BY lower(username), id_user");
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, AccountRow>(sqlx::AssertSqlSafe(
+        sql
+    ))
+    .fetch_all(p)
+    .await)?)
+}

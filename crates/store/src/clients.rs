@@ -41,3 +41,12 @@ pub async fn get(db: &Db, client_id: &str) -> Result<Option<ClientRow>> {
     .fetch_optional(p)
     .await)?)
 }
+
+/// Every registered client, oldest first (the administration page).
+pub async fn list(db: &Db) -> Result<Vec<ClientRow>> {
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, ClientRow>(
+        "SELECT client_id, name, secret_hash, created_at FROM api_clients ORDER BY created_at, client_id"
+    )
+    .fetch_all(p)
+    .await)?)
+}

@@ -204,3 +204,40 @@ pub async fn latest_data(db: &Db, groups: &[&str]) -> Result<Vec<LatestRow>> {
     let rest = "AND latest_seconds IS NOT NULL ORDER BY source_device, datatype";
     by_ids(db, select, "id_group", groups, rest).await
 }
+
+/// The newest point of every container of these devices (the dashboard's latest values).
+pub async fn latest_of_devices(db: &Db, ids: &[&str]) -> Result<Vec<LatestRow>> {
+    let select = "SELECT id_container_data_latest, id_group, datatype, source_device, latest_seconds, \
+                  latest_microseconds, latest_value FROM containers";
+    let rest = "AND latest_seconds IS NOT NULL ORDER BY source_device, datatype";
+    by_ids(db, select, "source_device", ids, rest).await
+}
+
+/// How many devices a group has, and how many are online, offline, and expected on but off.
+/// A device behind a gateway has no connection of its own: it is online while its gateway is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, sqlx::FromRow)]
+pub struct StatusCounts {
+    pub id_group: String,
+    pub devices: i64,
+    pub online: i64,
+    pub offline: i64,
+    pub expected_on_but_off: i64,
+}
+
+/// The device counts of these groups (archived devices left out); groups without devices are
+/// absent.
+pub async fn status_counts(db: &Db, groups: &[&str]) -> Result<Vec<StatusCounts>> {
+    let select = "SELECT d.id_group AS id_group, COUNT(*) AS devices, \
+                  SUM(CASE WHEN COALESCE(p.is_connected, d.is_connected) = 1 THEN 1 ELSE 0 END) AS online, \
+                  SUM(CASE WHEN COALESCE(p.is_connected, d.is_connected) = 1 THEN 0 ELSE 1 END) AS offline, \
+                  SUM(CASE WHEN d.device_status = 2 THEN 1 ELSE 0 END) AS expected_on_but_off \
+                  FROM physical_devices d LEFT JOIN physical_devices p ON p.id_physical_device = d.id_parent";
+    by_ids(
+        db,
+        select,
+        "d.id_group",
+        groups,
+        "AND d.archived_at IS NULL GROUP BY d.id_group",
+    )
+    .await
+}

@@ -35,6 +35,18 @@ impl Resolution {
     }
 }
 
+impl Resolution {
+    /// The width of one bucket in seconds; `None` for raw points.
+    pub fn bucket_seconds(self) -> Option<i64> {
+        match self {
+            Resolution::Day => Some(86_400),
+            Resolution::Hour => Some(3600),
+            Resolution::Minute => Some(60),
+            Resolution::Raw => None,
+        }
+    }
+}
+
 const HOUR: f64 = 3600.0;
 const DAY: f64 = 86_400.0;
 /// A data session is cut into this many equal buckets (contract §4).

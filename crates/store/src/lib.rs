@@ -8,6 +8,7 @@ mod error;
 
 pub mod accounts;
 pub mod clients;
+pub mod dashboard_sessions;
 pub mod device_collection;
 pub mod device_info;
 pub mod devices;

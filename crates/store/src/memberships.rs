@@ -46,3 +46,20 @@ pub async fn remove(db: &Db, id_group: &str, id_user: &str) -> Result<bool> {
     .map(|r| r.rows_affected()))?;
     Ok(n > 0)
 }
+
+/// One role of one user in one group, for listing every membership.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct Member {
+    pub id_group: String,
+    pub id_user: String,
+    pub role: String,
+}
+
+/// Every membership (the administration page), by group then user.
+pub async fn all(db: &Db) -> Result<Vec<Member>> {
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, Member>(
+        "SELECT id_group, id_user, role FROM memberships ORDER BY id_group, id_user"
+    )
+    .fetch_all(p)
+    .await)?)
+}

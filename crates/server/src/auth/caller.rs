@@ -15,7 +15,10 @@ use super::secrets::token_hash;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// An account whose bearer token was valid for this request.
+/// The `client_id` of requests made through the dashboard rather than an API client.
+pub const DASHBOARD_CLIENT: &str = "dashboard";
+
+/// An account whose bearer token (or dashboard session) was valid for this request.
 #[derive(Clone, Debug)]
 pub struct Caller {
     pub id_user: String,
@@ -25,6 +28,28 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The caller behind a dashboard session: the account's own rights, read through the same
+    /// role cache as bearer requests, so a page shows exactly what the API would answer.
+    pub async fn of_account(state: &AppState, id_user: String, is_admin: bool) -> Result<Caller, ApiError> {
+        let roles = roles_of(state, &id_user).await?;
+        Ok(Caller {
+            id_user,
+            is_admin,
+            client_id: DASHBOARD_CLIENT.to_string(),
+            roles,
+        })
+    }
+
+    /// The role held in the group `id_group` (administrators: manager), for pages that show
+    /// what the caller may do before they try.
+    pub fn role_in_group(&self, id_group: &str) -> Option<Role> {
+        if self.is_admin {
+            Some(Role::Manager)
+        } else {
+            self.roles.get(id_group).copied()
+        }
+    }
+
     /// The role held in a group record, `None` when the group is invisible to the caller.
     /// Deleted groups are visible to administrators only (contract §5).
     pub fn role_in(&self, group: &GroupRow) -> Option<Role> {

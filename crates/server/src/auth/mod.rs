@@ -2,6 +2,7 @@
 
 pub mod cache;
 pub mod caller;
+pub mod login;
 pub mod rights;
 pub mod secrets;
 

@@ -40,6 +40,24 @@ pub fn same_hash(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
+/// Registers an API client and returns its id and its secret, which exists only in this answer
+/// (the store keeps its hash). Used by `devicecloud admin create-client` and the dashboard.
+pub async fn register_client(
+    db: &devicecloud_store::Db,
+    name: &str,
+) -> devicecloud_store::Result<(devicecloud_store::clients::ClientRow, String)> {
+    let (client_id, secret) = (devicecloud_store::new_id(), random_token());
+    let row = devicecloud_store::clients::create(
+        db,
+        &client_id,
+        name,
+        &token_hash(&secret),
+        devicecloud_store::unix_now(),
+    )
+    .await?;
+    Ok((row, secret))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 
 pub mod collection;
 pub mod commands;
+pub mod dashboard;
 pub mod data;
 pub mod device_collection;
 pub mod devices;
@@ -55,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(openapi::router())
         .merge(webhooks::router())
+        .merge(dashboard::router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(CatchPanicLayer::custom(|_| {
@@ -78,7 +80,8 @@ async fn json_errors(response: Response) -> Response {
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    // Dashboard pages carry their own HTML error pages.
     if status.as_u16() < 400 || is_json {
         return response;
     }

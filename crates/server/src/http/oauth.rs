@@ -11,13 +11,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use devicecloud_query::Params;
-use devicecloud_store::{accounts, clients, tokens, unix_now};
+use devicecloud_store::{clients, tokens, unix_now};
 use serde_json::json;
 use time::OffsetDateTime;
 use time::macros::format_description;
 
 use super::collection::read_body;
-use crate::auth::secrets::{hash_password, random_token, same_hash, token_hash, verify_password};
+use crate::auth::login::check_password;
+use crate::auth::secrets::{random_token, same_hash, token_hash};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -172,25 +173,10 @@ async fn password_grant(
             "Missing parameters: \"username\" and \"password\" required",
         ));
     };
-    // No account name holds a NUL (PostgreSQL cannot even compare one): unknown user.
-    let account = if username.contains('\0') {
-        None
-    } else {
-        accounts::by_username(&state.db, username).await?
-    };
-    // An unknown user is checked against a dummy hash too, so timing does not reveal which
-    // usernames exist.
-    let hash = match &account {
-        Some(a) => a.password_hash.clone(),
-        None => dummy_hash(),
-    };
-    let password = password.to_string();
-    let matches = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let account = check_password(state, username, password).await?;
     let account = match account {
-        Some(account) if matches => account,
-        _ => {
+        Some(account) => account,
+        None => {
             return Err(oauth(
                 StatusCode::UNAUTHORIZED,
                 "invalid_grant",
@@ -221,12 +207,6 @@ async fn password_grant(
 }
 
 /// An argon2 hash of a random password nobody knows, made once.
-fn dummy_hash() -> String {
-    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    HASH.get_or_init(|| hash_password(&random_token()).unwrap_or_default())
-        .clone()
-}
-
 async fn refresh_grant(
     state: &AppState,
     client_id: &str,

@@ -118,7 +118,7 @@ pub async fn index(
 }
 
 /// A session the caller may see (404 otherwise, like every record of an invisible group).
-async fn require_session(state: &AppState, caller: &Caller, id: &str) -> Result<SessionRow, ApiError> {
+pub async fn require_session(state: &AppState, caller: &Caller, id: &str) -> Result<SessionRow, ApiError> {
     let not_found = || ApiError::not_found("Data session", id);
     let session = store::get(&state.db, id).await?.ok_or_else(not_found)?;
     let group = groups::get(&state.db, &session.id_group).await?;

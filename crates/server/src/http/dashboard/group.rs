@@ -1,0 +1,109 @@
+//! `GET /groups/<id>`: the devices of a group, a page at a time, sortable by the columns.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::response::Html;
+use devicecloud_query::{Param, parse_sort};
+use devicecloud_store::device_collection::{self, ATTRIBUTES, SORTABLE};
+use devicecloud_store::devices::DeviceRow;
+use devicecloud_store::{ListArgs, groups, unix_now};
+use maud::html;
+use serde_json::json;
+
+use super::layout::{self, Section};
+use super::session::Viewer;
+use super::{PageError, filter, format, page_request, pager, status_badge};
+use crate::auth::Role;
+use crate::state::AppState;
+
+/// Devices per page.
+const PER_PAGE: u64 = 50;
+
+#[derive(serde::Deserialize)]
+pub struct GroupQuery {
+    page: Option<i64>,
+    sort: Option<String>,
+}
+
+/// The sortable columns: (attribute, heading).
+const COLUMNS: [(&str, &str); 7] = [
+    ("label", "Label"),
+    ("serial_hardware", "Serial"),
+    ("kind", "Kind"),
+    ("device_status", "Status"),
+    ("last_data_at", "Last data"),
+    ("signal", "Signal"),
+    ("id_parent", "Behind gateway"),
+];
+
+pub async fn page(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Query(q): Query<GroupQuery>,
+) -> Result<Html<String>, PageError> {
+    let group = viewer
+        .caller
+        .require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
+    let sort_param = q.sort.clone().map(Param::Scalar);
+    let sort = parse_sort(sort_param.as_ref(), &SORTABLE);
+    let condition = filter(&json!({"id_group": id, "archived_at": null}), &ATTRIBUTES)?;
+    let listing = device_collection::list(
+        &state.db,
+        ListArgs {
+            scope: viewer.caller.group_scope(),
+            filter: condition.as_ref(),
+            sort: sort.as_ref(),
+            page: page_request(q.page, PER_PAGE),
+            count_only: false,
+        },
+    )
+    .await?;
+    // Devices behind a gateway are online while their gateway is.
+    let parent_ids: Vec<&str> = listing.items.iter().filter_map(|d| d.id_parent.as_deref()).collect();
+    let gateways: HashMap<String, i64> = device_collection::devices(&state.db, &parent_ids)
+        .await?
+        .into_iter()
+        .map(|g| (g.id_physical_device, g.is_connected))
+        .collect();
+    let connected = |d: &DeviceRow| {
+        d.id_parent
+            .as_ref()
+            .and_then(|p| gateways.get(p).copied())
+            .unwrap_or(d.is_connected)
+    };
+    let now = unix_now();
+    let current = q.sort.as_deref().unwrap_or("");
+    let base = format!("/groups/{id}{}", format::query(&[("sort", current)]));
+    let content = html! {
+        p.muted { (group.r#type) " · " (listing.page.total) " devices · your role: "
+            (viewer.caller.role_in_group(&group.id_group).map_or("—", |r| r.as_str())) }
+        table {
+            thead { tr {
+                @for (attr, heading) in COLUMNS {
+                    @let next = if current == attr { format!("-{attr}") } else { attr.to_string() };
+                    th { a href=(format!("/groups/{id}?sort={next}")) { (heading)
+                        @if current == attr { " ▲" } @else if current.strip_prefix('-') == Some(attr) { " ▼" } } }
+                }
+            } }
+            tbody {
+                @for d in &listing.items {
+                    tr {
+                        td { a href=(format!("/devices/{}", d.id_physical_device)) { @if d.label.is_empty() { (d.serial_hardware) } @else { (d.label) } } }
+                        td { code { (d.serial_hardware) } }
+                        td { (d.kind.as_deref().unwrap_or(&d.id_device_type)) }
+                        td { (status_badge(connected(d), d.device_status)) }
+                        td title=(format::utc(d.last_data_at)) { (format::ago(d.last_data_at, now)) }
+                        td.num { (d.signal.map_or("—".to_string(), |s| s.to_string())) }
+                        td { @if let Some(parent) = &d.id_parent { a href=(format!("/devices/{parent}")) { "gateway" } } }
+                    }
+                }
+            }
+        }
+        (pager(&listing.page, &base))
+    };
+    Ok(Html(
+        layout::page(&viewer, Section::Fleet, &group.label, content).into_string(),
+    ))
+}

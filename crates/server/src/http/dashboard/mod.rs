@@ -1,0 +1,118 @@
+//! The web dashboard (`/`): server-rendered pages for the fleet, its data, its commands, its
+//! webhooks and its accounts, signed in with the API's accounts and answering to the same
+//! rights. Pages read through the store functions and call the API handlers themselves, so a
+//! page can show nothing the API would refuse the same account.
+
+mod admin;
+mod chart;
+mod device;
+mod device_commands;
+mod error;
+mod events;
+mod format;
+mod group;
+mod layout;
+pub mod login_limit;
+mod overview;
+mod series;
+mod session;
+mod sessions;
+mod webhooks;
+
+use axum::Router;
+use axum::http::HeaderValue;
+use axum::http::header::{CONTENT_SECURITY_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS};
+use axum::routing::{get, post};
+use devicecloud_query::{Attribute, Filter, Page, PageRequest, parse_filter};
+use maud::{Markup, html};
+use serde_json::Value;
+use tower_http::set_header::SetResponseHeaderLayer;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub use error::PageError;
+
+/// Scripts and styles come from this server only; no frame may embed a page.
+const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'";
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(overview::page))
+        .route("/login", get(session::login_form).post(session::login))
+        .route("/logout", post(session::logout))
+        .route("/assets/dashboard.css", get(layout::css))
+        .route("/assets/dashboard.js", get(layout::js))
+        .route("/groups/{id}", get(group::page))
+        .route("/devices/{id}", get(device::page))
+        .route("/devices/{id}/latest", get(device::latest))
+        .route("/devices/{id}/command", post(device_commands::run))
+        .route("/sessions", get(sessions::list))
+        .route("/sessions/{id}", get(sessions::page))
+        .route("/sessions/{id}/csv", get(sessions::csv))
+        .route("/events", get(events::page))
+        .route("/webhooks", get(webhooks::list).post(webhooks::create))
+        .route("/webhooks/new", get(webhooks::new_form))
+        .route("/webhooks/{id}", get(webhooks::page).post(webhooks::update))
+        .route("/webhooks/{id}/toggle", post(webhooks::toggle))
+        .route("/webhooks/{id}/delete", post(webhooks::delete))
+        .route("/admin", get(admin::page))
+        .route("/admin/users", post(admin::create_user))
+        .route("/admin/members", post(admin::put_member))
+        .route("/admin/members/remove", post(admin::remove_member))
+        .route("/admin/clients", post(admin::create_client))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+}
+
+/// A page of `per_page` records, the `page` number as the URL gave it.
+fn page_request(page: Option<i64>, per_page: u64) -> PageRequest {
+    PageRequest {
+        page: page.unwrap_or(1),
+        per_page,
+        default_per_page: per_page,
+    }
+}
+
+/// A filter in the API's JSON grammar, checked against a collection's attributes.
+fn filter(value: &Value, attributes: &[Attribute]) -> Result<Option<Filter>, ApiError> {
+    Ok(parse_filter(value, attributes)?)
+}
+
+/// Previous / next links of a paginated table; `base` already carries the other parameters.
+fn pager(page: &Page, base: &str) -> Markup {
+    let join = if base.contains('?') { '&' } else { '?' };
+    html! {
+        @if page.page_count > 1 {
+            nav.pager {
+                @if page.current_page > 1 {
+                    a href=(format!("{base}{join}page={}", page.current_page - 1)) rel="prev" { "← Previous" }
+                }
+                span.muted { "Page " (page.current_page) " of " (page.page_count) " · " (page.total) " in all" }
+                @if page.current_page < page.page_count {
+                    a href=(format!("{base}{join}page={}", page.current_page + 1)) rel="next" { "Next →" }
+                }
+            }
+        }
+    }
+}
+
+/// A device's status at a glance: connected, expected on but off, or off. `is_connected` is
+/// the gateway's for a device behind one (it has no connection of its own).
+fn status_badge(is_connected: i64, device_status: i64) -> Markup {
+    html! {
+        @if device_status == 2 { span.status.alarm title="Expected on, but no data or connection for too long" { "expected on · off" } }
+        @else if is_connected == 1 { span.status.on { "online" } }
+        @else { span.status.off { "offline" } }
+    }
+}

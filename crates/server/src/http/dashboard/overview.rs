@@ -1,0 +1,78 @@
+//! `GET /`: the groups the viewer can see, with device counts and how many are online,
+//! offline, and expected on but off.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::response::Html;
+use devicecloud_store::ListArgs;
+use devicecloud_store::device_collection::{self, StatusCounts};
+use devicecloud_store::groups;
+use maud::html;
+
+use super::layout::{self, Section};
+use super::session::Viewer;
+use super::{PageError, page_request, pager};
+use crate::state::AppState;
+
+#[derive(serde::Deserialize)]
+pub struct PageQuery {
+    page: Option<i64>,
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Query(q): Query<PageQuery>,
+) -> Result<Html<String>, PageError> {
+    let listing = groups::list(
+        &state.db,
+        ListArgs {
+            scope: viewer.caller.group_scope(),
+            filter: None,
+            sort: None,
+            page: page_request(q.page, 100),
+            count_only: false,
+        },
+    )
+    .await?;
+    let ids: Vec<&str> = listing.items.iter().map(|g| g.id_group.as_str()).collect();
+    let counts: HashMap<String, StatusCounts> = device_collection::status_counts(&state.db, &ids)
+        .await?
+        .into_iter()
+        .map(|c| (c.id_group.clone(), c))
+        .collect();
+    let content = html! {
+        @if listing.items.is_empty() {
+            p.notice { "You hold no role in any group yet. An administrator can add you to one." }
+        } @else {
+            table {
+                thead { tr {
+                    th { "Group" } th { "Type" } th { "Your role" }
+                    th.num { "Devices" } th.num { "Online" } th.num { "Offline" } th.num { "Expected on · off" }
+                } }
+                tbody {
+                    @for group in &listing.items {
+                        @let c = counts.get(&group.id_group).cloned().unwrap_or_default();
+                        tr {
+                            td {
+                                a href=(format!("/groups/{}", group.id_group)) { (group.label) }
+                                @if group.deleted_at.is_some() { " " span.status.off { "deleted" } }
+                            }
+                            td { (group.r#type) }
+                            td { (viewer.caller.role_in_group(&group.id_group).map_or("—", |r| r.as_str())) }
+                            td.num { (c.devices) }
+                            td.num { (c.online) }
+                            td.num { (c.offline) }
+                            td.num { @if c.expected_on_but_off > 0 { span.status.alarm { (c.expected_on_but_off) } } @else { "0" } }
+                        }
+                    }
+                }
+            }
+            (pager(&listing.page, "/"))
+        }
+    };
+    Ok(Html(
+        layout::page(&viewer, Section::Fleet, "Fleet", content).into_string(),
+    ))
+}

@@ -1,0 +1,279 @@
+//! Signing in and out of the dashboard, and who is looking at a page.
+//!
+//! A session is a random token in an HttpOnly, SameSite=Lax cookie (only its hash is stored)
+//! that expires 12 hours after sign-in. Every form carries the session's CSRF token and every
+//! POST goes through [`Posted`], which refuses a missing or wrong one, so no form can forget
+//! the check. The sign-in form itself, before any session exists, uses a double-submit token:
+//! a cookie and a hidden field that must match.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::Form;
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Query, Request, State};
+use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use devicecloud_store::{dashboard_sessions, unix_now};
+use maud::html;
+
+use super::error::PageError;
+use super::layout;
+use crate::auth::Caller;
+use crate::auth::login::check_password;
+use crate::auth::secrets::{random_token, same_hash, token_hash};
+use crate::state::AppState;
+
+/// How long a session lasts after sign-in.
+pub const SESSION_LIFETIME_S: i64 = 12 * 3600;
+const SESSION_COOKIE: &str = "dc_session";
+const LOGIN_COOKIE: &str = "dc_login";
+/// The hidden field of every form.
+pub const CSRF_FIELD: &str = "_csrf";
+
+/// The signed-in account behind a page request, with the same rights as its API tokens.
+pub struct Viewer {
+    pub caller: Caller,
+    pub username: String,
+    pub csrf: String,
+    session_hash: String,
+}
+
+/// A cookie of the request by name.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// A `Set-Cookie` value; `Secure` when the request came through an HTTPS front end.
+fn set_cookie(headers: &HeaderMap, name: &str, value: &str, max_age: i64, same_site: &str) -> HeaderValue {
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    let secure = if https { "; Secure" } else { "" };
+    let text = format!("{name}={value}; Path=/; HttpOnly; SameSite={same_site}; Max-Age={max_age}{secure}");
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// Only a local path is a place to go back to after sign-in (no open redirect).
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        _ => "/".to_string(),
+    }
+}
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Viewer, PageError> {
+        let next = parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string());
+        let sign_in = || PageError::SignIn { next: next.clone() };
+        let token = cookie(&parts.headers, SESSION_COOKIE).ok_or_else(sign_in)?;
+        let session_hash = token_hash(token);
+        let session = dashboard_sessions::get(&state.db, &session_hash, unix_now())
+            .await?
+            .ok_or_else(sign_in)?;
+        let caller = Caller::of_account(state, session.id_user, session.is_admin != 0).await?;
+        Ok(Viewer {
+            caller,
+            username: session.username,
+            csrf: session.csrf_token,
+            session_hash,
+        })
+    }
+}
+
+/// A submitted form of a signed-in viewer whose CSRF token matched.
+pub struct Posted {
+    pub viewer: Viewer,
+    pub fields: HashMap<String, String>,
+}
+
+impl Posted {
+    /// A field's trimmed value, empty when absent.
+    pub fn field(&self, name: &str) -> &str {
+        self.fields.get(name).map_or("", |v| v.trim())
+    }
+}
+
+impl FromRequest<AppState> for Posted {
+    type Rejection = PageError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Posted, PageError> {
+        let (mut parts, body) = req.into_parts();
+        let viewer = Viewer::from_request_parts(&mut parts, state).await?;
+        let req = Request::from_parts(parts, body);
+        let Form(pairs) = Form::<Vec<(String, String)>>::from_request(req, state)
+            .await
+            .map_err(|e| PageError::Api(crate::error::ApiError::BadRequest(e.body_text())))?;
+        let fields: HashMap<String, String> = pairs.into_iter().collect();
+        let sent = fields.get(CSRF_FIELD).map_or("", String::as_str);
+        if !same_hash(sent, &viewer.csrf) {
+            return Err(PageError::Csrf);
+        }
+        Ok(Posted { viewer, fields })
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+/// `GET /login`: the sign-in form (already signed in: straight on).
+pub async fn login_form(State(state): State<AppState>, headers: HeaderMap, Query(q): Query<NextQuery>) -> Response {
+    let next = safe_next(q.next.as_deref());
+    if let Some(token) = cookie(&headers, SESSION_COOKIE)
+        && matches!(
+            dashboard_sessions::get(&state.db, &token_hash(token), unix_now()).await,
+            Ok(Some(_))
+        )
+    {
+        return redirect(&next, None);
+    }
+    login_page(&headers, &next, "", None, StatusCode::OK)
+}
+
+/// The sign-in form with a fresh double-submit token.
+fn login_page(headers: &HeaderMap, next: &str, username: &str, error: Option<&str>, status: StatusCode) -> Response {
+    let token = random_token();
+    let body = layout::bare(
+        "Sign in",
+        html! {
+            main.narrow {
+                h1 { "devicecloud" }
+                p.muted { "Sign in with your API account." }
+                @if let Some(error) = error { p.error role="alert" { (error) } }
+                form method="post" action="/login" {
+                    input type="hidden" name=(CSRF_FIELD) value=(token);
+                    input type="hidden" name="next" value=(next);
+                    label { "Username" input name="username" type="text" autocomplete="username" required value=(username); }
+                    label { "Password" input name="password" type="password" autocomplete="current-password" required; }
+                    button type="submit" { "Sign in" }
+                }
+            }
+        },
+    );
+    let cookie = set_cookie(headers, LOGIN_COOKIE, &token, 3600, "Strict");
+    (status, [(SET_COOKIE, cookie)], Html(body.into_string())).into_response()
+}
+
+fn redirect(to: &str, cookie: Option<HeaderValue>) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    if let Ok(location) = HeaderValue::from_str(to) {
+        response.headers_mut().insert(LOCATION, location);
+    }
+    if let Some(cookie) = cookie {
+        response.headers_mut().append(SET_COOKIE, cookie);
+    }
+    response
+}
+
+#[derive(serde::Deserialize)]
+pub struct LoginForm {
+    #[serde(default)]
+    username: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    next: Option<String>,
+    #[serde(default, rename = "_csrf")]
+    csrf: String,
+}
+
+/// `POST /login`: checks the token, the rate limit and the password; starts a session.
+pub async fn login(State(state): State<AppState>, request: Request) -> Result<Response, PageError> {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string());
+    let headers = request.headers().clone();
+    let Form(form) = Form::<LoginForm>::from_request(request, &state)
+        .await
+        .map_err(|e| PageError::Api(crate::error::ApiError::BadRequest(e.body_text())))?;
+    let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
+    if expected.is_empty() || !same_hash(&form.csrf, expected) {
+        return Err(PageError::Csrf);
+    }
+    let next = safe_next(form.next.as_deref());
+    let user_key = format!("user:{}", form.username.trim().to_lowercase());
+    let keys = [format!("ip:{peer}"), user_key.clone()];
+    if let Some(retry_after_s) = state.login_limiter.blocked(&keys, Instant::now()) {
+        return Err(PageError::TooManyAttempts { retry_after_s });
+    }
+    let Some(account) = check_password(&state, form.username.trim(), &form.password).await? else {
+        state.login_limiter.failed(&keys, Instant::now());
+        metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "refused").increment(1);
+        return Ok(login_page(
+            &headers,
+            &next,
+            form.username.trim(),
+            Some("Invalid username or password."),
+            StatusCode::UNAUTHORIZED,
+        ));
+    };
+    state.login_limiter.succeeded(&user_key);
+    metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "accepted").increment(1);
+    let (token, csrf, now) = (random_token(), random_token(), unix_now());
+    dashboard_sessions::create(
+        &state.db,
+        &token_hash(&token),
+        &account.id_user,
+        &csrf,
+        now,
+        now + SESSION_LIFETIME_S,
+    )
+    .await?;
+    let mut response = redirect(
+        &next,
+        Some(set_cookie(&headers, SESSION_COOKIE, &token, SESSION_LIFETIME_S, "Lax")),
+    );
+    response
+        .headers_mut()
+        .append(SET_COOKIE, set_cookie(&headers, LOGIN_COOKIE, "", 0, "Strict"));
+    Ok(response)
+}
+
+/// `POST /logout`: ends the session here and in the database.
+pub async fn logout(State(state): State<AppState>, headers: HeaderMap, posted: Posted) -> Result<Response, PageError> {
+    dashboard_sessions::delete(&state.db, &posted.viewer.session_hash).await?;
+    Ok(redirect(
+        "/login",
+        Some(set_cookie(&headers, SESSION_COOKIE, "", 0, "Lax")),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_followed_after_sign_in() {
+        assert_eq!(safe_next(Some("/devices/x?range=1d")), "/devices/x?range=1d");
+        assert_eq!(safe_next(Some("//evil.example/")), "/");
+        assert_eq!(safe_next(Some("https://evil.example/")), "/");
+        assert_eq!(safe_next(Some("/\\evil.example")), "/");
+        assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn cookies_are_read_by_name() {
+        let mut headers = HeaderMap::new();
+        headers.insert(COOKIE, HeaderValue::from_static("a=1; dc_session=abc; b=2"));
+        assert_eq!(cookie(&headers, "dc_session"), Some("abc"));
+        assert_eq!(cookie(&headers, "dc_login"), None);
+    }
+}

@@ -1,0 +1,76 @@
+//! Browser sessions of the dashboard: created at sign-in, looked up on every page, deleted at
+//! sign-out, pruned once expired. Stored in the database (not in memory) so that a restart or
+//! another node behind the same load balancer keeps people signed in.
+
+use crate::Result;
+use crate::db::{Db, on_pool};
+
+/// A live session with what every page needs about its account.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct SessionRow {
+    pub id_user: String,
+    pub username: String,
+    pub is_admin: i64,
+    pub csrf_token: String,
+    pub expires_at: i64,
+}
+
+/// Records a new session.
+pub async fn create(
+    db: &Db,
+    session_hash: &str,
+    id_user: &str,
+    csrf_token: &str,
+    now: i64,
+    expires_at: i64,
+) -> Result<()> {
+    on_pool!(db, |p| sqlx::query(
+        "INSERT INTO dashboard_sessions (session_hash, id_user, csrf_token, created_at, expires_at) \
+         VALUES ($1, $2, $3, $4, $5)"
+    )
+    .bind(session_hash)
+    .bind(id_user)
+    .bind(csrf_token)
+    .bind(now)
+    .bind(expires_at)
+    .execute(p)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(())
+}
+
+/// The unexpired session with this hash.
+pub async fn get(db: &Db, session_hash: &str, now: i64) -> Result<Option<SessionRow>> {
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, SessionRow>(
+        "SELECT s.id_user, a.username, a.is_admin, s.csrf_token, s.expires_at \
+         FROM dashboard_sessions s JOIN accounts a ON a.id_user = s.id_user \
+         WHERE s.session_hash = $1 AND s.expires_at > $2"
+    )
+    .bind(session_hash)
+    .bind(now)
+    .fetch_optional(p)
+    .await)?)
+}
+
+/// Ends a session (sign-out).
+pub async fn delete(db: &Db, session_hash: &str) -> Result<()> {
+    on_pool!(db, |p| sqlx::query(
+        "DELETE FROM dashboard_sessions WHERE session_hash = $1"
+    )
+    .bind(session_hash)
+    .execute(p)
+    .await
+    .map(|r| r.rows_affected()))?;
+    Ok(())
+}
+
+/// Deletes the sessions that expired before `before`; returns how many.
+pub async fn prune(db: &Db, before: i64) -> Result<u64> {
+    Ok(on_pool!(db, |p| sqlx::query(
+        "DELETE FROM dashboard_sessions WHERE expires_at < $1"
+    )
+    .bind(before)
+    .execute(p)
+    .await
+    .map(|r| r.rows_affected()))?)
+}
