@@ -8,13 +8,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use devicecloud_store::{ListArgs, accounts, clients, groups, memberships};
+use devicecloud_store::{accounts, clients, memberships};
 use maud::{Markup, html};
 use serde_json::json;
 
 use super::layout::{self, Section};
 use super::session::{Posted, Viewer};
-use super::{PageError, format, page_request};
+use super::{PageError, format, visible_groups};
 use crate::auth::secrets::register_client;
 use crate::error::{ApiError, FieldError};
 use crate::http::{groups as groups_api, users as users_api};
@@ -34,18 +34,7 @@ async fn render(state: &AppState, viewer: &Viewer, outcome: Outcome) -> Result<M
     viewer.caller.require_admin()?;
     let users = accounts::list(&state.db).await?;
     let members = memberships::all(&state.db).await?;
-    let all_groups = groups::list(
-        &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: None,
-            sort: None,
-            page: page_request(Some(1), 1000),
-            count_only: false,
-        },
-    )
-    .await?
-    .items;
+    let all_groups = visible_groups(state, &viewer.caller).await?;
     let group_label: HashMap<&str, &str> = all_groups
         .iter()
         .map(|g| (g.id_group.as_str(), g.label.as_str()))

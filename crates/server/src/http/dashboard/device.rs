@@ -10,7 +10,7 @@ use devicecloud_store::device_collection::{self, ATTRIBUTES as DEVICE_ATTRIBUTES
 use devicecloud_store::devices::{self, DeviceRow};
 use devicecloud_store::downsampled::{self, ATTRIBUTES as DOWNSAMPLED_ATTRIBUTES};
 use devicecloud_store::event_collection::{self, ATTRIBUTES as EVENT_ATTRIBUTES};
-use devicecloud_store::{ListArgs, groups, unix_now};
+use devicecloud_store::{groups, unix_now};
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
@@ -19,7 +19,7 @@ use super::device_commands::{self, json_table};
 use super::layout::{self, Section};
 use super::series::{self, DatatypeName, datatype_names, datatype_title};
 use super::session::Viewer;
-use super::{PageError, events, filter, format, page_request, status_badge};
+use super::{PageError, events, filter, format, list_args, status_badge};
 use crate::auth::Role;
 use crate::http::devices::{device_fields, require_device};
 use crate::state::AppState;
@@ -143,25 +143,13 @@ pub async fn page(
     let children_filter = filter(&json!({"id_parent": id, "archived_at": null}), &DEVICE_ATTRIBUTES)?;
     let children = device_collection::list(
         &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: children_filter.as_ref(),
-            sort: None,
-            page: page_request(Some(1), 200),
-            count_only: false,
-        },
+        list_args(&viewer.caller, children_filter.as_ref(), None, Some(1), 200),
     )
     .await?;
     let events_filter = filter(&json!({"source_device": id}), &EVENT_ATTRIBUTES)?;
     let recent = event_collection::list(
         &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: events_filter.as_ref(),
-            sort: None,
-            page: page_request(Some(1), 10),
-            count_only: false,
-        },
+        list_args(&viewer.caller, events_filter.as_ref(), None, Some(1), 10),
     )
     .await?;
     let info = device_collection::documents(&state.db, &[id.as_str()])

@@ -4,7 +4,7 @@
 use axum::extract::{Query, State};
 use axum::response::Html;
 use devicecloud_store::event_collection::{self, ATTRIBUTES, EventRow};
-use devicecloud_store::{ListArgs, unix_now};
+use devicecloud_store::unix_now;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 use time::PrimitiveDateTime;
@@ -12,7 +12,7 @@ use time::macros::format_description;
 
 use super::layout::{self, Section};
 use super::session::Viewer;
-use super::{PageError, filter, format, page_request, pager};
+use super::{PageError, filter, format, list_args, pager};
 use crate::event_catalogue::{self, CATALOGUE};
 use crate::state::AppState;
 
@@ -99,13 +99,7 @@ pub async fn page(
     let condition = filter(&Value::Object(condition), &ATTRIBUTES)?;
     let listing = event_collection::list(
         &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: condition.as_ref(),
-            sort: None,
-            page: page_request(q.page, PER_PAGE),
-            count_only: false,
-        },
+        list_args(&viewer.caller, condition.as_ref(), None, q.page, PER_PAGE),
     )
     .await?;
     let base = format!(

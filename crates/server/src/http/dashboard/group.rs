@@ -7,13 +7,13 @@ use axum::response::Html;
 use devicecloud_query::{Param, parse_sort};
 use devicecloud_store::device_collection::{self, ATTRIBUTES, SORTABLE};
 use devicecloud_store::devices::DeviceRow;
-use devicecloud_store::{ListArgs, groups, unix_now};
+use devicecloud_store::{groups, unix_now};
 use maud::html;
 use serde_json::json;
 
 use super::layout::{self, Section};
 use super::session::Viewer;
-use super::{PageError, filter, format, page_request, pager, status_badge};
+use super::{PageError, filter, format, list_args, pager, status_badge};
 use crate::auth::Role;
 use crate::state::AppState;
 
@@ -51,13 +51,7 @@ pub async fn page(
     let condition = filter(&json!({"id_group": id, "archived_at": null}), &ATTRIBUTES)?;
     let listing = device_collection::list(
         &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: condition.as_ref(),
-            sort: sort.as_ref(),
-            page: page_request(q.page, PER_PAGE),
-            count_only: false,
-        },
+        list_args(&viewer.caller, condition.as_ref(), sort.as_ref(), q.page, PER_PAGE),
     )
     .await?;
     // Devices behind a gateway are online while their gateway is.

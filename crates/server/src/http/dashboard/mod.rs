@@ -23,11 +23,14 @@ use axum::Router;
 use axum::http::HeaderValue;
 use axum::http::header::{CONTENT_SECURITY_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS};
 use axum::routing::{get, post};
-use devicecloud_query::{Attribute, Filter, Page, PageRequest, parse_filter};
+use devicecloud_query::{Attribute, Filter, Page, PageRequest, SortKey, parse_filter};
+use devicecloud_store::ListArgs;
+use devicecloud_store::groups::{self, GroupRow};
 use maud::{Markup, html};
 use serde_json::Value;
 use tower_http::set_header::SetResponseHeaderLayer;
 
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -73,6 +76,37 @@ pub fn router() -> Router<AppState> {
             X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
+}
+
+/// The `page` parameter of a paginated page.
+#[derive(serde::Deserialize)]
+pub struct PageQuery {
+    page: Option<i64>,
+}
+
+/// The store's arguments for a list the caller may see: their groups, a filter, a sort, and
+/// a page of `per_page` records (`page` as the URL gave it).
+fn list_args<'a>(
+    caller: &'a Caller,
+    filter: Option<&'a Filter>,
+    sort: Option<&'a SortKey>,
+    page: Option<i64>,
+    per_page: u64,
+) -> ListArgs<'a> {
+    ListArgs {
+        scope: caller.group_scope(),
+        filter,
+        sort,
+        page: page_request(page, per_page),
+        count_only: false,
+    }
+}
+
+/// Every group the caller may see (up to 1000), for the group pickers of forms.
+async fn visible_groups(state: &AppState, caller: &Caller) -> Result<Vec<GroupRow>, PageError> {
+    Ok(groups::list(&state.db, list_args(caller, None, None, Some(1), 1000))
+        .await?
+        .items)
 }
 
 /// A page of `per_page` records, the `page` number as the URL gave it.

@@ -5,37 +5,21 @@ use std::collections::HashMap;
 
 use axum::extract::{Query, State};
 use axum::response::Html;
-use devicecloud_store::ListArgs;
 use devicecloud_store::device_collection::{self, StatusCounts};
 use devicecloud_store::groups;
 use maud::html;
 
 use super::layout::{self, Section};
 use super::session::Viewer;
-use super::{PageError, page_request, pager};
+use super::{PageError, PageQuery, list_args, pager};
 use crate::state::AppState;
-
-#[derive(serde::Deserialize)]
-pub struct PageQuery {
-    page: Option<i64>,
-}
 
 pub async fn page(
     State(state): State<AppState>,
     viewer: Viewer,
     Query(q): Query<PageQuery>,
 ) -> Result<Html<String>, PageError> {
-    let listing = groups::list(
-        &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: None,
-            sort: None,
-            page: page_request(q.page, 100),
-            count_only: false,
-        },
-    )
-    .await?;
+    let listing = groups::list(&state.db, list_args(&viewer.caller, None, None, q.page, 100)).await?;
     let ids: Vec<&str> = listing.items.iter().map(|g| g.id_group.as_str()).collect();
     let counts: HashMap<String, StatusCounts> = device_collection::status_counts(&state.db, &ids)
         .await?

@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use devicecloud_store::downsampled::{self, ATTRIBUTES};
-use devicecloud_store::{ListArgs, unix_now};
+use devicecloud_store::unix_now;
 use serde_json::Value;
 
 use super::chart::Point;
-use super::{filter, page_request};
+use super::{filter, list_args};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -29,13 +29,7 @@ pub async fn load(state: &AppState, caller: &Caller, condition: &Value) -> Resul
     let condition = filter(condition, &ATTRIBUTES)?;
     let listing = downsampled::list(
         &state.db,
-        ListArgs {
-            scope: caller.group_scope(),
-            filter: condition.as_ref(),
-            sort: None,
-            page: page_request(Some(1), MAX_POINTS),
-            count_only: false,
-        },
+        list_args(caller, condition.as_ref(), None, Some(1), MAX_POINTS),
         unix_now(),
     )
     .await?;

@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{Html, Response};
 use devicecloud_store::downsampled::SESSION_BUCKETS;
 use devicecloud_store::session_collection;
-use devicecloud_store::{ListArgs, unix_now};
+use devicecloud_store::unix_now;
 use maud::html;
 use serde_json::json;
 
@@ -14,14 +14,9 @@ use super::chart::{self, Chart};
 use super::layout::{self, Section};
 use super::series::{self, datatype_title};
 use super::session::Viewer;
-use super::{PageError, format, page_request, pager};
+use super::{PageError, PageQuery, format, list_args, pager};
 use crate::http::sessions::{download_csv, require_session};
 use crate::state::AppState;
-
-#[derive(serde::Deserialize)]
-pub struct PageQuery {
-    page: Option<i64>,
-}
 
 /// `GET /sessions`: newest first.
 pub async fn list(
@@ -35,13 +30,7 @@ pub async fn list(
     };
     let listing = session_collection::list(
         &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: None,
-            sort: Some(&newest_first),
-            page: page_request(q.page, 50),
-            count_only: false,
-        },
+        list_args(&viewer.caller, None, Some(&newest_first), q.page, 50),
     )
     .await?;
     let now = unix_now();

@@ -8,24 +8,19 @@ use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_query::SortKey;
+use devicecloud_store::unix_now;
 use devicecloud_store::webhooks::{self as store, FORWARDING_TYPES};
-use devicecloud_store::{ListArgs, groups, unix_now};
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
 use super::layout::{self, Section};
 use super::session::{Posted, Viewer};
-use super::{PageError, format, page_request, pager};
+use super::{PageError, PageQuery, format, list_args, page_request, pager, visible_groups};
 use crate::auth::Role;
 use crate::error::{ApiError, FieldError};
 use crate::http::webhooks as api;
 use crate::state::AppState;
 use crate::webhooks::format::FORMATTERS;
-
-#[derive(serde::Deserialize)]
-pub struct PageQuery {
-    page: Option<i64>,
-}
 
 /// Where to go after a change.
 fn see_other(to: &str) -> Response {
@@ -38,17 +33,7 @@ pub async fn list(
     viewer: Viewer,
     Query(q): Query<PageQuery>,
 ) -> Result<Html<String>, PageError> {
-    let listing = store::list(
-        &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: None,
-            sort: None,
-            page: page_request(q.page, 50),
-            count_only: false,
-        },
-    )
-    .await?;
+    let listing = store::list(&state.db, list_args(&viewer.caller, None, None, q.page, 50)).await?;
     let manages_any = !manageable_groups(&state, &viewer).await?.is_empty();
     let content = html! {
         @if manages_any { p { a href="/webhooks/new" { "New webhook" } } }
@@ -78,19 +63,8 @@ pub async fn list(
 
 /// The groups where the viewer may create webhooks, as (id, label).
 async fn manageable_groups(state: &AppState, viewer: &Viewer) -> Result<Vec<(String, String)>, PageError> {
-    let listing = groups::list(
-        &state.db,
-        ListArgs {
-            scope: viewer.caller.group_scope(),
-            filter: None,
-            sort: None,
-            page: page_request(Some(1), 1000),
-            count_only: false,
-        },
-    )
-    .await?;
-    Ok(listing
-        .items
+    Ok(visible_groups(state, &viewer.caller)
+        .await?
         .into_iter()
         .filter(|g| g.deleted_at.is_none() && viewer.caller.role_in_group(&g.id_group) >= Some(Role::Manager))
         .map(|g| (g.id_group, g.label))
