@@ -147,6 +147,8 @@ pub async fn create_user(
 
 /// `POST /admin/members`
 pub async fn put_member(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
+    // The API lets managers change their group's members; this page is for administrators.
+    posted.viewer.caller.require_admin()?;
     let path = Path((
         posted.field("id_group").to_string(),
         posted.field("id_user").to_string(),
@@ -168,6 +170,7 @@ pub async fn put_member(State(state): State<AppState>, posted: Posted) -> Result
 
 /// `POST /admin/members/remove`
 pub async fn remove_member(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
+    posted.viewer.caller.require_admin()?;
     let path = Path((
         posted.field("id_group").to_string(),
         posted.field("id_user").to_string(),
