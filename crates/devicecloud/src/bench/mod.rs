@@ -6,6 +6,7 @@
 mod api;
 mod commands;
 mod crash;
+mod dashboard;
 mod idle;
 mod ingest;
 mod publisher;
@@ -103,6 +104,22 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 2)]
         gateways: usize,
     },
+    /// Every dashboard page, signed in through the sign-in form, with a group of gateways and a
+    /// year of data behind one device's charts: p50 / p99 per page.
+    Dashboard {
+        /// Gateways in the group.
+        #[arg(long, default_value_t = 1000)]
+        devices: usize,
+        /// Days of data behind the charted device (one point a minute, the last hour 1 Hz).
+        #[arg(long, default_value_t = 366)]
+        days: i64,
+        /// Measured requests per page.
+        #[arg(long, default_value_t = 100)]
+        requests: usize,
+        /// Database of the server under test (default: a fresh SQLite file); must be empty.
+        #[arg(long)]
+        database_url: Option<String>,
+    },
     /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
     Api {
         /// Groups created before measuring.
@@ -185,6 +202,20 @@ pub async fn run(command: BenchCommand) -> Result<()> {
                 database_url,
             };
             read::read(options).await
+        }
+        BenchCommand::Dashboard {
+            devices,
+            days,
+            requests,
+            database_url,
+        } => {
+            let options = dashboard::DashboardOptions {
+                devices,
+                days,
+                requests,
+                database_url,
+            };
+            dashboard::dashboard(options).await
         }
         BenchCommand::Api {
             groups,

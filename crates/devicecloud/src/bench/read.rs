@@ -83,7 +83,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     let daily_path = format!("/api/v2/data-downsampled?filter[id_group]={year_group}");
     let daily: Value = get(daily_path.clone()).send().await?.error_for_status()?.json().await?;
     let days = daily["items"].as_array().map_or(0, Vec::len);
-    let (daily_p50, daily_p99) = latency(&http, &server.base, &admin, &daily_path, o.requests).await?;
+    let (daily_p50, daily_p99) = latency(|| get(daily_path.clone()), o.requests).await?;
     let hourly_path = format!(
         "/api/v2/data-downsampled?filter[id_group]={year_group}&filter[timestamp_seconds][gte]={}&filter[timestamp_seconds][lt]={end}",
         end - 21 * DAY
@@ -95,7 +95,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
         .json()
         .await?;
     let hours = hourly["_meta"]["totalCount"].as_i64().unwrap_or(0);
-    let (hourly_p50, hourly_p99) = latency(&http, &server.base, &admin, &hourly_path, o.requests).await?;
+    let (hourly_p50, hourly_p99) = latency(|| get(hourly_path.clone()), o.requests).await?;
 
     eprintln!("the same daily answer by GROUP BY over the raw rows…");
     let (group_by_ms, group_by_rows) = group_by_daily(&db, year_key).await?;
@@ -108,7 +108,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     }
 
     let raw_path = format!("/api/v2/data?filter[id_group]={hundred_group}");
-    let (raw_p50, raw_p99) = latency(&http, &server.base, &admin, &raw_path, o.requests).await?;
+    let (raw_p50, raw_p99) = latency(|| get(raw_path.clone()), o.requests).await?;
 
     eprintln!("downloading the session as CSV…");
     let sessions: Value = get(format!("/api/v2/data-session?filter[id_group]={hundred_group}"))
@@ -162,7 +162,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     Ok(())
 }
 
-fn point(container_key: i64, seconds: i64, session_key: Option<i64>) -> Point {
+pub(super) fn point(container_key: i64, seconds: i64, session_key: Option<i64>) -> Point {
     // A slow daily wave with a little structure, so min, max and avg differ per bucket.
     let value = 20.0 + 5.0 * ((seconds % DAY) as f64 / DAY as f64 * std::f64::consts::TAU).sin() + (seconds % 7) as f64;
     Point {
@@ -174,7 +174,7 @@ fn point(container_key: i64, seconds: i64, session_key: Option<i64>) -> Point {
     }
 }
 
-async fn series_key(db: &Db, id_group: &str, source_device: &str, datatype: i64) -> Result<i64> {
+pub(super) async fn series_key(db: &Db, id_group: &str, source_device: &str, datatype: i64) -> Result<i64> {
     let series = SeriesId {
         id_group: id_group.to_string(),
         source_device: source_device.to_string(),
@@ -208,15 +208,15 @@ async fn group_with_gateway(http: &reqwest::Client, base: &str, admin: &str, ser
     Ok((id_group, id))
 }
 
-/// p50 and p99 in ms of `requests` sequential GETs (after a warm-up) on one keep-alive
-/// connection.
-async fn latency(http: &reqwest::Client, base: &str, token: &str, path: &str, requests: usize) -> Result<(f64, f64)> {
+/// p50 and p99 in ms of `requests` sequential requests made by `request`, after 20 unmeasured
+/// ones (connection set-up, caches).
+pub(super) async fn latency(request: impl Fn() -> reqwest::RequestBuilder, requests: usize) -> Result<(f64, f64)> {
     let mut times = Vec::with_capacity(requests);
     for i in 0..requests + 20 {
         let started = Instant::now();
-        let response = http.get(format!("{base}{path}")).bearer_auth(token).send().await?;
+        let response = request().send().await?;
         if !response.status().is_success() {
-            bail!("{path}: {}", response.status());
+            bail!("{}: {}", response.url().clone(), response.status());
         }
         response.bytes().await?;
         if i >= 20 {
