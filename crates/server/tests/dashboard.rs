@@ -287,13 +287,14 @@ async fn pages_show_only_the_viewers_groups() {
     let template = json!({"name": "flowmeter-v2", "registers": [{"datatype": 12, "address": 40001, "type": "u16", "label": "Flow", "unit": "m3/h"}]});
     gw.hello("PLUS", json!({"modbus_template": template})).await;
     let now = devicecloud_store::unix_now();
-    gw.measurements(&json!([
-        {"ts": now - 120, "values": {"12": 1.5}},
-        {"ts": now - 60, "values": {"12": 2.5}},
-        {"device": "DASH-ZW-1", "ts": now - 30, "values": {"4": 20.25}},
-        {"ts": now - 30 * 86_400, "values": {"12": 9.0}},
-    ]))
-    .await;
+    // Ten minutes of one value a minute (the newest 2.5), a Z-wave node's value, and one value
+    // a month ago.
+    let mut batch: Vec<serde_json::Value> = (0..10)
+        .map(|i| json!({"ts": now - 600 + i * 60, "values": {"12": 1.6 + i as f64 * 0.1}}))
+        .collect();
+    batch.push(json!({"device": "DASH-ZW-1", "ts": now - 30, "values": {"4": 20.25}}));
+    batch.push(json!({"ts": now - 30 * 86_400, "values": {"12": 9.0}}));
+    gw.measurements(&serde_json::Value::Array(batch)).await;
     gw.events(&json!({"ts": now - 10, "type": 310, "value": "1"})).await;
     let mut hidden_gw = TestGateway::connect(&s.app, &s.admin_token, &other, "DASH-GW-2", "CORE").await;
     hidden_gw
@@ -361,7 +362,7 @@ async fn pages_show_only_the_viewers_groups() {
         );
     }
     // A year: two daily buckets a month apart, each alone (a gap, no line across it); a day:
-    // two adjacent minutes joined by a line.
+    // ten adjacent minutes joined by a line.
     let year = viewer.get(&format!("/devices/{}?range=1y", gw.id)).await;
     assert_eq!(year.text.matches("class=\"dot\"").count(), 2, "{}", year.text);
     assert!(!year.text.contains("class=\"line\""));

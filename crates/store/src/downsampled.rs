@@ -25,7 +25,7 @@ pub enum Resolution {
 
 impl Resolution {
     /// The rollup table of this resolution (`None` for raw points).
-    fn table(self) -> Option<&'static str> {
+    pub(crate) fn table(self) -> Option<&'static str> {
         match self {
             Resolution::Day => Some("rollup_day"),
             Resolution::Hour => Some("rollup_hour"),
@@ -166,18 +166,25 @@ pub fn time_bounds(filter: Option<&Filter>) -> (Option<f64>, Option<f64>) {
 /// lower bound → the upper bound is `now`.
 pub fn resolution(filter: Option<&Filter>, now: f64) -> Resolution {
     let (lower, upper) = time_bounds(filter);
-    let Some(lower) = lower else {
-        return Resolution::Day;
-    };
-    let length = upper.unwrap_or(now) - lower;
-    if length > 21.0 * DAY {
-        Resolution::Day
-    } else if length > DAY {
-        Resolution::Hour
-    } else if length > HOUR {
-        Resolution::Minute
-    } else {
-        Resolution::Raw
+    Resolution::between(lower, upper, now)
+}
+
+impl Resolution {
+    /// The resolution rule for an interval: see [`resolution`].
+    pub fn between(lower: Option<f64>, upper: Option<f64>, now: f64) -> Resolution {
+        let Some(lower) = lower else {
+            return Resolution::Day;
+        };
+        let length = upper.unwrap_or(now) - lower;
+        if length > 21.0 * DAY {
+            Resolution::Day
+        } else if length > DAY {
+            Resolution::Hour
+        } else if length > HOUR {
+            Resolution::Minute
+        } else {
+            Resolution::Raw
+        }
     }
 }
 

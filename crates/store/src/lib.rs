@@ -7,6 +7,7 @@ mod db;
 mod error;
 
 pub mod accounts;
+pub mod chart_series;
 pub mod clients;
 pub mod dashboard_sessions;
 pub mod device_collection;

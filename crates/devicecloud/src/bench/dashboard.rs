@@ -97,7 +97,11 @@ async fn load(db: &Db, id_group: &str, charted: &str, gateways: &[String], days:
     let list: Vec<NewEvent> = (0..1000)
         .map(|i| NewEvent {
             id_group,
-            source_device: if i % 2 == 0 { charted } else { &gateways[i % gateways.len()] },
+            source_device: if i % 2 == 0 {
+                charted
+            } else {
+                &gateways[i % gateways.len()]
+            },
             from_device: Some(0),
             event_type: 208,
             occurred_at: end - (1000 - i as i64) * 60,

@@ -292,7 +292,11 @@ mod tests {
         let run: Vec<Point> = (0..1000).map(|i| p(f64::from(i), f64::from(i % 10))).collect();
         let thinned = thin(&run, 0.0, 1000.0, 100.0);
         assert_eq!(thinned.len(), 100);
-        assert!(thinned.iter().all(|q| q.min == -1.0 && q.max == 10.0), "{:?}", thinned[0]);
+        assert!(
+            thinned.iter().all(|q| q.min == -1.0 && q.max == 10.0),
+            "{:?}",
+            thinned[0]
+        );
         assert!((thinned[0].avg - 4.5).abs() < 1e-9);
         assert_eq!(thin(&run[..5], 0.0, 1000.0, 100.0).len(), 1);
         assert_eq!(thin(&run[..50], 0.0, 10.0, 100.0).len(), 50);

@@ -6,18 +6,19 @@ use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
 use axum::response::Html;
+use devicecloud_store::chart_series;
 use devicecloud_store::device_collection::{self, ATTRIBUTES as DEVICE_ATTRIBUTES, DeviceDocuments, LatestRow};
 use devicecloud_store::devices::{self, DeviceRow};
-use devicecloud_store::downsampled::{self, ATTRIBUTES as DOWNSAMPLED_ATTRIBUTES};
+use devicecloud_store::downsampled::Resolution;
 use devicecloud_store::event_collection::{self, ATTRIBUTES as EVENT_ATTRIBUTES};
 use devicecloud_store::{groups, unix_now};
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
-use super::chart::{self, Chart};
+use super::chart::{self, Chart, Point};
 use super::device_commands::{self, json_table};
 use super::layout::{self, Section};
-use super::series::{self, DatatypeName, datatype_names, datatype_title};
+use super::series::{DatatypeName, datatype_names, datatype_title};
 use super::session::Viewer;
 use super::{PageError, events, filter, format, list_args, status_badge};
 use crate::auth::Role;
@@ -90,36 +91,41 @@ pub async fn latest(
     Ok(Html(latest_table(&rows, &names, unix_now()).into_string()))
 }
 
-/// The charts of the device's own series over the range.
+/// The charts of the device's own series over the range, at the API's resolution for it.
 async fn charts(
     state: &AppState,
-    viewer: &Viewer,
     device: &DeviceRow,
     names: &HashMap<i64, DatatypeName>,
     range_s: i64,
     now: i64,
 ) -> Result<Markup, PageError> {
     let from = now - range_s;
-    let condition = json!({"source_device": device.id_physical_device, "timestamp_seconds": {"gt": from}});
-    // The bucket width follows the API's resolution rule for the same filter.
-    let step = downsampled::resolution(filter(&condition, &DOWNSAMPLED_ATTRIBUTES)?.as_ref(), now as f64)
-        .bucket_seconds()
-        .map(|s| s as f64);
-    let (all, truncated) = series::load(state, &viewer.caller, &condition).await?;
+    let resolution = Resolution::between(Some(from as f64), None, now as f64);
+    let step = resolution.bucket_seconds().map(|s| s as f64);
+    let rows = chart_series::device_points(
+        &state.db,
+        &device.id_group,
+        &device.id_physical_device,
+        from,
+        resolution,
+    )
+    .await?;
+    let truncated = rows.len() as i64 >= chart_series::MAX_POINTS;
     Ok(html! {
-        @if truncated { p.notice { "Only the first " (series::MAX_POINTS) " points of this range are drawn; choose a longer range for a summary." } }
-        @if all.is_empty() { p.muted { "No data in this range." } }
+        @if truncated { p.notice { "Only the first " (chart_series::MAX_POINTS) " points of this range are drawn; choose a longer range for a summary." } }
+        @if rows.is_empty() { p.muted { "No data in this range." } }
         div.grid {
-            @for s in &all {
-                @let name = names.get(&s.datatype);
+            @for series in rows.chunk_by(|a, b| a.datatype == b.datatype) {
+                @let datatype = series[0].datatype;
+                @let points: Vec<Point> = series.iter().map(|p| Point { t: p.t, min: p.min, max: p.max, avg: p.avg }).collect();
                 div.card {
                     (chart::render(&Chart {
-                        title: &datatype_title(names, s.datatype),
-                        unit: name.map(|n| n.unit.as_str()),
+                        title: &datatype_title(names, datatype),
+                        unit: names.get(&datatype).map(|n| n.unit.as_str()),
                         from: from as f64,
                         to: now as f64,
                         step,
-                        points: &s.points,
+                        points: &points,
                     }))
                 }
             }
@@ -156,7 +162,7 @@ pub async fn page(
         .await?
         .into_iter()
         .next();
-    let charts = charts(&state, &viewer, &device, &names, range_s, now).await?;
+    let charts = charts(&state, &device, &names, range_s, now).await?;
     let connected = match &device.id_parent {
         Some(parent) => devices::get(&state.db, parent).await?.map_or(0, |g| g.is_connected),
         None => device.is_connected,
