@@ -5,7 +5,9 @@ mod connection;
 pub mod packets;
 pub mod registry;
 
-use tokio::net::TcpListener;
+use std::future::Future;
+
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -14,6 +16,16 @@ use crate::state::AppState;
 /// Accepts gateway connections on `listener` until `shutdown` is cancelled; connections end
 /// with it, and `tracker` lets the caller wait for them.
 pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTracker, shutdown: CancellationToken) {
+    let serve = |stream| connection::run(stream, state.clone(), shutdown.clone());
+    accept_loop(listener, &tracker, &shutdown, serve).await;
+}
+
+/// Accepts until `shutdown`, running `serve` on each connection as a task of `tracker`.
+async fn accept_loop<F, Fut>(listener: TcpListener, tracker: &TaskTracker, shutdown: &CancellationToken, mut serve: F)
+where
+    F: FnMut(TcpStream) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -22,9 +34,9 @@ pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTra
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let (state, shutdown) = (state.clone(), shutdown.clone());
+                let connection = serve(stream);
                 tracker.spawn(async move {
-                    connection::run(stream, state, shutdown).await;
+                    connection.await;
                     tracing::debug!(%peer, "mqtt connection ended");
                 });
             }
