@@ -21,11 +21,12 @@ use crate::gateway::{AuthError, Gateway, GatewayError, authenticate};
 use crate::state::AppState;
 use devicecloud_protocol::{GatewayTopic, command_topic, parse_response, subscription_allowed};
 
-/// How long a client may take to send CONNECT after opening the connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send CONNECT after opening the connection (and, on the TLS
+/// listener, to complete the handshake before that).
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What a connection runs on. Generic rather than boxed, so a plain TCP connection pays
-/// nothing for other transports existing.
+/// What a connection runs on: a TCP stream, or a TLS stream over one. Generic rather than
+/// boxed, so plain TCP connections pay nothing for TLS existing.
 pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for S {}

@@ -1,9 +1,11 @@
 //! The gateway endpoint over MQTT (device-protocol §1–§3), inside the service: no external
-//! broker. `serve_mqtt` accepts connections until shutdown; each connection is one task.
+//! broker. `serve_mqtt` accepts plain TCP connections and `serve_mqtts` TLS ones until
+//! shutdown; each connection is one task, and both speak the same protocol.
 
 mod connection;
 pub mod packets;
 pub mod registry;
+pub mod tls;
 
 use std::future::Future;
 
@@ -12,11 +14,32 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::state::AppState;
+use tls::TlsAcceptor;
 
 /// Accepts gateway connections on `listener` until `shutdown` is cancelled; connections end
 /// with it, and `tracker` lets the caller wait for them.
 pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTracker, shutdown: CancellationToken) {
     let serve = |stream| connection::run(stream, state.clone(), shutdown.clone());
+    accept_loop(listener, &tracker, &shutdown, serve).await;
+}
+
+/// As `serve_mqtt`, each connection first completing a TLS handshake with `acceptor` (see
+/// `tls::handshake`: bounded in time, and a failed one ends that connection only).
+pub async fn serve_mqtts(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    state: AppState,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let serve = |stream| {
+        let (acceptor, state, shutdown) = (acceptor.clone(), state.clone(), shutdown.clone());
+        async move {
+            if let Some(stream) = tls::handshake(&acceptor, stream, &shutdown).await {
+                connection::run(stream, state, shutdown).await;
+            }
+        }
+    };
     accept_loop(listener, &tracker, &shutdown, serve).await;
 }
 
