@@ -90,6 +90,16 @@ type OnReady = Box<dyn FnOnce(SocketAddr, SocketAddr) + Send>;
 
 /// `on_ready` runs once the listeners are bound.
 async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) -> Result<()> {
+    // The certificate and key are read before anything else is opened: a TLS listener that
+    // cannot start stops the service at once, with the file at fault named.
+    let tls = match settings.mqtt_tls()? {
+        Some(tls) => {
+            let acceptor = devicecloud_server::mqtt::tls::acceptor(tls.cert, tls.key)
+                .context("cannot start the MQTT TLS listener (DEVICECLOUD_MQTT_TLS_CERT, DEVICECLOUD_MQTT_TLS_KEY)")?;
+            Some((tls.addr, acceptor))
+        }
+        None => None,
+    };
     let db = match db {
         Some(db) => db,
         None => Db::connect(&settings.database_url()?)
@@ -98,17 +108,38 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
     };
     let http = bind(settings.http_addr, "DEVICECLOUD_HTTP_ADDR").await?;
     let mqtt = bind(settings.mqtt_addr, "DEVICECLOUD_MQTT_ADDR").await?;
+    let mqtts = match tls {
+        Some((addr, acceptor)) => Some((bind(addr, "DEVICECLOUD_MQTT_TLS_ADDR").await?, acceptor)),
+        None => None,
+    };
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let state = AppState::start(db.clone(), settings.server(), &tracker, &shutdown);
     devicecloud_server::spawn_background(&state, &tracker, &shutdown);
     let (http_addr, mqtt_addr) = (http.local_addr()?, mqtt.local_addr()?);
+    let mqtts_addr = match &mqtts {
+        Some((listener, _)) => Some(listener.local_addr()?),
+        None => None,
+    };
     // The one line scripts and tests read to learn the chosen ports.
-    println!("listening http={http_addr} mqtt={mqtt_addr}");
+    match mqtts_addr {
+        Some(mqtts_addr) => println!("listening http={http_addr} mqtt={mqtt_addr} mqtts={mqtts_addr}"),
+        None => println!("listening http={http_addr} mqtt={mqtt_addr}"),
+    }
     if let Some(on_ready) = on_ready {
         on_ready(http_addr, mqtt_addr);
     }
-    tracing::info!(http = %http_addr, mqtt = %mqtt_addr, backend = ?db.backend(), "devicecloud started");
+    tracing::info!(http = %http_addr, mqtt = %mqtt_addr, mqtts = ?mqtts_addr, backend = ?db.backend(), "devicecloud started");
+
+    if let Some((listener, acceptor)) = mqtts {
+        tracker.spawn(devicecloud_server::mqtt::serve_mqtts(
+            listener,
+            acceptor,
+            state.clone(),
+            tracker.clone(),
+            shutdown.clone(),
+        ));
+    }
 
     tracker.spawn(devicecloud_server::mqtt::serve_mqtt(
         mqtt,

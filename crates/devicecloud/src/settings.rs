@@ -16,6 +16,12 @@ pub struct Settings {
     pub database_url: Option<String>,
     pub http_addr: SocketAddr,
     pub mqtt_addr: SocketAddr,
+    /// The TLS listener of the gateway endpoint, beside the plain one; `None`: no TLS listener.
+    pub mqtt_tls_addr: Option<SocketAddr>,
+    /// PEM certificate chain of the TLS listener: the server's certificate, then intermediates.
+    pub mqtt_tls_cert: Option<PathBuf>,
+    /// PEM private key of the TLS listener (PKCS#8, PKCS#1 or SEC1).
+    pub mqtt_tls_key: Option<PathBuf>,
     pub command_timeout_s: u64,
     /// Milliseconds; when set, wins over `command_timeout_s` (sub-second timeouts for tests).
     pub command_timeout_ms: Option<u64>,
@@ -36,6 +42,9 @@ impl Default for Settings {
             database_url: None,
             http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             mqtt_addr: SocketAddr::from(([127, 0, 0, 1], 1883)),
+            mqtt_tls_addr: None,
+            mqtt_tls_cert: None,
+            mqtt_tls_key: None,
             command_timeout_s: 10,
             command_timeout_ms: None,
             webhook_allow_private: false,
@@ -58,6 +67,9 @@ struct FileSettings {
     database_url: Option<String>,
     http_addr: Option<SocketAddr>,
     mqtt_addr: Option<SocketAddr>,
+    mqtt_tls_addr: Option<SocketAddr>,
+    mqtt_tls_cert: Option<PathBuf>,
+    mqtt_tls_key: Option<PathBuf>,
     command_timeout_s: Option<u64>,
     command_timeout_ms: Option<u64>,
     webhook_allow_private: Option<bool>,
@@ -88,6 +100,23 @@ pub struct Flags {
     /// MQTT listen address (port 0 picks a free port).
     #[arg(long, global = true)]
     pub mqtt_addr: Option<SocketAddr>,
+    /// MQTT over TLS listen address; the listener runs only when this is set.
+    #[arg(long, global = true)]
+    pub mqtt_tls_addr: Option<SocketAddr>,
+    /// PEM certificate chain of the MQTT over TLS listener.
+    #[arg(long, global = true)]
+    pub mqtt_tls_cert: Option<PathBuf>,
+    /// PEM private key of the MQTT over TLS listener.
+    #[arg(long, global = true)]
+    pub mqtt_tls_key: Option<PathBuf>,
+}
+
+/// The TLS listener of the gateway endpoint, once its settings are known to be complete.
+#[derive(Clone, Copy, Debug)]
+pub struct MqttTls<'a> {
+    pub addr: SocketAddr,
+    pub cert: &'a Path,
+    pub key: &'a Path,
 }
 
 impl Settings {
@@ -118,6 +147,18 @@ impl Settings {
             s.mqtt_addr = v
                 .parse()
                 .with_context(|| format!("DEVICECLOUD_MQTT_ADDR={v} is not an address such as 127.0.0.1:1883"))?;
+        }
+        if let Some(v) = env("MQTT_TLS_ADDR") {
+            s.mqtt_tls_addr =
+                Some(v.parse().with_context(|| {
+                    format!("DEVICECLOUD_MQTT_TLS_ADDR={v} is not an address such as 0.0.0.0:8883")
+                })?);
+        }
+        if let Some(v) = env("MQTT_TLS_CERT") {
+            s.mqtt_tls_cert = Some(v.into());
+        }
+        if let Some(v) = env("MQTT_TLS_KEY") {
+            s.mqtt_tls_key = Some(v.into());
         }
         if let Some(v) = env("COMMAND_TIMEOUT_S") {
             s.command_timeout_s = v
@@ -179,7 +220,38 @@ impl Settings {
         if let Some(v) = flags.mqtt_addr {
             s.mqtt_addr = v;
         }
+        if let Some(v) = flags.mqtt_tls_addr {
+            s.mqtt_tls_addr = Some(v);
+        }
+        if let Some(v) = &flags.mqtt_tls_cert {
+            s.mqtt_tls_cert = Some(v.clone());
+        }
+        if let Some(v) = &flags.mqtt_tls_key {
+            s.mqtt_tls_key = Some(v.clone());
+        }
+        // Checked here, whatever the command, so an incomplete TLS setup is reported at once
+        // rather than when a gateway first tries to connect.
+        s.mqtt_tls()?;
         Ok(s)
+    }
+
+    /// The TLS listener, `None` when `mqtt_tls_addr` is unset; an error names the missing file
+    /// setting when the address is set without both. The files themselves are read by `serve`.
+    pub fn mqtt_tls(&self) -> Result<Option<MqttTls<'_>>> {
+        let Some(addr) = self.mqtt_tls_addr else {
+            return Ok(None);
+        };
+        let Some(cert) = &self.mqtt_tls_cert else {
+            bail!(
+                "DEVICECLOUD_MQTT_TLS_ADDR is set but DEVICECLOUD_MQTT_TLS_CERT is not: the TLS listener needs a PEM certificate chain"
+            );
+        };
+        let Some(key) = &self.mqtt_tls_key else {
+            bail!(
+                "DEVICECLOUD_MQTT_TLS_ADDR is set but DEVICECLOUD_MQTT_TLS_KEY is not: the TLS listener needs a PEM private key"
+            );
+        };
+        Ok(Some(MqttTls { addr, cert, key }))
     }
 
     fn apply_file(&mut self, path: &Path) -> Result<()> {
@@ -192,6 +264,9 @@ impl Settings {
             database_url,
             http_addr,
             mqtt_addr,
+            mqtt_tls_addr,
+            mqtt_tls_cert,
+            mqtt_tls_key,
             command_timeout_s,
             command_timeout_ms,
             webhook_allow_private,
@@ -207,6 +282,9 @@ impl Settings {
         self.database_url = database_url.or(self.database_url.take());
         self.http_addr = http_addr.unwrap_or(self.http_addr);
         self.mqtt_addr = mqtt_addr.unwrap_or(self.mqtt_addr);
+        self.mqtt_tls_addr = mqtt_tls_addr.or(self.mqtt_tls_addr);
+        self.mqtt_tls_cert = mqtt_tls_cert.or(self.mqtt_tls_cert.take());
+        self.mqtt_tls_key = mqtt_tls_key.or(self.mqtt_tls_key.take());
         self.command_timeout_s = command_timeout_s.unwrap_or(self.command_timeout_s);
         self.command_timeout_ms = command_timeout_ms.or(self.command_timeout_ms);
         self.webhook_allow_private = webhook_allow_private.unwrap_or(self.webhook_allow_private);
@@ -284,5 +362,32 @@ mod tests {
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "htp_addr = \"x\"\n").unwrap();
         assert!(Settings::default().apply_file(&bad).is_err());
+    }
+
+    #[test]
+    fn a_tls_address_needs_the_certificate_and_the_key() {
+        let dir = std::env::temp_dir().join(format!("dc-settings-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut s = Settings::default();
+        assert!(s.mqtt_tls().unwrap().is_none(), "no address: no TLS listener");
+
+        let file = dir.join("tls.toml");
+        std::fs::write(&file, "mqtt_tls_addr = \"127.0.0.1:8883\"\n").unwrap();
+        s.apply_file(&file).unwrap();
+        let missing = s.mqtt_tls().unwrap_err().to_string();
+        assert!(missing.contains("DEVICECLOUD_MQTT_TLS_CERT"), "{missing}");
+
+        std::fs::write(&file, "mqtt_tls_cert = \"/etc/dc/cert.pem\"\n").unwrap();
+        s.apply_file(&file).unwrap();
+        let missing = s.mqtt_tls().unwrap_err().to_string();
+        assert!(missing.contains("DEVICECLOUD_MQTT_TLS_KEY"), "{missing}");
+
+        std::fs::write(&file, "mqtt_tls_key = \"/etc/dc/key.pem\"\n").unwrap();
+        s.apply_file(&file).unwrap();
+        let tls = s.mqtt_tls().unwrap().expect("complete TLS settings");
+        assert_eq!(tls.addr.port(), 8883);
+        assert_eq!(tls.cert, Path::new("/etc/dc/cert.pem"));
+        assert_eq!(tls.key, Path::new("/etc/dc/key.pem"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,6 +1,7 @@
 //! The binary as users run it (contract §1): admin commands print JSON, `serve` prints one
 //! `listening …` line with the chosen ports, a port in use fails naming its variable, settings
-//! come from file < environment < flags, and SIGTERM stops the service cleanly.
+//! come from file < environment < flags, the TLS listener starts only with usable files, and
+//! SIGTERM stops the service cleanly.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -282,6 +283,47 @@ fn environment_beats_file_and_flags_beat_environment() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+}
+
+#[test]
+fn the_tls_listener_starts_beside_the_plain_one_or_names_what_it_lacks() {
+    let dir = Dir::new("tls");
+    let (cert, key) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    let tls = |cert: &std::path::Path, key: Option<&std::path::Path>| {
+        let mut c = command(&dir);
+        c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_MQTT_TLS_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_MQTT_TLS_CERT", cert);
+        if let Some(key) = key {
+            c.env("DEVICECLOUD_MQTT_TLS_KEY", key);
+        }
+        c
+    };
+    let fails = |mut c: Command| {
+        let out = c.arg("serve").output().unwrap();
+        assert!(!out.status.success(), "serve must refuse to start");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+
+    // An address without a key: the missing setting is named.
+    let stderr = fails(tls(&cert, None));
+    assert!(stderr.contains("DEVICECLOUD_MQTT_TLS_KEY"), "stderr: {stderr}");
+    // Files that are not there: the file is named.
+    let stderr = fails(tls(&cert, Some(&key)));
+    assert!(stderr.contains(&cert.display().to_string()), "stderr: {stderr}");
+
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let (mut child, line) = serve(tls(&cert, Some(&key)));
+    let mqtts = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("mqtts="))
+        .unwrap_or_else(|| panic!("no mqtts= in {line:?}"));
+    assert!(line.contains(" mqtt=127.0.0.1:"), "the plain listener stays: {line}");
+    assert!(mqtts.starts_with("127.0.0.1:") && !mqtts.ends_with(":0"), "{line}");
+    assert!(terminate(&mut child).success(), "serve must exit 0 on SIGTERM");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use futures::{SinkExt, StreamExt};
 use rmqtt_codec::types::QoS;
 use rmqtt_codec::version::{ProtocolVersion, VersionCodec};
 use rmqtt_codec::{MqttCodec, MqttPacket, v3, v5};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
@@ -21,13 +21,20 @@ use crate::gateway::{AuthError, Gateway, GatewayError, authenticate};
 use crate::state::AppState;
 use devicecloud_protocol::{GatewayTopic, command_topic, parse_response, subscription_allowed};
 
-/// How long a client may take to send CONNECT after opening the connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send CONNECT after opening the connection (and, on the TLS
+/// listener, to complete the handshake before that).
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-type Transport = Framed<TcpStream, MqttCodec>;
+/// What a connection runs on: a TCP stream, or a TLS stream over one. Generic rather than
+/// boxed, so plain TCP connections pay nothing for TLS existing.
+pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for S {}
+
+type Transport<S> = Framed<S, MqttCodec>;
 
 /// Runs a connection to its end.
-pub async fn run(stream: TcpStream, state: AppState, shutdown: CancellationToken) {
+pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: CancellationToken) {
     let mut framed = Framed::new(stream, MqttCodec::Version(VersionCodec));
     let version = match tokio::time::timeout(CONNECT_TIMEOUT, framed.next()).await {
         Ok(Some(Ok((MqttPacket::Version(ProtocolVersion::MQTT3), _)))) => Version::V3,
@@ -156,8 +163,8 @@ impl PacketIds {
 
 /// Publishes one command request at QoS 1 and remembers its caller; a request whose caller
 /// already gave up is not published. `Err` on a write failure.
-async fn publish_command(
-    framed: &mut Transport,
+async fn publish_command<S: Stream>(
+    framed: &mut Transport<S>,
     version: Version,
     pending: &mut Pending,
     packet_ids: &mut PacketIds,
@@ -175,7 +182,7 @@ async fn publish_command(
 /// Lets go of buffer space an idle connection does not need: the framing starts with 8 KiB for
 /// reading and 8 KiB for writing, and a large message leaves its size behind. An empty buffer
 /// grows again while a packet is read or written (architecture: small sessions).
-fn release_buffers(framed: &mut Transport) {
+fn release_buffers<S>(framed: &mut Transport<S>) {
     const KEEP: usize = 512;
     if framed.read_buffer().is_empty() && framed.read_buffer().capacity() > KEEP {
         *framed.read_buffer_mut() = BytesMut::new();
@@ -186,8 +193,8 @@ fn release_buffers(framed: &mut Transport) {
 }
 
 /// Handles one packet; `Ok(false)` ends the connection normally, `Err` on a write failure.
-async fn handle(
-    framed: &mut Transport,
+async fn handle<S: Stream>(
+    framed: &mut Transport<S>,
     version: Version,
     state: &AppState,
     gateway: &mut Gateway,

@@ -1,19 +1,54 @@
 //! The gateway endpoint over MQTT (device-protocol §1–§3), inside the service: no external
-//! broker. `serve_mqtt` accepts connections until shutdown; each connection is one task.
+//! broker. `serve_mqtt` accepts plain TCP connections and `serve_mqtts` TLS ones until
+//! shutdown; each connection is one task, and both speak the same protocol.
 
 mod connection;
 pub mod packets;
 pub mod registry;
+pub mod tls;
 
-use tokio::net::TcpListener;
+use std::future::Future;
+
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::state::AppState;
+use tls::TlsAcceptor;
 
 /// Accepts gateway connections on `listener` until `shutdown` is cancelled; connections end
 /// with it, and `tracker` lets the caller wait for them.
 pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTracker, shutdown: CancellationToken) {
+    let serve = |stream| connection::run(stream, state.clone(), shutdown.clone());
+    accept_loop(listener, &tracker, &shutdown, serve).await;
+}
+
+/// As `serve_mqtt`, each connection first completing a TLS handshake with `acceptor` (see
+/// `tls::handshake`: bounded in time, and a failed one ends that connection only).
+pub async fn serve_mqtts(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    state: AppState,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let serve = |stream| {
+        let (acceptor, state, shutdown) = (acceptor.clone(), state.clone(), shutdown.clone());
+        async move {
+            if let Some(stream) = tls::handshake(&acceptor, stream, &shutdown).await {
+                connection::run(stream, state, shutdown).await;
+            }
+        }
+    };
+    accept_loop(listener, &tracker, &shutdown, serve).await;
+}
+
+/// Accepts until `shutdown`, running `serve` on each connection as a task of `tracker`.
+async fn accept_loop<F, Fut>(listener: TcpListener, tracker: &TaskTracker, shutdown: &CancellationToken, mut serve: F)
+where
+    F: FnMut(TcpStream) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -22,9 +57,9 @@ pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTra
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let (state, shutdown) = (state.clone(), shutdown.clone());
+                let connection = serve(stream);
                 tracker.spawn(async move {
-                    connection::run(stream, state, shutdown).await;
+                    connection.await;
                     tracing::debug!(%peer, "mqtt connection ended");
                 });
             }

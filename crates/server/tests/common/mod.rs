@@ -146,6 +146,21 @@ impl TestApp {
         }
     }
 
+    /// Starts the TLS listener of the gateway endpoint beside the plain one (loopback, port
+    /// chosen here), stopped with the app.
+    pub async fn start_mqtts(&self, acceptor: devicecloud_server::mqtt::tls::TlsAcceptor) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(devicecloud_server::mqtt::serve_mqtts(
+            listener,
+            acceptor,
+            self.state.clone(),
+            TaskTracker::new(),
+            self.shutdown.clone(),
+        ));
+        addr
+    }
+
     /// Creates an account directly in the store (as `devicecloud admin create-user` does).
     pub async fn create_user(&self, username: &str, password: &str, is_admin: bool) -> String {
         let hash = hash_password(password).unwrap();
