@@ -1,17 +1,18 @@
 //! The points one device's charts draw: every datatype of the device over an interval, at the
-//! resolution the API's rule gives that interval (rollups, or raw points for an hour or less).
+//! resolution the API's rule gives that interval (rollups, or raw points for an hour or less),
+//! merged by the database into the chart's pixel columns.
 //!
-//! The same rollups as `GET /api/v2/data-downsampled`, read without the collection envelope:
-//! only the numbers a chart needs, one statement for all datatypes, and on SQLite one JSON
-//! array instead of a row per point (rows cross a thread one by one in sqlx), so a day of
-//! 1 Hz points stays cheap enough for a page.
+//! A chart cannot show more points than it has columns, so the database groups the rollups or
+//! raw points of each column (lowest minimum, highest maximum, average of the values) and a day
+//! of 1 Hz points costs a page a few hundred rows, not eighty thousand. On SQLite the rows come
+//! back as one JSON array (rows cross a thread one by one in sqlx).
 
 use crate::db::Db;
 use crate::downsampled::Resolution;
 use crate::{Result, StoreError};
 
-/// One point: its datatype, time (bucket start or raw time, seconds), min, max and average.
-#[derive(Clone, Copy, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// One point: its datatype, time (the middle of its pixel column), min, max and average.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChartPoint {
     pub datatype: i64,
     pub t: f64,
@@ -20,58 +21,86 @@ pub struct ChartPoint {
     pub avg: f64,
 }
 
-/// Most points returned: a day of 1 Hz points for two datatypes.
-pub const MAX_POINTS: i64 = 200_000;
+/// The interval of a chart and how many pixel columns it has.
+#[derive(Clone, Copy, Debug)]
+pub struct Columns {
+    /// Exclusive start, Unix seconds.
+    pub from: i64,
+    /// End, Unix seconds.
+    pub to: i64,
+    pub count: i64,
+}
 
-/// The device's points of group `id_group` after `from` (exclusive) up to now, ordered by
-/// datatype then time, at `resolution`.
+impl Columns {
+    /// The middle of column `col`.
+    fn middle(&self, col: i64) -> f64 {
+        let width = (self.to - self.from).max(1) as f64 / self.count as f64;
+        self.from as f64 + (col as f64 + 0.5) * width
+    }
+}
+
+/// The device's points of group `id_group` in the chart's interval at `resolution`, one per
+/// datatype and pixel column that holds data, ordered by datatype then time.
 pub async fn device_points(
     db: &Db,
     id_group: &str,
     source_device: &str,
-    from: i64,
+    columns: Columns,
     resolution: Resolution,
 ) -> Result<Vec<ChartPoint>> {
+    let span = (columns.to - columns.from).max(1);
+    // Integer arithmetic on both databases: the column of a time is floor((t - from) * n / span).
     let inner = match resolution.table() {
         Some(table) => format!(
-            "SELECT c.datatype AS datatype, CAST(r.bucket AS DOUBLE PRECISION) AS t, r.min_val AS min, \
-             r.max_val AS max, r.sum_val / r.count_val AS avg \
+            "SELECT c.datatype AS datatype, ((r.bucket - $3) * $4) / $5 AS col, MIN(r.min_val) AS min, \
+             MAX(r.max_val) AS max, SUM(r.sum_val) / CAST(SUM(r.count_val) AS DOUBLE PRECISION) AS avg \
              FROM containers c JOIN {table} r ON r.container_key = c.container_key \
-             WHERE c.id_group = $1 AND c.source_device = $2 AND r.bucket > $3 \
-             ORDER BY c.datatype, r.bucket LIMIT {MAX_POINTS}"
+             WHERE c.id_group = $1 AND c.source_device = $2 AND r.bucket > $3 AND r.bucket <= $6 \
+             GROUP BY c.datatype, col ORDER BY c.datatype, col"
         ),
-        None => format!(
-            "SELECT c.datatype AS datatype, CAST(r.seconds + r.microseconds / 1000000.0 AS DOUBLE PRECISION) AS t, \
-             r.value AS min, r.value AS max, r.value AS avg \
-             FROM containers c JOIN raw_points r ON r.container_key = c.container_key \
-             WHERE c.id_group = $1 AND c.source_device = $2 AND r.seconds >= $3 \
-             ORDER BY c.datatype, r.seconds, r.microseconds LIMIT {MAX_POINTS}"
-        ),
+        None => "SELECT c.datatype AS datatype, ((r.seconds - $3) * $4) / $5 AS col, MIN(r.value) AS min, \
+                 MAX(r.value) AS max, AVG(r.value) AS avg \
+                 FROM containers c JOIN raw_points r ON r.container_key = c.container_key \
+                 WHERE c.id_group = $1 AND c.source_device = $2 AND r.seconds >= $3 AND r.seconds <= $6 \
+                 GROUP BY c.datatype, col ORDER BY c.datatype, col"
+            .to_string(),
     };
-    let mut points: Vec<ChartPoint> = match db {
+    let rows: Vec<(i64, i64, f64, f64, f64)> = match db {
         Db::Sqlite(pool) => {
             let sql = format!(
-                "SELECT COALESCE(json_group_array(json_object('datatype', datatype, 't', t, 'min', min, \
-                 'max', max, 'avg', avg)), '[]') FROM ({inner})"
+                "SELECT COALESCE(json_group_array(json_array(datatype, col, min, max, avg)), '[]') FROM ({inner})"
             );
             let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
                 .bind(id_group)
                 .bind(source_device)
-                .bind(from)
+                .bind(columns.from)
+                .bind(columns.count)
+                .bind(span)
+                .bind(columns.to)
                 .fetch_one(pool)
                 .await?;
             serde_json::from_str(&text).map_err(|e| StoreError::Decode(e.to_string()))?
         }
         Db::Postgres(pool) => {
-            sqlx::query_as::<_, ChartPoint>(sqlx::AssertSqlSafe(inner))
+            sqlx::query_as::<_, (i64, i64, f64, f64, f64)>(sqlx::AssertSqlSafe(inner))
                 .bind(id_group)
                 .bind(source_device)
-                .bind(from)
+                .bind(columns.from)
+                .bind(columns.count)
+                .bind(span)
+                .bind(columns.to)
                 .fetch_all(pool)
                 .await?
         }
     };
-    // Raw rows were bounded by whole seconds; the interval itself is exclusive.
-    points.retain(|p| p.t > from as f64);
-    Ok(points)
+    Ok(rows
+        .into_iter()
+        .map(|(datatype, col, min, max, avg)| ChartPoint {
+            datatype,
+            t: columns.middle(col),
+            min,
+            max,
+            avg,
+        })
+        .collect())
 }

@@ -34,6 +34,8 @@ const W: f64 = 640.0;
 const H: f64 = 220.0;
 const LEFT: f64 = 58.0;
 const RIGHT: f64 = 14.0;
+/// The plot's width in pixel columns: more points than this cannot be told apart.
+pub const COLUMNS: i64 = (W - LEFT - RIGHT) as i64;
 const TOP: f64 = 26.0;
 const BOTTOM: f64 = 26.0;
 
@@ -190,7 +192,10 @@ pub fn render(chart: &Chart) -> Markup {
     let pad = (hi - lo) * 0.05;
     let (lo, hi) = (lo - pad, hi + pad);
     let y = |v: f64| TOP + (hi - v) / (hi - lo) * plot_h;
-    let runs: Vec<Vec<Point>> = segments(chart.points, chart.step)
+    // A gap narrower than a pixel column cannot be seen; points already merged per column
+    // (one a column) must not read as gaps.
+    let step = chart.step.map(|s| s.max(span / plot_w));
+    let runs: Vec<Vec<Point>> = segments(chart.points, step)
         .into_iter()
         .map(|run| thin(run, chart.from, chart.to, plot_w))
         .collect();

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
 use axum::response::Html;
-use devicecloud_store::chart_series;
+use devicecloud_store::chart_series::{self, Columns};
 use devicecloud_store::device_collection::{self, ATTRIBUTES as DEVICE_ATTRIBUTES, DeviceDocuments, LatestRow};
 use devicecloud_store::devices::{self, DeviceRow};
 use devicecloud_store::downsampled::Resolution;
@@ -102,17 +102,20 @@ async fn charts(
     let from = now - range_s;
     let resolution = Resolution::between(Some(from as f64), None, now as f64);
     let step = resolution.bucket_seconds().map(|s| s as f64);
+    let columns = Columns {
+        from,
+        to: now,
+        count: chart::COLUMNS,
+    };
     let rows = chart_series::device_points(
         &state.db,
         &device.id_group,
         &device.id_physical_device,
-        from,
+        columns,
         resolution,
     )
     .await?;
-    let truncated = rows.len() as i64 >= chart_series::MAX_POINTS;
     Ok(html! {
-        @if truncated { p.notice { "Only the first " (chart_series::MAX_POINTS) " points of this range are drawn; choose a longer range for a summary." } }
         @if rows.is_empty() { p.muted { "No data in this range." } }
         div.grid {
             @for series in rows.chunk_by(|a, b| a.datatype == b.datatype) {
