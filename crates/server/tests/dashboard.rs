@@ -94,13 +94,19 @@ impl Browser {
         self.send(request).await
     }
 
+    /// Signs in; once signed in, opens the overview to hold the session's CSRF token.
     async fn sign_in(&mut self, username: &str, password: &str) -> Reply {
         self.get("/login").await.expect(200);
-        self.post(
-            "/login",
-            &[("username", username), ("password", password), ("next", "/")],
-        )
-        .await
+        let reply = self
+            .post(
+                "/login",
+                &[("username", username), ("password", password), ("next", "/")],
+            )
+            .await;
+        if reply.status == 303 {
+            self.get("/").await.expect(200);
+        }
+        reply
     }
 }
 
@@ -742,4 +748,87 @@ async fn administration_forms() {
         )
         .await
         .expect(403);
+}
+
+#[tokio::test]
+async fn every_form_refuses_a_missing_token_and_a_role_too_low() {
+    let mut s = setup().await;
+    let gw = TestGateway::connect(&s.app, &s.admin_token, &s.group, "DASH-FORMS-1", "CORE").await;
+    let created = s
+        .admin
+        .post(
+            "/webhooks",
+            &[
+                ("id_group", s.group.as_str()),
+                ("forwarding_type", "events"),
+                ("label", "audit"),
+                ("formatter", "json"),
+                ("url", "http://127.0.0.1:9/audit"),
+                ("is_active", "1"),
+            ],
+        )
+        .await
+        .expect(201);
+    let start = created.text.find("/webhooks/").unwrap() + "/webhooks/".len();
+    let hook: String = created.text[start..].chars().take_while(|c| *c != '"').collect();
+    let (viewer_id, mut viewer) = s.member("forms-viewer@example.com", "viewer").await;
+    let forms: Vec<(String, Vec<(&str, String)>)> = vec![
+        (format!("/devices/{}/command", gw.id), vec![("command", "ping".into())]),
+        (
+            "/webhooks".into(),
+            vec![
+                ("id_group", s.group.clone()),
+                ("forwarding_type", "events".into()),
+                ("label", "x".into()),
+                ("formatter", "json".into()),
+                ("url", "http://127.0.0.1:9/x".into()),
+            ],
+        ),
+        (format!("/webhooks/{hook}"), vec![("label", "x".into())]),
+        (format!("/webhooks/{hook}/toggle"), vec![]),
+        (format!("/webhooks/{hook}/delete"), vec![]),
+        (
+            "/admin/users".into(),
+            vec![("username", "z@example.com".into()), ("password", "long-enough".into())],
+        ),
+        (
+            "/admin/members".into(),
+            vec![
+                ("id_user", viewer_id.clone()),
+                ("id_group", s.group.clone()),
+                ("role", "manager".into()),
+            ],
+        ),
+        (
+            "/admin/members/remove".into(),
+            vec![("id_user", viewer_id.clone()), ("id_group", s.group.clone())],
+        ),
+        ("/admin/clients".into(), vec![("name", "x".into())]),
+    ];
+    for (path, fields) in &forms {
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let no_token = s.admin.post_without_token(path, &fields).await;
+        assert_eq!(no_token.status, 403, "{path} without a token");
+        assert!(no_token.text.contains("security token"), "{path}");
+        let mut wrong = fields.clone();
+        wrong.push(("_csrf", "0000"));
+        assert_eq!(
+            s.admin.post_without_token(path, &wrong).await.status,
+            403,
+            "{path} with a wrong token"
+        );
+        assert_eq!(viewer.post(path, &fields).await.status, 403, "{path} as a viewer");
+    }
+    // Nothing of it happened.
+    let record = send(s.app.get(&format!("/api/v2/webhook/{hook}"), &s.admin_token))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(
+        (record["label"].as_str(), record["is_active"].as_i64()),
+        (Some("audit"), Some(1))
+    );
+    assert_eq!(viewer.get("/").await.status, 200, "still a viewer, still signed in");
+    let page = s.admin.get("/admin").await;
+    assert!(!page.text.contains("z@example.com") && page.text.contains("Plant A: viewer"));
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::layout::{self, Section};
 use super::session::Viewer;
-use super::{PageError, filter, format, list_args, pager, status_badge};
+use super::{PageError, filter, format, list_args, pager, role_name, status_badge};
 use crate::auth::Role;
 use crate::state::AppState;
 
@@ -72,7 +72,7 @@ pub async fn page(
     let base = format!("/groups/{id}{}", format::query(&[("sort", current)]));
     let content = html! {
         p.muted { (group.r#type) " · " (listing.page.total) " devices · your role: "
-            (viewer.caller.role_in_group(&group.id_group).map_or("—", |r| r.as_str())) }
+            (role_name(&viewer.caller, &group.id_group)) }
         table {
             thead { tr {
                 @for (attr, heading) in COLUMNS {

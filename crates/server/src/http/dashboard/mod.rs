@@ -141,6 +141,15 @@ fn pager(page: &Page, base: &str) -> Markup {
     }
 }
 
+/// The viewer's role in a group as a word.
+fn role_name(caller: &Caller, id_group: &str) -> &'static str {
+    if caller.is_admin {
+        "administrator"
+    } else {
+        caller.role_in_group(id_group).map_or("—", |r| r.as_str())
+    }
+}
+
 /// A device's status at a glance: connected, expected on but off, or off. `is_connected` is
 /// the gateway's for a device behind one (it has no connection of its own).
 fn status_badge(is_connected: i64, device_status: i64) -> Markup {

@@ -11,7 +11,7 @@ use maud::html;
 
 use super::layout::{self, Section};
 use super::session::Viewer;
-use super::{PageError, PageQuery, list_args, pager};
+use super::{PageError, PageQuery, list_args, pager, role_name};
 use crate::state::AppState;
 
 pub async fn page(
@@ -44,7 +44,7 @@ pub async fn page(
                                 @if group.deleted_at.is_some() { " " span.status.off { "deleted" } }
                             }
                             td { (group.r#type) }
-                            td { (viewer.caller.role_in_group(&group.id_group).map_or("—", |r| r.as_str())) }
+                            td { (role_name(&viewer.caller, &group.id_group)) }
                             td.num { (c.devices) }
                             td.num { (c.online) }
                             td.num { (c.offline) }
