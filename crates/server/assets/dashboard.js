@@ -17,6 +17,11 @@ document.addEventListener("submit", async (event) => {
       headers: { "X-Fragment": "1" },
       credentials: "same-origin",
     });
+    // A session that ended on the way sends to the sign-in form: go there, not into the panel.
+    if (response.redirected) {
+      window.location.assign(response.url);
+      return;
+    }
     result.innerHTML = await response.text();
   } catch (e) {
     result.textContent = "The request failed: " + e;
@@ -32,7 +37,11 @@ for (const element of document.querySelectorAll("[data-refresh]")) {
     if (document.hidden) return;
     try {
       const response = await fetch(element.dataset.refresh, { credentials: "same-origin" });
-      if (response.ok) element.innerHTML = await response.text();
+      if (response.redirected) {
+        window.location.reload();
+      } else if (response.ok) {
+        element.innerHTML = await response.text();
+      }
     } catch (e) {
       // The next tick tries again; a failed refresh leaves the last values on screen.
     }
