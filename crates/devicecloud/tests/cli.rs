@@ -368,6 +368,12 @@ fn demo_prints_credentials_that_work() {
     );
     assert!(
         text.contains(&format!(
+            "dashboard    http://{addr}/  (sign in as admin@devicecloud.demo / demo-password)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
             "curl -s -g 'http://{addr}/api/v2/data-downsampled?filter[id_group]="
         )),
         "{text}"
