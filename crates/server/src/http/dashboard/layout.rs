@@ -26,6 +26,8 @@ fn head(title: &str) -> Markup {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
             title { (title) " · devicecloud" }
+            // No icon of its own: an empty one spares every page a 404 for /favicon.ico.
+            link rel="icon" href="data:,";
             link rel="stylesheet" href="/assets/dashboard.css";
             script src="/assets/dashboard.js" defer {}
         }
