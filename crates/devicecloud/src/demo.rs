@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use devicecloud_protocol::ModuleKind;
-use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, mixed_kinds};
+use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, History, mixed_kinds};
 
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
@@ -39,6 +39,11 @@ pub async fn run(mut settings: Settings) -> Result<()> {
     let on_ready = move |http: SocketAddr, mqtt: SocketAddr| {
         let mut options = FleetOptions::new(mqtt, FLEET_INTERVAL);
         options.power_cycle = Some(GO_POWER_CYCLE);
+        // A week of readings every 5 minutes, so the dashboard's charts have a past.
+        options.history = Some(History {
+            span: Duration::from_secs(7 * 86_400),
+            step: Duration::from_secs(300),
+        });
         let fleet = seeded.fleet.clone();
         // The fleet lives as long as the process; the runtime ends it at shutdown.
         tokio::spawn(async move {

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{FollowUp, Model, ZWAVE_EXCLUSION_EVENT};
-use crate::{Behaviour, FleetOptions, FleetStats, GatewaySpec};
+use crate::{Behaviour, FleetOptions, FleetStats, GatewaySpec, History};
 
 /// What the connection's poller hands to the gateway.
 enum Incoming {
@@ -50,9 +50,14 @@ pub async fn run(
     stats: Arc<FleetStats>,
     shutdown: CancellationToken,
 ) {
-    let mut model = Model::new(&spec.serial, spec.kind, spec.wifi_enabled, seed, now());
+    let mut history = options
+        .history
+        .filter(|_| spec.kind != devicecloud_protocol::ModuleKind::Go);
+    // The model starts where its history does, so counters grow through it.
+    let start = now() - history.map_or(0.0, |h| h.span.as_secs_f64());
+    let mut model = Model::new(&spec.serial, spec.kind, spec.wifi_enabled, seed, start);
     loop {
-        match session(&spec, &mut model, &options, &stats, &shutdown).await {
+        match session(&spec, &mut model, &mut history, &options, &stats, &shutdown).await {
             Ended::Shutdown => return,
             Ended::Reconnect(pause) => {
                 tokio::select! {
@@ -69,6 +74,7 @@ pub async fn run(
 async fn session(
     spec: &GatewaySpec,
     model: &mut Model,
+    history: &mut Option<History>,
     options: &FleetOptions,
     stats: &FleetStats,
     shutdown: &CancellationToken,
@@ -105,7 +111,7 @@ async fn session(
             }
         }
     });
-    let ended = connected(spec, model, options, stats, shutdown, &client, &mut incoming).await;
+    let ended = connected(spec, model, history, options, stats, shutdown, &client, &mut incoming).await;
     let _ = client.disconnect().await;
     // Give the poller a moment to flush the last answer and the DISCONNECT.
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
@@ -127,9 +133,11 @@ async fn publish(client: &AsyncClient, topic: GatewayTopic, payload: Vec<u8>) ->
         .is_ok()
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn connected(
     spec: &GatewaySpec,
     model: &mut Model,
+    history: &mut Option<History>,
     options: &FleetOptions,
     stats: &FleetStats,
     shutdown: &CancellationToken,
@@ -181,6 +189,11 @@ async fn connected(
             message = incoming.recv() => match message {
                 Some(Incoming::Ready) => {
                     if !ready {
+                        if let Some(past) = history.take()
+                            && !send_history(client, model, past, stats).await
+                        {
+                            break retry;
+                        }
                         ready = true;
                         stats.connected.fetch_add(1, Ordering::Relaxed);
                         stats.connects.fetch_add(1, Ordering::Relaxed);
@@ -199,6 +212,31 @@ async fn connected(
         stats.connected.fetch_sub(1, Ordering::Relaxed);
     }
     ended
+}
+
+/// Readings per history message (about 100 KiB for a PLUS module).
+const HISTORY_BATCH: usize = 200;
+
+/// Publishes the readings of `past` up to now, oldest first, in batches.
+async fn send_history(client: &AsyncClient, model: &mut Model, past: History, stats: &FleetStats) -> bool {
+    let end = now();
+    let step = past.step.as_secs_f64().max(1.0);
+    let mut t = end - past.span.as_secs_f64();
+    let mut batch = Vec::new();
+    let mut steps = 0;
+    while t < end {
+        batch.extend(model.measurements(t));
+        steps += 1;
+        t += step;
+        if steps % HISTORY_BATCH == 0 || t >= end {
+            if !publish(client, GatewayTopic::Measurements, measurements_payload(&batch)).await {
+                return false;
+            }
+            stats.measurements.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            batch.clear();
+        }
+    }
+    true
 }
 
 /// Answers one command as the gateway's behaviour says; `Some` when the session must end.

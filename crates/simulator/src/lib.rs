@@ -103,6 +103,17 @@ pub struct FleetOptions {
     pub interval: Duration,
     /// GO modules turn off (power message, data session closed) and on again this often.
     pub power_cycle: Option<Duration>,
+    /// Past readings each CORE and PLUS gateway sends once, oldest first, after its first
+    /// connection and before live data, so that charts have a history from the start.
+    pub history: Option<History>,
+}
+
+/// A stretch of past readings: one every `step` over the `span` before the fleet started.
+/// GO modules send none: their data belongs to the data session of each power-on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct History {
+    pub span: Duration,
+    pub step: Duration,
 }
 
 impl FleetOptions {
@@ -113,6 +124,7 @@ impl FleetOptions {
             mqtt_port: addr.port(),
             interval,
             power_cycle: None,
+            history: None,
         }
     }
 }

@@ -39,19 +39,23 @@ pub const COLUMNS: i64 = (W - LEFT - RIGHT) as i64;
 const TOP: f64 = 26.0;
 const BOTTOM: f64 = 26.0;
 
-/// Splits points (ascending time) into runs without gaps: a gap is a distance of more than
-/// 1.5 bucket widths, or, for raw points, more than 3 times the median spacing.
+/// Splits points (ascending time) into runs without gaps. A gap is a distance of more than 1.5
+/// times the usual one: the bucket width, or the series' median spacing where that is wider
+/// (a device that reports every 5 minutes fills one minute bucket in five, and that is its
+/// rhythm, not missing data; learnt from five points or more). Raw points, whose spacing
+/// jitters, allow 3 times their median.
 pub fn segments(points: &[Point], step: Option<f64>) -> Vec<&[Point]> {
     if points.is_empty() {
         return Vec::new();
     }
+    let mut gaps: Vec<f64> = points.windows(2).map(|w| w[1].t - w[0].t).collect();
+    gaps.sort_by(f64::total_cmp);
+    let median = gaps.get(gaps.len() / 2).copied();
     let limit = match step {
-        Some(step) => step * 1.5,
-        None => {
-            let mut gaps: Vec<f64> = points.windows(2).map(|w| w[1].t - w[0].t).collect();
-            gaps.sort_by(f64::total_cmp);
-            gaps.get(gaps.len() / 2).copied().unwrap_or(1.0).max(1e-6) * 3.0
-        }
+        // A rhythm needs a few spacings to be one: below that, the bucket width decides.
+        Some(step) if gaps.len() < 4 => step * 1.5,
+        Some(step) => step.max(median.unwrap_or(step)) * 1.5,
+        None => median.unwrap_or(1.0).max(1e-6) * 3.0,
     };
     let mut out = Vec::new();
     let mut start = 0;
@@ -262,6 +266,19 @@ mod tests {
         let points = [p(0.0, 1.0), p(60.0, 2.0), p(120.0, 3.0), p(600.0, 4.0), p(660.0, 5.0)];
         let runs = segments(&points, Some(60.0));
         assert_eq!(runs.iter().map(|r| r.len()).collect::<Vec<_>>(), vec![3, 2]);
+        // One value every 5 minutes in minute buckets is the series' rhythm, not five gaps; an
+        // hour without data is a gap.
+        let sparse: Vec<Point> = [0.0, 300.0, 600.0, 900.0, 4500.0, 4800.0]
+            .iter()
+            .map(|t| p(*t, 0.0))
+            .collect();
+        assert_eq!(
+            segments(&sparse, Some(60.0))
+                .iter()
+                .map(|r| r.len())
+                .collect::<Vec<_>>(),
+            vec![4, 2]
+        );
         // Raw points: the spacing is learnt (median 1 s), a 10 s hole is a gap.
         let raw: Vec<Point> = [0.0, 1.0, 2.0, 3.0, 13.0, 14.0].iter().map(|t| p(*t, 0.0)).collect();
         assert_eq!(segments(&raw, None).len(), 2);
