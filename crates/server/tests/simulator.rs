@@ -89,3 +89,55 @@ async fn a_fleet_streams_and_go_modules_cycle_their_data_sessions() {
     );
     assert!(in_sessions > 0);
 }
+
+#[tokio::test]
+async fn gateways_send_their_history_before_live_data_but_go_modules_do_not() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let provisioner = Provisioner::new(&app.base, &admin);
+    let group = provisioner.create_group("history").await.unwrap();
+    let specs = provisioner.fleet(&group, "HIST", 2).await.unwrap();
+    let (go, core) = (specs[0].id.clone().unwrap(), specs[1].id.clone().unwrap());
+    let mut options = FleetOptions::new(app.mqtt_addr, Duration::ZERO);
+    options.history = Some(devicecloud_simulator::History {
+        span: Duration::from_secs(3600),
+        step: Duration::from_secs(300),
+    });
+    let fleet = Fleet::start(specs, options);
+    // Connected counts once the history is acknowledged.
+    assert!(fleet.wait_connected(2, Duration::from_secs(20)).await);
+    fleet.stop().await;
+    let db = &app.state.db;
+    let now = devicecloud_store::unix_now();
+    // Twelve readings, 5 minutes apart, the oldest an hour ago, for the CORE module's own
+    // temperature (datatype 1).
+    let (count, oldest) = match db {
+        Db::Sqlite(pool) => sqlx::query_as::<_, (i64, i64)>(
+            "SELECT COUNT(*), MIN(r.seconds) FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
+             WHERE c.source_device = $1 AND c.datatype = 1",
+        )
+        .bind(&core)
+        .fetch_one(pool)
+        .await
+        .unwrap(),
+        Db::Postgres(pool) => sqlx::query_as::<_, (i64, i64)>(
+            "SELECT COUNT(*), MIN(r.seconds) FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
+             WHERE c.source_device = $1 AND c.datatype = 1",
+        )
+        .bind(&core)
+        .fetch_one(pool)
+        .await
+        .unwrap(),
+    };
+    assert_eq!(count, 12);
+    assert!(
+        (now - 3600 - 5..=now - 3600 + 60).contains(&oldest),
+        "oldest {oldest}, now {now}"
+    );
+    let go_points = scalar!(
+        db,
+        "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.source_device = $1",
+        &go
+    );
+    assert_eq!(go_points, 0);
+}
