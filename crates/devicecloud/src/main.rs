@@ -121,6 +121,7 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
         Some((listener, _)) => Some(listener.local_addr()?),
         None => None,
     };
+    let stop = stop_signal().context("cannot install the signal handlers")?;
     // The one line scripts and tests read to learn the chosen ports.
     match mqtts_addr {
         Some(mqtts_addr) => println!("listening http={http_addr} mqtt={mqtt_addr} mqtts={mqtts_addr}"),
@@ -148,7 +149,7 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
         shutdown.clone(),
     ));
     let server = tokio::spawn(devicecloud_server::serve_http(http, state, shutdown.clone()));
-    wait_for_signal().await;
+    stop.await;
     tracing::info!("shutting down");
     shutdown.cancel();
     tracker.close();
@@ -164,23 +165,26 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
     Ok(())
 }
 
-/// SIGINT or SIGTERM.
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+/// A future that ends on SIGINT or SIGTERM. The handlers are installed by this call, before
+/// the listening line is printed: a signal sent as soon as that line is read stops the service
+/// cleanly instead of killing it with the default action.
+#[cfg(unix)]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
         tokio::select! {
-            _ = ctrl_c => {}
             _ = term.recv() => {}
+            _ = interrupt.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    })
+}
+
+/// A future that ends on Ctrl-C.
+#[cfg(not(unix))]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
