@@ -56,6 +56,9 @@ impl Db {
                 .with_regexp()
                 .busy_timeout(Duration::from_secs(10))
                 .pragma("cache_size", "-32000")
+                // Statement journals (multi-row upserts inside a transaction) in memory rather
+                // than in temporary files: one write syscall per journalled page otherwise.
+                .pragma("temp_store", "MEMORY")
                 // Checkpoint the WAL every 32 MiB rather than 4: pages rewritten by many
                 // batches (rollups) are copied to the database once instead of each time.
                 .pragma("wal_autocheckpoint", "8192");
