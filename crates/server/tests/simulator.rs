@@ -111,24 +111,10 @@ async fn gateways_send_their_history_before_live_data_but_go_modules_do_not() {
     let now = devicecloud_store::unix_now();
     // Twelve readings, 5 minutes apart, the oldest an hour ago, for the CORE module's own
     // temperature (datatype 1).
-    let (count, oldest) = match db {
-        Db::Sqlite(pool) => sqlx::query_as::<_, (i64, i64)>(
-            "SELECT COUNT(*), MIN(r.seconds) FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
-             WHERE c.source_device = $1 AND c.datatype = 1",
-        )
-        .bind(&core)
-        .fetch_one(pool)
-        .await
-        .unwrap(),
-        Db::Postgres(pool) => sqlx::query_as::<_, (i64, i64)>(
-            "SELECT COUNT(*), MIN(r.seconds) FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
-             WHERE c.source_device = $1 AND c.datatype = 1",
-        )
-        .bind(&core)
-        .fetch_one(pool)
-        .await
-        .unwrap(),
-    };
+    let of_core = "SELECT {} FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
+                   WHERE c.source_device = $1 AND c.datatype = 1";
+    let count = scalar!(db, sqlx::AssertSqlSafe(of_core.replace("{}", "COUNT(*)")), &core);
+    let oldest = scalar!(db, sqlx::AssertSqlSafe(of_core.replace("{}", "MIN(r.seconds)")), &core);
     assert_eq!(count, 12);
     assert!(
         (now - 3600 - 5..=now - 3600 + 60).contains(&oldest),
