@@ -22,7 +22,12 @@ document.addEventListener("submit", async (event) => {
       window.location.assign(response.url);
       return;
     }
-    result.innerHTML = await response.text();
+    const type = response.headers.get("Content-Type") || "";
+    if (type.startsWith("text/html")) {
+      result.innerHTML = await response.text();
+    } else {
+      result.textContent = "The request failed (HTTP " + response.status + ").";
+    }
   } catch (e) {
     result.textContent = "The request failed: " + e;
   } finally {

@@ -612,6 +612,9 @@ async fn webhook_forms_create_edit_toggle_and_delete() {
         .await
         .json();
     assert_eq!(record["is_active"], 0);
+    // The edit form of a disabled webhook shows it disabled, so saving it keeps it so.
+    let page = manager.get(&format!("/webhooks/{id}")).await.expect(200);
+    assert!(page.text.contains("name=\"is_active\" value=\"1\">"), "{}", page.text);
 
     // A viewer reads it but changes nothing.
     viewer.get(&format!("/webhooks/{id}")).await.expect(200);

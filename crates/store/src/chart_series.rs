@@ -49,16 +49,18 @@ pub async fn device_points(
     resolution: Resolution,
 ) -> Result<Vec<ChartPoint>> {
     let span = (columns.to - columns.from).max(1);
-    // Integer arithmetic on both databases: the column of a time is floor((t - from) * n / span).
+    // Integer arithmetic on both databases: the column of a time t in (from, to] is
+    // ceil((t - from) * n / span) - 1, so that `to` itself falls in the last column (a raw
+    // point in the whole second of `from` lands in column 0: integer division truncates).
     let inner = match resolution.table() {
         Some(table) => format!(
-            "SELECT c.datatype AS datatype, ((r.bucket - $3) * $4) / $5 AS col, MIN(r.min_val) AS min, \
+            "SELECT c.datatype AS datatype, ((r.bucket - $3) * $4 - 1) / $5 AS col, MIN(r.min_val) AS min, \
              MAX(r.max_val) AS max, SUM(r.sum_val) / CAST(SUM(r.count_val) AS DOUBLE PRECISION) AS avg \
              FROM containers c JOIN {table} r ON r.container_key = c.container_key \
              WHERE c.id_group = $1 AND c.source_device = $2 AND r.bucket > $3 AND r.bucket <= $6 \
              GROUP BY c.datatype, col ORDER BY c.datatype, col"
         ),
-        None => "SELECT c.datatype AS datatype, ((r.seconds - $3) * $4) / $5 AS col, MIN(r.value) AS min, \
+        None => "SELECT c.datatype AS datatype, ((r.seconds - $3) * $4 - 1) / $5 AS col, MIN(r.value) AS min, \
                  MAX(r.value) AS max, AVG(r.value) AS avg \
                  FROM containers c JOIN raw_points r ON r.container_key = c.container_key \
                  WHERE c.id_group = $1 AND c.source_device = $2 AND r.seconds >= $3 AND r.seconds <= $6 \

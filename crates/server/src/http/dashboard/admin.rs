@@ -130,7 +130,7 @@ pub async fn create_user(
     headers: HeaderMap,
     posted: Posted,
 ) -> Result<Response, PageError> {
-    let body = json!({"username": posted.field("username"), "password": posted.field("password"), "is_admin": posted.field("is_admin") == "1"});
+    let body = json!({"username": posted.field("username"), "password": posted.raw_field("password"), "is_admin": posted.field("is_admin") == "1"});
     let result = users_api::create(
         State(state.clone()),
         posted.viewer.caller.clone(),

@@ -181,17 +181,24 @@ pub fn render(chart: &Chart) -> Markup {
     let (plot_w, plot_h) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let span = (chart.to - chart.from).max(1.0);
     let x = |t: f64| LEFT + (t - chart.from) / span * plot_w;
-    let (mut lo, mut hi) = chart
+    // A value that is not a number cannot be drawn (and would break the path).
+    let finite: Vec<Point> = chart
         .points
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
-            (lo.min(p.min), hi.max(p.max))
-        });
+        .copied()
+        .filter(|p| p.t.is_finite() && p.min.is_finite() && p.max.is_finite() && p.avg.is_finite())
+        .collect();
+    let (mut lo, mut hi) = finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+        (lo.min(p.min), hi.max(p.max))
+    });
     if !lo.is_finite() || !hi.is_finite() {
         (lo, hi) = (0.0, 1.0);
     }
-    if hi - lo < f64::EPSILON * hi.abs().max(1.0) {
-        (lo, hi) = (lo - 1.0, hi + 1.0);
+    // A flat series gets a band around it, wide enough to survive rounding at any magnitude.
+    let flat = (hi - lo) <= f64::EPSILON * hi.abs().max(lo.abs()).max(1.0) * 16.0;
+    if flat {
+        let margin = (hi.abs() * 1e-6).max(1.0);
+        (lo, hi) = (lo - margin, hi + margin);
     }
     let pad = (hi - lo) * 0.05;
     let (lo, hi) = (lo - pad, hi + pad);
@@ -199,7 +206,7 @@ pub fn render(chart: &Chart) -> Markup {
     // A gap narrower than a pixel column cannot be seen; points already merged per column
     // (one a column) must not read as gaps.
     let step = chart.step.map(|s| s.max(span / plot_w));
-    let runs: Vec<Vec<Point>> = segments(chart.points, step)
+    let runs: Vec<Vec<Point>> = segments(&finite, step)
         .into_iter()
         .map(|run| thin(run, chart.from, chart.to, plot_w))
         .collect();
@@ -236,7 +243,7 @@ pub fn render(chart: &Chart) -> Markup {
             }
             line.axis x1=(LEFT) x2=(W - RIGHT) y1=(H - BOTTOM) y2=(H - BOTTOM) {}
             line.axis x1=(LEFT) x2=(LEFT) y1=(TOP) y2=(H - BOTTOM) {}
-            @if chart.points.is_empty() {
+            @if finite.is_empty() {
                 text x=(LEFT + plot_w / 2.0) y=(TOP + plot_h / 2.0) text-anchor="middle" { "No data in this range" }
             }
             @if !bands.is_empty() { path.band d=(bands) {} }
@@ -307,6 +314,28 @@ mod tests {
             .unwrap();
         assert_eq!(line.matches('M').count(), 2, "{line}");
         assert!(svg.contains("class=\"band\""));
+    }
+
+    #[test]
+    fn flat_huge_and_non_finite_values_draw_without_nan() {
+        let nan = Point {
+            t: 120.0,
+            min: f64::NAN,
+            max: f64::NAN,
+            avg: f64::NAN,
+        };
+        let points = [p(0.0, 1e17), p(60.0, 1e17), nan];
+        let chart = Chart {
+            title: "T",
+            unit: None,
+            from: 0.0,
+            to: 180.0,
+            step: Some(60.0),
+            points: &points,
+        };
+        let svg = render(&chart).into_string();
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        assert!(svg.contains("class=\"line\""));
     }
 
     #[test]

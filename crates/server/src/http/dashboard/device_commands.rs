@@ -133,8 +133,8 @@ async fn call(state: &AppState, viewer: &Viewer, id: &str, command: &str, form: 
         "wifi-disconnect" => commands::wifi_disconnect(s, c, p).await,
         "wifi-connect" => {
             let mut body = json!({"ssid": form.field("ssid")});
-            if !form.field("password").is_empty() {
-                body["password"] = json!(form.field("password"));
+            if !form.raw_field("password").is_empty() {
+                body["password"] = json!(form.raw_field("password"));
             }
             commands::wifi_connect(s, c, p, Bytes::from(body.to_string())).await
         }

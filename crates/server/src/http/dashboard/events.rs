@@ -54,6 +54,7 @@ pub struct EventQuery {
     from: String,
     #[serde(default)]
     to: String,
+    #[serde(default, deserialize_with = "super::lenient_page")]
     page: Option<i64>,
 }
 

@@ -23,10 +23,13 @@ pub struct LoginLimiter {
 }
 
 impl LoginLimiter {
-    /// Seconds to wait before another attempt for any of `keys`; `None` when allowed.
-    pub fn blocked(&self, keys: &[String], now: Instant) -> Option<u64> {
+    /// Counts an attempt against every key before the password is checked, so that requests
+    /// sent at once cannot all pass; `Err` with the seconds to wait when a key is at its limit
+    /// (nothing is counted then). A success takes its count back ([`Self::succeeded`]).
+    pub fn attempt(&self, keys: &[String], now: Instant) -> Result<(), u64> {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        keys.iter()
+        let wait = keys
+            .iter()
             .filter_map(|key| {
                 let times = failures.get_mut(key)?;
                 expire(times, now);
@@ -35,39 +38,52 @@ impl LoginLimiter {
                     (WINDOW.saturating_sub(now.duration_since(oldest))).as_secs().max(1)
                 })
             })
-            .max()
-    }
-
-    /// Counts a failed attempt against every key.
-    pub fn failed(&self, keys: &[String], now: Instant) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if failures.len() >= MAX_KEYS {
-            failures.retain(|_, times| {
-                expire(times, now);
-                !times.is_empty()
-            });
+            .max();
+        if let Some(wait) = wait {
+            return Err(wait);
         }
-        while failures.len() >= MAX_KEYS {
-            let Some(oldest) = failures
-                .iter()
-                .min_by_key(|(_, times)| times.back().copied())
-                .map(|(key, _)| key.clone())
-            else {
-                break;
-            };
-            failures.remove(&oldest);
-        }
+        make_room(&mut failures, now);
         for key in keys {
             let times = failures.entry(key.clone()).or_default();
             expire(times, now);
             times.push_back(now);
         }
+        Ok(())
     }
 
-    /// Forgets the failures of a username after a successful sign-in (the address keeps its
-    /// count: one success must not reset a guessing run across accounts).
-    pub fn succeeded(&self, user_key: &str) {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(user_key);
+    /// After a successful sign-in: the username's failures are forgotten, and the address
+    /// gets back the attempt just counted (its earlier failures stay: one success must not
+    /// reset a guessing run across accounts).
+    pub fn succeeded(&self, user_key: &str, address_key: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.remove(user_key);
+        if let Some(times) = failures.get_mut(address_key) {
+            times.pop_back();
+        }
+    }
+}
+
+/// Keeps the map under [`MAX_KEYS`]: expired keys go first, then the least recently failed
+/// ones that are not at their limit (a blocked key is never forgotten early).
+fn make_room(failures: &mut HashMap<String, VecDeque<Instant>>, now: Instant) {
+    if failures.len() < MAX_KEYS {
+        return;
+    }
+    failures.retain(|_, times| {
+        expire(times, now);
+        !times.is_empty()
+    });
+    if failures.len() < MAX_KEYS {
+        return;
+    }
+    let mut open: Vec<(Instant, String)> = failures
+        .iter()
+        .filter(|(_, times)| times.len() < MAX_FAILURES)
+        .filter_map(|(key, times)| times.back().map(|t| (*t, key.clone())))
+        .collect();
+    open.sort();
+    for (_, key) in open.into_iter().take(failures.len() + 1 - MAX_KEYS) {
+        failures.remove(&key);
     }
 }
 
@@ -87,21 +103,32 @@ mod tests {
         let keys = vec!["ip:127.0.0.1".to_string(), "user:ann".to_string()];
         let start = Instant::now();
         for i in 0..MAX_FAILURES {
-            assert_eq!(limiter.blocked(&keys, start), None, "attempt {i}");
-            limiter.failed(&keys, start);
+            assert_eq!(limiter.attempt(&keys, start), Ok(()), "attempt {i}");
         }
-        let wait = limiter
-            .blocked(&keys, start + Duration::from_secs(10))
-            .expect("blocked");
-        assert_eq!(wait, WINDOW.as_secs() - 10);
+        let later = start + Duration::from_secs(10);
+        assert_eq!(limiter.attempt(&keys, later), Err(WINDOW.as_secs() - 10));
         // Another address is still blocked for the same username.
         assert!(
             limiter
-                .blocked(&["ip:10.0.0.1".into(), "user:ann".into()], start)
-                .is_some()
+                .attempt(&["ip:10.0.0.1".into(), "user:ann".into()], later)
+                .is_err()
         );
-        assert_eq!(limiter.blocked(&keys, start + WINDOW), None);
-        limiter.succeeded("user:ann");
-        assert_eq!(limiter.blocked(&["user:ann".into()], start), None);
+        assert_eq!(limiter.attempt(&keys, start + WINDOW), Ok(()));
+    }
+
+    #[test]
+    fn a_success_gives_back_its_attempt_and_clears_the_username() {
+        let limiter = LoginLimiter::default();
+        let start = Instant::now();
+        let keys = vec!["ip:a".to_string(), "user:bob".to_string()];
+        for _ in 0..MAX_FAILURES - 1 {
+            limiter.attempt(&keys, start).unwrap();
+        }
+        limiter.attempt(&keys, start).unwrap();
+        limiter.succeeded("user:bob", "ip:a");
+        // The address has its nine failures, one more is allowed; the username starts over.
+        assert_eq!(limiter.attempt(&["ip:a".into()], start), Ok(()));
+        assert!(limiter.attempt(&["ip:a".into()], start).is_err());
+        assert_eq!(limiter.attempt(&["user:bob".into()], start), Ok(()));
     }
 }

@@ -78,9 +78,17 @@ pub fn router() -> Router<AppState> {
         ))
 }
 
+/// A `page` parameter read as PHP reads it (`abc` is 0, then clamped to the first page), so a
+/// bad value shows a page rather than an error.
+fn lenient_page<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    let raw: Option<String> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(raw.map(|text| devicecloud_query::php_intval(&text)))
+}
+
 /// The `page` parameter of a paginated page.
 #[derive(serde::Deserialize)]
 pub struct PageQuery {
+    #[serde(default, deserialize_with = "lenient_page")]
     page: Option<i64>,
 }
 

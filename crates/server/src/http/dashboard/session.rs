@@ -64,10 +64,18 @@ fn set_cookie(headers: &HeaderMap, name: &str, value: &str, max_age: i64, same_s
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// Only a local path is a place to go back to after sign-in (no open redirect).
+/// Only a local path is a place to go back to after sign-in (no open redirect): printable
+/// ASCII only (browsers drop tabs and newlines, so `/\t/evil` would become `//evil`), and no
+/// second `/` or `\` that would make it a network path.
 fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        Some(n)
+            if n.starts_with('/')
+                && n.bytes().all(|b| b.is_ascii_graphic())
+                && !matches!(n.as_bytes().get(1), Some(b'/' | b'\\')) =>
+        {
+            n.to_string()
+        }
         _ => "/".to_string(),
     }
 }
@@ -76,10 +84,14 @@ impl FromRequestParts<AppState> for Viewer {
     type Rejection = PageError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Viewer, PageError> {
-        let next = parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string());
+        // After signing in again, a form's target cannot be reopened with GET: the overview.
+        let next = match parts.method {
+            axum::http::Method::GET => parts
+                .uri
+                .path_and_query()
+                .map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string()),
+            _ => "/".to_string(),
+        };
         let sign_in = || PageError::SignIn { next: next.clone() };
         let token = cookie(&parts.headers, SESSION_COOKIE).ok_or_else(sign_in)?;
         let session_hash = token_hash(token);
@@ -106,6 +118,11 @@ impl Posted {
     /// A field's trimmed value, empty when absent.
     pub fn field(&self, name: &str) -> &str {
         self.fields.get(name).map_or("", |v| v.trim())
+    }
+
+    /// A field as typed, spaces included (passwords), empty when absent.
+    pub fn raw_field(&self, name: &str) -> &str {
+        self.fields.get(name).map_or("", String::as_str)
     }
 }
 
@@ -182,6 +199,18 @@ fn redirect(to: &str, cookie: Option<HeaderValue>) -> Response {
     response
 }
 
+/// The rate limit's key of a client address: an IPv6 client is its /64 (one host usually holds
+/// a whole /64, and could otherwise take a fresh address for every attempt).
+fn address_key(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => {
+            let s = v6.segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
+    }
+}
+
 #[derive(serde::Deserialize)]
 pub struct LoginForm {
     #[serde(default)]
@@ -199,7 +228,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
     let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
-        .map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string());
+        .map_or_else(|| "unknown".to_string(), |c| address_key(c.0.ip()));
     let headers = request.headers().clone();
     let Form(form) = Form::<LoginForm>::from_request(request, &state)
         .await
@@ -210,12 +239,12 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
     }
     let next = safe_next(form.next.as_deref());
     let user_key = format!("user:{}", form.username.trim().to_lowercase());
-    let keys = [format!("ip:{peer}"), user_key.clone()];
-    if let Some(retry_after_s) = state.login_limiter.blocked(&keys, Instant::now()) {
+    let address = format!("ip:{peer}");
+    let keys = [address.clone(), user_key.clone()];
+    if let Err(retry_after_s) = state.login_limiter.attempt(&keys, Instant::now()) {
         return Err(PageError::TooManyAttempts { retry_after_s });
     }
     let Some(account) = check_password(&state, form.username.trim(), &form.password).await? else {
-        state.login_limiter.failed(&keys, Instant::now());
         metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "refused").increment(1);
         return Ok(login_page(
             &headers,
@@ -225,7 +254,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
             StatusCode::UNAUTHORIZED,
         ));
     };
-    state.login_limiter.succeeded(&user_key);
+    state.login_limiter.succeeded(&user_key, &address);
     metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "accepted").increment(1);
     let (token, csrf, now) = (random_token(), random_token(), unix_now());
     dashboard_sessions::create(
@@ -266,7 +295,17 @@ mod tests {
         assert_eq!(safe_next(Some("//evil.example/")), "/");
         assert_eq!(safe_next(Some("https://evil.example/")), "/");
         assert_eq!(safe_next(Some("/\\evil.example")), "/");
+        assert_eq!(safe_next(Some("/\t/evil.example")), "/");
+        assert_eq!(safe_next(Some("/ok/\\path")), "/ok/\\path");
         assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn ipv6_clients_are_limited_by_their_64() {
+        let a: std::net::IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: std::net::IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        assert_eq!(address_key(a), address_key(b));
+        assert_eq!(address_key("10.0.0.1".parse().unwrap()), "10.0.0.1");
     }
 
     #[test]

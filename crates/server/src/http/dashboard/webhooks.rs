@@ -94,7 +94,12 @@ impl Draft {
 /// The create form (`existing: None`) or the edit form of a webhook.
 fn form(viewer: &Viewer, draft: &Draft, groups: &[(String, String)], existing: Option<&str>) -> Markup {
     let action = existing.map_or_else(|| "/webhooks".to_string(), |id| format!("/webhooks/{id}"));
-    let active = !matches!(draft.values.get("is_active"), Some(Value::Bool(false)));
+    // The API's record says 0 / 1, a submitted form true / false.
+    let active = match draft.values.get("is_active") {
+        Some(Value::Bool(on)) => *on,
+        Some(Value::Number(n)) => n.as_i64() != Some(0),
+        _ => true,
+    };
     html! {
         form.stack method="post" action=(action) {
             (layout::csrf(viewer))
