@@ -501,7 +501,8 @@ async fn operators_run_commands_from_the_panel() {
 async fn data_session_chart_and_csv() {
     let mut s = setup().await;
     let mut gw = TestGateway::connect(&s.app, &s.admin_token, &s.group, "DASH-GO-1", "GO").await;
-    gw.hello("GO", json!({})).await;
+    let template = json!({"name": "vib", "registers": [{"datatype": 3, "address": 1, "type": "u16", "label": "Vibration", "unit": "mm/s"}]});
+    gw.hello("GO", json!({"modbus_template": template})).await;
     gw.measurements(&json!([
         {"ts": T0, "values": {"3": 1.0}},
         {"ts": T0 + 1, "values": {"3": 3.0}},
@@ -516,6 +517,11 @@ async fn data_session_chart_and_csv() {
         .collect();
     let page = s.admin.get(&format!("/sessions/{session}")).await.expect(200);
     assert!(page.text.contains("<svg class=\"chart\"") && page.text.contains("Download CSV"));
+    assert!(
+        page.text.contains("Vibration · datatype 3") && page.text.contains("(mm/s)"),
+        "{}",
+        page.text
+    );
     let csv = s.admin.get(&format!("/sessions/{session}/csv")).await.expect(200);
     assert!(csv.header("content-type").unwrap().starts_with("text/csv"));
     let lines: Vec<&str> = csv.text.lines().collect();

@@ -40,7 +40,7 @@ pub struct DeviceQuery {
 }
 
 /// The device's Modbus template names, else its gateway's.
-async fn names(state: &AppState, device: &DeviceRow) -> Result<HashMap<i64, DatatypeName>, PageError> {
+pub(super) async fn names(state: &AppState, device: &DeviceRow) -> Result<HashMap<i64, DatatypeName>, PageError> {
     let mut ids = vec![device.id_physical_device.as_str()];
     ids.extend(device.id_parent.as_deref());
     let docs: Vec<DeviceDocuments> = device_collection::documents(&state.db, &ids).await?;

@@ -73,7 +73,11 @@ pub async fn page(
     let step = (session.datapoint_count >= SESSION_BUCKETS)
         .then(|| ((end - session.start).max(1) as f64) / SESSION_BUCKETS as f64);
     let (all, truncated) = series::load(&state, &viewer.caller, &json!({"id_data_session": id})).await?;
-    let names = std::collections::HashMap::new();
+    // The labels and units the session's gateway names in its Modbus template.
+    let names = match devicecloud_store::devices::get(&state.db, &session.id_physical_device).await? {
+        Some(device) => super::device::names(&state, &device).await?,
+        None => std::collections::HashMap::new(),
+    };
     let title = if session.label.is_empty() {
         format!("Session {}", session.id_data_session)
     } else {
@@ -93,7 +97,7 @@ pub async fn page(
                 div.card {
                     (chart::render(&Chart {
                         title: &format!("{} · {}", datatype_title(&names, s.datatype), s.source_device.get(..8).unwrap_or(&s.source_device)),
-                        unit: None,
+                        unit: names.get(&s.datatype).map(|n| n.unit.as_str()),
                         from: session.start as f64,
                         to: end as f64,
                         step,
