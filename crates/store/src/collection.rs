@@ -112,6 +112,29 @@ pub struct Listing<T> {
     pub items: Vec<T>,
 }
 
+/// A page of the rows of `table` (its `output` columns) whose `id_group` names a group the
+/// caller's scope allows: the list of every collection a group owns (devices, events, data
+/// sessions, webhooks).
+pub(crate) async fn scoped_list<'a, T>(
+    db: &Db,
+    table: &'static str,
+    output: &[&'static str],
+    columns: &[Column],
+    args: ListArgs<'a>,
+    default_sort: SortKey,
+    primary_key: &'a [Column],
+) -> Result<Listing<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + DeserializeOwned + Send + Unpin,
+{
+    let mut select = sea_query::Query::select();
+    select.columns(output.iter().map(|c| (table, *c))).from(table);
+    if let Some(visible) = args.scope.condition(table, "id_group") {
+        select.cond_where(visible);
+    }
+    list(db, select, output, columns, args.request(default_sort, primary_key)).await
+}
+
 /// Runs a collection query: the `COUNT(*)` of the filtered base and the requested page.
 ///
 /// On SQLite both travel in one statement and the page comes back as one JSON array

@@ -2,7 +2,6 @@
 //! expand options embed (contract §4), each loaded for a whole page at once.
 
 use devicecloud_query::{AttrKind, Attribute, SortKey};
-use sea_query::Query;
 
 use crate::Result;
 use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
@@ -56,25 +55,12 @@ pub const SORTABLE: [&str; 23] = names(&COLUMNS);
 /// A page of the devices in the groups `scope` allows (archived ones included: they carry
 /// `archived_at`), filtered and sorted as asked; default order is creation time.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<DeviceRow>> {
-    let mut select = Query::select();
-    select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    if let Some(visible) = args.scope.condition(TABLE, "id_group") {
-        select.cond_where(visible);
-    }
-    collection::list(
-        db,
-        select,
-        &OUTPUT,
-        &COLUMNS,
-        args.request(
-            SortKey {
-                attr: "created_at",
-                descending: false,
-            },
-            &[col("id_physical_device", AttrKind::String)],
-        ),
-    )
-    .await
+    let oldest_first = SortKey {
+        attr: "created_at",
+        descending: false,
+    };
+    const KEY: [Column; 1] = [col("id_physical_device", AttrKind::String)];
+    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, args, oldest_first, &KEY).await
 }
 
 /// What a device carries besides its specification fields: the JSON documents from hello and

@@ -2,7 +2,6 @@
 //! first (contract §4).
 
 use devicecloud_query::{AttrKind, Attribute, SortKey};
-use sea_query::Query;
 
 use crate::Result;
 use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
@@ -70,23 +69,10 @@ pub const SORTABLE: [&str; 8] = names(&COLUMNS);
 
 /// A page of the events of the groups `scope` allows; default order latest first.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<EventRow>> {
-    let mut select = Query::select();
-    select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    if let Some(visible) = args.scope.condition(TABLE, "id_group") {
-        select.cond_where(visible);
-    }
-    collection::list(
-        db,
-        select,
-        &OUTPUT,
-        &COLUMNS,
-        args.request(
-            SortKey {
-                attr: "occurred_at",
-                descending: true,
-            },
-            &[col("id_event", AttrKind::Integer)],
-        ),
-    )
-    .await
+    let latest_first = SortKey {
+        attr: "occurred_at",
+        descending: true,
+    };
+    const KEY: [Column; 1] = [col("id_event", AttrKind::Integer)];
+    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, args, latest_first, &KEY).await
 }

@@ -84,24 +84,12 @@ fn select() -> sea_query::SelectStatement {
 
 /// A page of the sessions of the groups `scope` allows; default order creation time.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<SessionRow>> {
-    let mut select = select();
-    if let Some(visible) = args.scope.condition(TABLE, "id_group") {
-        select.cond_where(visible);
-    }
-    collection::list(
-        db,
-        select,
-        &OUTPUT,
-        &COLUMNS,
-        args.request(
-            SortKey {
-                attr: "created_at",
-                descending: false,
-            },
-            &[col("session_key", AttrKind::Integer)],
-        ),
-    )
-    .await
+    let oldest_first = SortKey {
+        attr: "created_at",
+        descending: false,
+    };
+    const KEY: [Column; 1] = [col("session_key", AttrKind::Integer)];
+    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, args, oldest_first, &KEY).await
 }
 
 /// One session by its identifier.

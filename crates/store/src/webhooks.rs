@@ -169,26 +169,12 @@ pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
 
 /// A page of the webhooks of the groups `scope` allows.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
-    let mut select = Query::select();
-    select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
-    // The webhooks of live groups where the user holds a role (contract §2).
-    if let Some(visible) = args.scope.condition(TABLE, "id_group") {
-        select.cond_where(visible);
-    }
-    collection::list(
-        db,
-        select,
-        &OUTPUT,
-        &COLUMNS,
-        args.request(
-            SortKey {
-                attr: "created_at",
-                descending: false,
-            },
-            &[col(TABLE, "id_webhook", "id_webhook", AttrKind::String)],
-        ),
-    )
-    .await
+    let oldest_first = SortKey {
+        attr: "created_at",
+        descending: false,
+    };
+    const KEY: [Column; 1] = [col(TABLE, "id_webhook", "id_webhook", AttrKind::String)];
+    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, args, oldest_first, &KEY).await
 }
 
 /// Applies `changes` and returns the webhook (`None` if it does not exist).

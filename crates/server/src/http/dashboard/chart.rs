@@ -2,7 +2,9 @@
 //! UTC time axis, and a break wherever data is missing (a gap is never bridged by a line).
 //!
 //! Hand-written rather than through a plotting crate: the picture is a few paths, and writing
-//! them keeps a year of daily buckets well under a millisecond and the markup styleable.
+//! them keeps a year of daily buckets well under a millisecond and the markup styleable. Points
+//! come merged per pixel column ([`COLUMNS`]) from the store, or at most 500 per series for a
+//! data session, so every point given is drawn.
 
 use maud::{Markup, html};
 use time::OffsetDateTime;
@@ -66,34 +68,6 @@ pub fn segments(points: &[Point], step: Option<f64>) -> Vec<&[Point]> {
         }
     }
     out.push(&points[start..]);
-    out
-}
-
-/// Merges the points of one run that fall in the same pixel column (of `columns` across
-/// [from, to]): lowest min, highest max, mean of the averages. A day of 1 Hz points becomes
-/// one point per pixel, and the band still spans every extreme.
-pub fn thin(run: &[Point], from: f64, to: f64, columns: f64) -> Vec<Point> {
-    let span = (to - from).max(1e-9);
-    let column = |t: f64| ((t - from) * columns / span).floor() as i64;
-    let mut out: Vec<Point> = Vec::with_capacity(run.len().min(columns as usize + 1));
-    let mut merged = 0.0_f64;
-    let mut current = i64::MIN;
-    for p in run {
-        let c = column(p.t);
-        match out.last_mut() {
-            Some(last) if c == current => {
-                merged += 1.0;
-                last.min = last.min.min(p.min);
-                last.max = last.max.max(p.max);
-                last.avg += (p.avg - last.avg) / merged;
-            }
-            _ => {
-                out.push(*p);
-                merged = 1.0;
-                current = c;
-            }
-        }
-    }
     out
 }
 
@@ -206,10 +180,7 @@ pub fn render(chart: &Chart) -> Markup {
     // A gap narrower than a pixel column cannot be seen; points already merged per column
     // (one a column) must not read as gaps.
     let step = chart.step.map(|s| s.max(span / plot_w));
-    let runs: Vec<Vec<Point>> = segments(&finite, step)
-        .into_iter()
-        .map(|run| thin(run, chart.from, chart.to, plot_w))
-        .collect();
+    let runs = segments(&finite, step);
     let mut bands = String::new();
     let mut lines = String::new();
     let mut dots = Vec::new();
@@ -336,21 +307,6 @@ mod tests {
         let svg = render(&chart).into_string();
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         assert!(svg.contains("class=\"line\""));
-    }
-
-    #[test]
-    fn thinning_keeps_the_extremes_per_pixel() {
-        let run: Vec<Point> = (0..1000).map(|i| p(f64::from(i), f64::from(i % 10))).collect();
-        let thinned = thin(&run, 0.0, 1000.0, 100.0);
-        assert_eq!(thinned.len(), 100);
-        assert!(
-            thinned.iter().all(|q| q.min == -1.0 && q.max == 10.0),
-            "{:?}",
-            thinned[0]
-        );
-        assert!((thinned[0].avg - 4.5).abs() < 1e-9);
-        assert_eq!(thin(&run[..5], 0.0, 1000.0, 100.0).len(), 1);
-        assert_eq!(thin(&run[..50], 0.0, 10.0, 100.0).len(), 50);
     }
 
     #[test]

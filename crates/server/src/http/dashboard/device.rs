@@ -39,23 +39,32 @@ pub struct DeviceQuery {
     range: Option<String>,
 }
 
-/// The device's Modbus template names, else its gateway's.
-pub(super) async fn names(state: &AppState, device: &DeviceRow) -> Result<HashMap<i64, DatatypeName>, PageError> {
+/// The device's own documents (last self-test, template) and the datatype names of its Modbus
+/// template, else its gateway's: one query for both.
+pub(super) async fn documents(
+    state: &AppState,
+    device: &DeviceRow,
+) -> Result<(Option<DeviceDocuments>, HashMap<i64, DatatypeName>), PageError> {
     let mut ids = vec![device.id_physical_device.as_str()];
     ids.extend(device.id_parent.as_deref());
     let docs: Vec<DeviceDocuments> = device_collection::documents(&state.db, &ids).await?;
-    let template_of = |id: &str| {
-        docs.iter()
-            .find(|d| d.id_physical_device == id)
-            .and_then(|d| d.modbus_template_json.clone())
+    let names_of = |id: &str| {
+        datatype_names(
+            docs.iter()
+                .find(|d| d.id_physical_device == id)
+                .and_then(|d| d.modbus_template_json.as_deref()),
+        )
     };
-    let own = datatype_names(template_of(&device.id_physical_device).as_deref());
-    if !own.is_empty() {
-        return Ok(own);
+    let mut names = names_of(&device.id_physical_device);
+    if names.is_empty()
+        && let Some(parent) = &device.id_parent
+    {
+        names = names_of(parent);
     }
-    Ok(datatype_names(
-        device.id_parent.as_deref().and_then(template_of).as_deref(),
-    ))
+    let own = docs
+        .into_iter()
+        .find(|d| d.id_physical_device == device.id_physical_device);
+    Ok((own, names))
 }
 
 fn latest_table(rows: &[LatestRow], names: &HashMap<i64, DatatypeName>, now: i64) -> Markup {
@@ -87,7 +96,7 @@ pub async fn latest(
 ) -> Result<Html<String>, PageError> {
     let device = require_device(&state, &viewer.caller, &id, Role::Viewer).await?;
     let rows = device_collection::latest_of_devices(&state.db, &[id.as_str()]).await?;
-    let names = names(&state, &device).await?;
+    let (_, names) = documents(&state, &device).await?;
     Ok(Html(latest_table(&rows, &names, unix_now()).into_string()))
 }
 
@@ -147,7 +156,7 @@ pub async fn page(
     let range = q.range.as_deref().unwrap_or("1d");
     let (range_key, _, range_s) = RANGES.iter().copied().find(|r| r.0 == range).unwrap_or(RANGES[1]);
     let group = groups::get(&state.db, &device.id_group).await?;
-    let names = names(&state, &device).await?;
+    let (info, names) = documents(&state, &device).await?;
     let latest_rows = device_collection::latest_of_devices(&state.db, &[id.as_str()]).await?;
     let children_filter = filter(&json!({"id_parent": id, "archived_at": null}), &DEVICE_ATTRIBUTES)?;
     let children = device_collection::list(
@@ -161,10 +170,6 @@ pub async fn page(
         list_args(&viewer.caller, events_filter.as_ref(), None, Some(1), 10),
     )
     .await?;
-    let info = device_collection::documents(&state.db, &[id.as_str()])
-        .await?
-        .into_iter()
-        .next();
     let charts = charts(&state, &device, &names, range_s, now).await?;
     let connected = match &device.id_parent {
         Some(parent) => devices::get(&state.db, parent).await?.map_or(0, |g| g.is_connected),

@@ -75,7 +75,7 @@ pub async fn page(
     let (all, truncated) = series::load(&state, &viewer.caller, &json!({"id_data_session": id})).await?;
     // The labels and units the session's gateway names in its Modbus template.
     let names = match devicecloud_store::devices::get(&state.db, &session.id_physical_device).await? {
-        Some(device) => super::device::names(&state, &device).await?,
+        Some(device) => super::device::documents(&state, &device).await?.1,
         None => std::collections::HashMap::new(),
     };
     let title = if session.label.is_empty() {
