@@ -267,6 +267,65 @@ async fn hello_and_measurements_are_stored_before_the_puback() {
     assert_eq!(last, (208, "0".to_string(), Some(0)));
 }
 
+/// A gateway with many QoS 1 messages in flight (more than the server keeps unacknowledged per
+/// connection) gets every PUBACK, in the order it published, each after its commit; a
+/// rejected message in the middle is acknowledged in its place, and a message of another
+/// topic takes effect only after the measurements before it are committed.
+#[tokio::test]
+async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-PIPE", "CORE").await;
+    let mut options = options(&app, "gw-pipe", &gw.serial, &gw.token);
+    options.set_inflight(100);
+    let (client, mut events) = AsyncClient::new(options, 256);
+    let messages = 80;
+    for m in 0..messages {
+        let payload = if m == 40 {
+            json!({"values": {"12": "warm"}})
+        } else {
+            let ts = 1_763_726_400 + m * 10;
+            json!([{"ts": ts, "values": {"1": m, "2": 1}}, {"ts": ts + 1, "values": {"1": m, "2": 2}}])
+        };
+        client
+            .publish("v1/gateway/measurements", QoS::AtLeastOnce, false, payload.to_string())
+            .await
+            .unwrap();
+    }
+    let event = json!({"type": 310, "value": 1});
+    client
+        .publish("v1/gateway/events", QoS::AtLeastOnce, false, event.to_string())
+        .await
+        .unwrap();
+
+    let (mut sent, mut acked) = (Vec::new(), Vec::new());
+    while acked.len() < messages as usize + 1 {
+        match tokio::time::timeout(Duration::from_secs(10), events.poll())
+            .await
+            .expect("PUBACKs missing after 10 s")
+        {
+            Ok(Event::Outgoing(rumqttc::Outgoing::Publish(pkid))) => sent.push(pkid),
+            Ok(Event::Incoming(Packet::PubAck(ack))) => {
+                if acked.is_empty() {
+                    // The first PUBACK follows its commit.
+                    assert!(stored_points(&app, &gw.group).await >= 4);
+                }
+                acked.push(ack.pkid);
+            }
+            Ok(_) => {}
+            Err(e) => panic!("connection failed: {e}"),
+        }
+    }
+    assert_eq!(acked, sent, "PUBACKs in publish order");
+    // The event's PUBACK came last, after every measurement before it was committed.
+    assert_eq!(stored_points(&app, &gw.group).await, (messages - 1) * 4);
+    let counted = scalar(&app.state.db, "SELECT CAST(SUM(count_val) AS BIGINT) FROM rollup_minute r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+    assert_eq!(counted, (messages - 1) * 4);
+    let recorded = events_of(&app.state.db, &gw.id).await;
+    assert_eq!(recorded.iter().filter(|(kind, ..)| *kind == 212).count(), 1);
+    assert_eq!(recorded.iter().filter(|(kind, ..)| *kind == 310).count(), 1);
+}
+
 #[tokio::test]
 async fn invalid_messages_are_acknowledged_recorded_and_not_stored() {
     let app = TestApp::spawn().await;

@@ -17,7 +17,7 @@ use devicecloud_store::{StoreError, sessions};
 pub use auth::{AuthError, authenticate};
 
 use crate::event_types;
-use crate::ingest::IngestError;
+use crate::ingest::{IngestError, Receipt};
 use crate::state::AppState;
 
 /// Why a message had no effect.
@@ -210,6 +210,19 @@ impl Gateway {
     /// Measurements (§5): validated whole, then stored through the ingest queue; returns once
     /// every point is durably committed.
     pub async fn measurements(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
+        let (count, receipt) = self.queue_measurements(state, payload).await?;
+        receipt.await?;
+        Ok(count)
+    }
+
+    /// Measurements validated and queued for the writer, without waiting for the commit: the
+    /// MQTT connection reads the gateway's next message meanwhile and acknowledges each one
+    /// when its receipt resolves. Returns the number of points and the receipt.
+    pub async fn queue_measurements(
+        &mut self,
+        state: &AppState,
+        payload: &[u8],
+    ) -> Result<(usize, Receipt), GatewayError> {
         const TOPIC: &str = "v1/gateway/measurements";
         let (now, now_us) = now_parts();
         let batch = match parse_measurements(payload, now) {
@@ -238,8 +251,7 @@ impl Gateway {
             }
         }
         let count = points.len();
-        state.ingest.submit(points, touched).await?;
-        Ok(count)
+        Ok((count, state.ingest.enqueue(points, touched).await?))
     }
 
     /// Events (§6): stored with `from_device` 1 on their source device.

@@ -58,12 +58,33 @@ impl IngestQueue {
     /// Submits points (and the devices whose `last_data_at` moves) and waits until they are
     /// durably committed (resent points count as committed: they were stored before).
     pub async fn submit(&self, points: Vec<Point>, devices: Vec<(String, i64)>) -> Result<(), IngestError> {
+        self.enqueue(points, devices).await?.await
+    }
+
+    /// Queues points without waiting for their commit; waits only while the queue is full.
+    /// The receipt tells when they are committed. Jobs are committed in the order they were
+    /// queued, so receipts of one submitter resolve in that order too.
+    pub async fn enqueue(&self, points: Vec<Point>, devices: Vec<(String, i64)>) -> Result<Receipt, IngestError> {
         let (done, answer) = oneshot::channel();
         self.tx
             .send(Job { points, devices, done })
             .await
             .map_err(|_| IngestError::Stopped)?;
-        answer.await.map_err(|_| IngestError::Stopped)?
+        Ok(Receipt(answer))
+    }
+}
+
+/// A queued job, as a future that resolves once its points are committed (or failed to be).
+#[derive(Debug)]
+pub struct Receipt(oneshot::Receiver<Result<(), IngestError>>);
+
+impl std::future::Future for Receipt {
+    type Output = Result<(), IngestError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|answer| answer.map_err(|_| IngestError::Stopped)?)
     }
 }
 

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
+use super::acks::Acks;
 use super::packets::{self, Connack, Inbound, Version};
 use super::registry::Kick;
 use crate::commands::{Outbound, Pending};
@@ -89,9 +90,8 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
     let silence = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
     let mut last_inbound = tokio::time::Instant::now();
     let mut taken_over = false;
-    // Callers waiting for this gateway's answers; dropped with the connection, which fails them.
-    let mut pending = Pending::default();
     let mut packet_ids = PacketIds::default();
+    let mut waiting = Waiting::default();
     loop {
         let next = async {
             match silence {
@@ -100,7 +100,11 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
             }
         };
         let packet = tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = shutdown.cancelled() => {
+                // The writer commits what was queued before it stops: acknowledge it.
+                let _ = acknowledge_all(&mut framed, version, &mut waiting.commits).await;
+                break;
+            }
             changed = kicked.changed() => {
                 taken_over = changed.is_ok() && *kicked.borrow() == Some(Kick::TakenOver);
                 break;
@@ -108,12 +112,31 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
             // `None` (the registry dropped this connection's queue) disables the branch; the
             // kick that comes with it ends the loop.
             Some(outbound) = commands.recv() => {
-                if publish_command(&mut framed, version, &mut pending, &mut packet_ids, outbound).await.is_err() {
+                if publish_command(&mut framed, version, &mut waiting.answers, &mut packet_ids, outbound).await.is_err() {
                     break;
                 }
                 continue;
             }
-            packet = next => packet,
+            committed = waiting.commits.oldest_committed(), if !waiting.commits.is_empty() => {
+                match committed {
+                    Ok(Some(id)) => {
+                        if framed.send(packets::puback(version, id)).await.is_err() {
+                            break;
+                        }
+                        release_buffers(&mut framed);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        // Not committed: no PUBACK; closing makes the gateway resend after
+                        // reconnecting (the later messages too, stored once if they were).
+                        tracing::warn!(gateway = %gateway.serial, error = %e, "message not stored");
+                        break;
+                    }
+                }
+                continue;
+            }
+            // With too many messages waiting for their commit, the socket is not read.
+            packet = next, if !waiting.commits.is_full() => packet,
         };
         last_inbound = tokio::time::Instant::now();
         let packet = match packet {
@@ -126,6 +149,15 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
             }
             Some(None) | None => break,
         };
+        // Messages that change what is stored take effect after the measurements before them
+        // are committed and acknowledged, as if each message had been handled alone.
+        if waits_for_commits(&packet)
+            && acknowledge_all(&mut framed, version, &mut waiting.commits)
+                .await
+                .is_err()
+        {
+            break;
+        }
         // Boxed: the handling future is large (store calls) and needed only while a packet is
         // handled; inline, every idle connection would carry its space.
         let handled = handle(
@@ -133,7 +165,7 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
             version,
             &state,
             &mut gateway,
-            &mut pending,
+            &mut waiting,
             &client_id,
             packet,
         );
@@ -145,8 +177,63 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
     metrics::gauge!("devicecloud_mqtt_connections").decrement(1.0);
     state.gateways.unregister(&gateway.id, connection);
     // Callers waiting for an answer learn now that none will come on this connection.
-    drop(pending);
+    drop(waiting);
     Box::pin(gateway.ended(&state, taken_over)).await;
+}
+
+/// What a connection waits for; dropped with the connection.
+#[derive(Debug, Default)]
+struct Waiting {
+    /// Callers waiting for this gateway's answers (dropping them fails the callers).
+    answers: Pending,
+    /// Measurement messages queued for the writer and not yet acknowledged.
+    commits: Acks,
+}
+
+/// Whether a packet must wait until the measurements queued before it are committed. Not
+/// measurements themselves (they are pipelined), nor command answers and pings, which store
+/// nothing that the order could change and should not wait behind a busy writer.
+fn waits_for_commits(packet: &Inbound) -> bool {
+    match packet {
+        Inbound::Publish { topic, .. } => !matches!(
+            GatewayTopic::parse(topic),
+            Some(GatewayTopic::Measurements | GatewayTopic::Response { .. })
+        ),
+        Inbound::PingRequest => false,
+        _ => true,
+    }
+}
+
+/// Waits for every queued measurement message's commit and acknowledges each, in order;
+/// `Err` on a failed commit or write (the connection then ends without the remaining PUBACKs).
+async fn acknowledge_all<S: Stream>(framed: &mut Transport<S>, version: Version, acks: &mut Acks) -> Result<(), ()> {
+    while !acks.is_empty() {
+        if let Some(id) = acks.oldest_committed().await.map_err(drop)? {
+            framed.send(packets::puback(version, id)).await.map_err(drop)?;
+        }
+    }
+    Ok(())
+}
+
+/// Queues a measurements message for the writer and its acknowledgement behind the ones before
+/// it; `false` closes the connection (the message could not be queued).
+async fn queue_measurements(
+    state: &AppState,
+    gateway: &mut Gateway,
+    acks: &mut Acks,
+    packet_id: Option<NonZeroU16>,
+    payload: &[u8],
+) -> bool {
+    match gateway.queue_measurements(state, payload).await {
+        Ok((_, receipt)) => acks.push(packet_id, Some(receipt)),
+        // A rejected message is still acknowledged, so it is not sent again (§5).
+        Err(GatewayError::Rejected(_)) => acks.push(packet_id, None),
+        Err(e) => {
+            tracing::warn!(gateway = %gateway.serial, error = %e, "message not stored");
+            return false;
+        }
+    }
+    true
 }
 
 /// Packet identifiers of the cloud's QoS 1 publishes: 1 to 65535, then round again (MQTT 3.1.1
@@ -198,7 +285,7 @@ async fn handle<S: Stream>(
     version: Version,
     state: &AppState,
     gateway: &mut Gateway,
-    pending: &mut Pending,
+    waiting: &mut Waiting,
     client_id: &str,
     packet: Inbound,
 ) -> Result<bool, ()> {
@@ -217,9 +304,13 @@ async fn handle<S: Stream>(
             let Some(topic) = GatewayTopic::parse(&topic) else {
                 return Ok(false);
             };
+            let packet_id = packet_id.filter(|_| qos == QoS::AtLeastOnce);
             let outcome = match topic {
                 GatewayTopic::Hello => gateway.hello(state, &payload, client_id).await,
-                GatewayTopic::Measurements => gateway.measurements(state, &payload).await.map(drop),
+                // Acknowledged once committed, by the connection loop (see `acks`).
+                GatewayTopic::Measurements => {
+                    return Ok(queue_measurements(state, gateway, &mut waiting.commits, packet_id, &payload).await);
+                }
                 GatewayTopic::Events => gateway.events(state, &payload).await.map(drop),
                 GatewayTopic::Devices => gateway.devices(state, &payload).await.map(drop),
                 GatewayTopic::Power => gateway.power(state, &payload).await,
@@ -227,11 +318,11 @@ async fn handle<S: Stream>(
                 // An unreadable one fails its caller and is recorded as a rejection.
                 GatewayTopic::Response { request_id } => match parse_response(&payload) {
                     Ok(response) => {
-                        pending.resolve(&request_id, Ok(response));
+                        waiting.answers.resolve(&request_id, Ok(response));
                         Ok(())
                     }
                     Err(rejection) => {
-                        pending.resolve(&request_id, Err(rejection.description()));
+                        waiting.answers.resolve(&request_id, Err(rejection.description()));
                         let topic = GatewayTopic::Response { request_id }.as_topic();
                         Err(gateway.reject(state, &topic, rejection).await)
                     }
@@ -247,7 +338,7 @@ async fn handle<S: Stream>(
                     return Ok(false);
                 }
             }
-            if let Some(id) = packet_id.filter(|_| qos == QoS::AtLeastOnce) {
+            if let Some(id) = packet_id {
                 framed.send(packets::puback(version, id)).await.map_err(drop)?;
             }
             Ok(true)

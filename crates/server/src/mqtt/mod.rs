@@ -2,6 +2,7 @@
 //! broker. `serve_mqtt` accepts plain TCP connections and `serve_mqtts` TLS ones until
 //! shutdown; each connection is one task, and both speak the same protocol.
 
+mod acks;
 mod connection;
 pub mod packets;
 pub mod registry;
