@@ -6,11 +6,12 @@
 use std::time::Duration;
 
 use devicecloud_store::Db;
-use devicecloud_store::ingest::{self, Point, Routed};
+use devicecloud_store::ingest::{self, Batch, Point, Routed};
 use std::sync::Arc;
 
 use crate::webhooks::WebhookHub;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -88,54 +89,90 @@ impl std::future::Future for Receipt {
     }
 }
 
+/// Takes jobs in groups and commits each group in one transaction. The next group is gathered
+/// and prepared (sorted, its statements built: [`Batch`]) while the previous one commits, so
+/// the database is not left waiting for that work; commits still run one after another, in
+/// queue order.
 async fn writer(db: Db, webhooks: Arc<WebhookHub>, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken) {
-    loop {
-        let first = tokio::select! {
-            job = rx.recv() => job,
-            _ = shutdown.cancelled() => {
-                // Stop accepting, then drain what is queued.
-                rx.close();
-                rx.recv().await
-            }
-        };
-        let Some(first) = first else { break };
-        let mut jobs = vec![first];
-        let mut points = jobs[0].points.len();
-        let deadline = tokio::time::Instant::now() + LINGER;
-        while points < BATCH_POINTS {
-            match rx.try_recv() {
-                Ok(job) => {
-                    points += job.points.len();
-                    jobs.push(job);
-                }
-                Err(mpsc::error::TryRecvError::Empty) => {
-                    if shutdown.is_cancelled() {
-                        break;
-                    }
-                    match tokio::time::timeout_at(deadline, rx.recv()).await {
-                        Ok(Some(job)) => {
-                            points += job.points.len();
-                            jobs.push(job);
-                        }
-                        _ => break,
-                    }
-                }
-                Err(mpsc::error::TryRecvError::Disconnected) => break,
-            }
+    let mut committing: Option<JoinHandle<()>> = None;
+    while let Some(jobs) = gather(&mut rx, &mut committing, &shutdown).await {
+        let backend = db.backend();
+        let prepared = tokio::task::spawn_blocking(move || {
+            let points = jobs.iter().flat_map(|j| j.points.iter().copied()).collect();
+            let devices = jobs.iter().flat_map(|j| j.devices.iter().cloned()).collect();
+            (Batch::new(points, devices, backend), jobs)
+        })
+        .await;
+        // A failed preparation drops its jobs: their submitters learn it and do not acknowledge.
+        let Ok((batch, jobs)) = prepared else { continue };
+        if let Some(previous) = committing.take() {
+            let _ = previous.await;
         }
-        commit(&db, &webhooks, jobs).await;
+        let (db, webhooks) = (db.clone(), Arc::clone(&webhooks));
+        committing = Some(tokio::spawn(async move { commit(&db, &webhooks, batch, jobs).await }));
+    }
+    if let Some(last) = committing {
+        let _ = last.await;
     }
     tracing::debug!("ingest writer stopped");
+}
+
+/// The next group of jobs: at most [`BATCH_POINTS`] points, taken until the queue is empty,
+/// waiting up to [`LINGER`] for more once it is, and never less than while the previous group
+/// is still committing (nothing could be written sooner). `None` once the queue is closed and
+/// empty (after shutdown, the queue is drained first).
+async fn gather(
+    rx: &mut mpsc::Receiver<Job>,
+    committing: &mut Option<JoinHandle<()>>,
+    shutdown: &CancellationToken,
+) -> Option<Vec<Job>> {
+    let first = tokio::select! {
+        job = rx.recv() => job,
+        _ = shutdown.cancelled() => {
+            // Stop accepting, then drain what is queued.
+            rx.close();
+            rx.recv().await
+        }
+    }?;
+    let mut points = first.points.len();
+    let mut jobs = vec![first];
+    let deadline = tokio::time::Instant::now() + LINGER;
+    while points < BATCH_POINTS {
+        let job = match rx.try_recv() {
+            Ok(job) => job,
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) => match committing {
+                Some(previous) if !previous.is_finished() => {
+                    tokio::select! {
+                        job = rx.recv() => match job {
+                            Some(job) => job,
+                            None => break,
+                        },
+                        _ = previous => {
+                            *committing = None;
+                            continue;
+                        }
+                    }
+                }
+                _ if shutdown.is_cancelled() => break,
+                _ => match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(job)) => job,
+                    _ => break,
+                },
+            },
+        };
+        points += job.points.len();
+        jobs.push(job);
+    }
+    Some(jobs)
 }
 
 /// Writes a group of jobs in one transaction; if that fails, each job alone, so that one bad
 /// job (a device archived meanwhile, say) cannot hold back the others. New points are queued
 /// for webhooks in the same transaction, and idle delivery lanes woken after the commit.
-async fn commit(db: &Db, webhooks: &WebhookHub, jobs: Vec<Job>) {
+async fn commit(db: &Db, webhooks: &WebhookHub, batch: Batch, jobs: Vec<Job>) {
     let started = std::time::Instant::now();
-    let points: Vec<Point> = jobs.iter().flat_map(|j| j.points.iter().copied()).collect();
-    let devices: Vec<(String, i64)> = jobs.iter().flat_map(|j| j.devices.iter().cloned()).collect();
-    match ingest::write_routed(db, &points, &devices, &webhooks.routes).await {
+    match ingest::write_routed(db, batch, &webhooks.routes).await {
         Ok(Routed { written, queued }) => {
             if queued > 0 {
                 webhooks.queued.notify_waiters();
@@ -152,7 +189,8 @@ async fn commit(db: &Db, webhooks: &WebhookHub, jobs: Vec<Job>) {
         Err(e) if jobs.len() > 1 => {
             tracing::warn!(error = %e, jobs = jobs.len(), "group commit failed; writing jobs one by one");
             for job in jobs {
-                let result = ingest::write_routed(db, &job.points, &job.devices, &webhooks.routes)
+                let batch = Batch::new(job.points, job.devices, db.backend());
+                let result = ingest::write_routed(db, batch, &webhooks.routes)
                     .await
                     .map(|routed| {
                         if routed.queued > 0 {

@@ -1,0 +1,192 @@
+//! The ingest write path: one transaction stores a batch of raw points, the minute, hour and
+//! day rollups of the points that were new, the latest value of each series, and the devices'
+//! `last_data_at` (architecture: group commit, rollups at write time). The statements are
+//! built beforehand by [`Batch`].
+//!
+//! A resent point (same series, second and microsecond) is stored once and counted once: the
+//! insert ignores it, and when the inserts report fewer rows than they were given, the
+//! transaction is rolled back and redone with the points already stored left out, before any
+//! rollup is touched.
+
+mod batch;
+
+use std::collections::{HashMap, HashSet};
+
+use sea_query::Values;
+use sea_query_sqlx::SqlxValues;
+
+pub use batch::Batch;
+use batch::{Statement, int, placeholders, queue_points};
+
+use crate::db::{Db, Tx, on_pool};
+use crate::webhooks::Routes;
+use crate::{Result, new_id};
+
+/// One raw point of a series (container).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    pub container_key: i64,
+    pub seconds: i64,
+    pub microseconds: i64,
+    pub value: f64,
+    /// The data session the point belongs to (GO gateways), if any.
+    pub session_key: Option<i64>,
+}
+
+/// What a batch did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Points stored for the first time.
+    pub inserted: usize,
+    /// Points that were already stored (resent) or repeated within the batch.
+    pub duplicates: usize,
+}
+
+/// The series a (group, source device, datatype) triple is stored under.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SeriesId {
+    pub id_group: String,
+    pub source_device: String,
+    pub datatype: i64,
+}
+
+/// The integer key of a series, creating the series on first use.
+pub async fn container_key(db: &Db, series: &SeriesId) -> Result<i64> {
+    let insert = "INSERT INTO containers (id_container_data_latest, id_group, source_device, datatype) VALUES ($1, $2, $3, $4) \
+                  ON CONFLICT (id_group, source_device, datatype) DO NOTHING";
+    let select = "SELECT container_key FROM containers WHERE id_group = $1 AND source_device = $2 AND datatype = $3";
+    let key: i64 = on_pool!(db, |p| async {
+        sqlx::query(insert)
+            .bind(new_id())
+            .bind(&series.id_group)
+            .bind(&series.source_device)
+            .bind(series.datatype)
+            .execute(p)
+            .await?;
+        sqlx::query_scalar(select)
+            .bind(&series.id_group)
+            .bind(&series.source_device)
+            .bind(series.datatype)
+            .fetch_one(p)
+            .await
+    }
+    .await)?;
+    Ok(key)
+}
+
+/// Stores points in one transaction; `devices` are the devices whose `last_data_at` moves to
+/// the given time (only ever forward). Nothing is queued for webhooks: this is for tools and
+/// tests that fill a store directly; the service writes through [`write_routed`].
+pub async fn write(db: &Db, points: &[Point], devices: &[(String, i64)]) -> Result<Written> {
+    let batch = Batch::new(points.to_vec(), devices.to_vec(), db.backend());
+    write_batch(db, batch, None).await.map(|(written, _)| written)
+}
+
+/// What a batch did, and how many outbox rows it queued for webhooks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Routed {
+    pub written: Written,
+    /// Outbox rows written: one per new point and webhook of its group.
+    pub queued: usize,
+}
+
+/// Stores a batch as [`write`] does and, in the same transaction, queues every newly stored
+/// point for each active measurements webhook of its group (contract §3: queued durably in the
+/// transaction that stores the data). Resent points were queued when first stored and are not
+/// queued again.
+pub async fn write_routed(db: &Db, batch: Batch, routes: &Routes) -> Result<Routed> {
+    let table = routes.table(db).await?;
+    if table.measurements.is_empty() {
+        let (written, _) = write_batch(db, batch, None).await?;
+        return Ok(Routed { written, queued: 0 });
+    }
+    let groups = routes.groups_of(db, &batch.series()).await?;
+    let targets: HashMap<i64, &[String]> = groups
+        .iter()
+        .filter_map(|(key, group)| table.measurements.get(&**group).map(|hooks| (*key, hooks.as_slice())))
+        .collect();
+    let (written, queued) = write_batch(db, batch, Some(&targets)).await?;
+    Ok(Routed { written, queued })
+}
+
+/// The write of [`write`] and [`write_routed`]; `targets` maps a series to its webhooks.
+async fn write_batch(db: &Db, mut batch: Batch, targets: Option<&HashMap<i64, &[String]>>) -> Result<(Written, usize)> {
+    let mut tx = Tx::begin(db).await?;
+    let mut batch = if run(&mut tx, std::mem::take(&mut batch.inserts)).await? == batch.sorted.len() as u64 {
+        batch
+    } else {
+        // Some points were stored before (a resend): start over, find them, and store only the
+        // new ones. A whole new transaction rather than a savepoint, whose statement journal
+        // would cost every batch.
+        tx.rollback().await?;
+        tx = Tx::begin(db).await?;
+        let stored = stored_keys(&mut tx, &batch.sorted).await?;
+        let mut fresh = batch.without(&stored);
+        run(&mut tx, std::mem::take(&mut fresh.inserts)).await?;
+        fresh
+    };
+    run(&mut tx, std::mem::take(&mut batch.updates)).await?;
+    let queued = match targets {
+        Some(targets) if !targets.is_empty() => {
+            let (statements, rows) = queue_points(&batch.sent, targets, db.backend());
+            run(&mut tx, statements).await?;
+            rows
+        }
+        _ => 0,
+    };
+    tx.commit().await?;
+    let written = Written {
+        inserted: batch.sorted.len(),
+        duplicates: batch.submitted - batch.sorted.len(),
+    };
+    Ok((written, queued))
+}
+
+/// Runs statements in order; returns the rows they affected.
+async fn run(tx: &mut Tx, statements: Vec<Statement>) -> sqlx::Result<u64> {
+    let mut affected = 0;
+    for statement in statements {
+        affected += tx.execute(statement.sql, statement.values).await?;
+    }
+    Ok(affected)
+}
+
+/// Which of `points` are stored already.
+async fn stored_keys(tx: &mut Tx, points: &[Point]) -> sqlx::Result<HashSet<(i64, i64, i64)>> {
+    let mut stored = HashSet::new();
+    for chunk in points.chunks(batch::CHUNK) {
+        let sql = format!(
+            "SELECT r.container_key AS a, r.seconds AS b, r.microseconds AS c FROM raw_points r \
+             JOIN (VALUES {}) AS v ON r.container_key = v.column1 AND r.seconds = v.column2 AND r.microseconds = v.column3",
+            placeholders(chunk.len(), 3, tx.backend())
+        );
+        let values = chunk
+            .iter()
+            .flat_map(|p| [int(p.container_key), int(p.seconds), int(p.microseconds)])
+            .collect();
+        stored.extend(tx.triples(sql, SqlxValues(Values(values))).await?);
+    }
+    Ok(stored)
+}
+
+/// The stored points of a series as (seconds, microseconds), for verification and export.
+pub async fn series_points(db: &Db, container_key: i64) -> Result<Vec<(i64, i64)>> {
+    let select = "SELECT seconds AS a, microseconds AS b, 0 AS c FROM raw_points WHERE container_key = $1".to_string();
+    let mut tx = Tx::begin(db).await?;
+    let rows = tx.triples(select, SqlxValues(Values(vec![int(container_key)]))).await?;
+    tx.commit().await?;
+    Ok(rows.into_iter().map(|(s, us, _)| (s, us)).collect())
+}
+
+/// How many points of a series the minute, hour and day rollups count.
+pub async fn rollup_counts(db: &Db, container_key: i64) -> Result<(i64, i64, i64)> {
+    let sql = "SELECT (SELECT COALESCE(SUM(count_val), 0) FROM rollup_minute WHERE container_key = $1) AS a, \
+               (SELECT COALESCE(SUM(count_val), 0) FROM rollup_hour WHERE container_key = $1) AS b, \
+               (SELECT COALESCE(SUM(count_val), 0) FROM rollup_day WHERE container_key = $1) AS c";
+    let select =
+        format!("SELECT CAST(a AS BIGINT) AS a, CAST(b AS BIGINT) AS b, CAST(c AS BIGINT) AS c FROM ({sql}) AS counts");
+    let mut tx = Tx::begin(db).await?;
+    let rows = tx.triples(select, SqlxValues(Values(vec![int(container_key)]))).await?;
+    tx.commit().await?;
+    Ok(rows.first().copied().unwrap_or_default())
+}
