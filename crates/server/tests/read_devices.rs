@@ -6,6 +6,7 @@ mod common;
 
 use common::gateway_client::TestGateway;
 use common::{DEVICE_FIELDS, TestApp, keys, send};
+use reqwest::Method;
 use serde_json::{Value, json};
 
 const T0: i64 = 1_763_683_200;
@@ -230,6 +231,49 @@ async fn every_expand_option_holds_its_relation() {
     assert_eq!(
         asset_item["parent"],
         json!({"serial_hardware": "GW-X", "_links": {"self": {"href": format!("/api/v2/physical-device/{}", gw.id)}, "index": {"href": "/api/v2/physical-device"}}})
+    );
+
+    // latestEvent on a page: each device's own newest event, none for a device without one.
+    let mut other = TestGateway::connect(&app, &admin, &group, "GW-Y", "CORE").await;
+    other.hello("CORE", json!({})).await;
+    let never_connected = json!({"id_group": group, "serial_hardware": "GW-Z", "kind": "CORE"});
+    let reply = send(
+        app.request(Method::POST, "/api/v2/physical-device", &admin)
+            .json(&never_connected),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    gw.events(&json!({"device": "MB-1", "ts": T0 + 5, "type": 310, "value": 1}))
+        .await;
+    gw.events(&json!({"device": "MB-1", "ts": T0 + 9, "type": 311, "value": 2}))
+        .await;
+    gw.events(&json!({"device": "MB-1", "ts": T0 + 7, "type": 312, "value": 3}))
+        .await;
+    let page = get(
+        &app,
+        &admin,
+        "/api/v2/physical-device?expand=latestEvent&fields=serial_hardware,latestEvent.event_type,latestEvent.source_device&sort=serial_hardware",
+    )
+    .await;
+    let summary: Vec<(String, Value, Value)> = items(&page)
+        .iter()
+        .map(|d| {
+            let serial = d["serial_hardware"].as_str().unwrap().to_string();
+            (
+                serial,
+                d["latestEvent"]["event_type"].clone(),
+                d["latestEvent"]["source_device"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("GW-X".to_string(), json!("208"), json!(gw.id)),
+            ("GW-Y".to_string(), json!("208"), json!(other.id)),
+            ("GW-Z".to_string(), Value::Null, Value::Null),
+            ("MB-1".to_string(), json!("311"), json!(asset)),
+        ]
     );
 }
 

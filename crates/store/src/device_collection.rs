@@ -166,21 +166,16 @@ pub async fn devices(db: &Db, ids: &[&str]) -> Result<Vec<DeviceRow>> {
     by_ids(db, &select, "id_physical_device", ids, "").await
 }
 
-/// The newest event of each device (one indexed look-up per device).
+/// The newest event of each device, in one statement: for each device of the page one indexed
+/// look-up (`events (source_device, occurred_at)`, newest first) inside the database rather
+/// than one round trip per device.
 pub async fn latest_events(db: &Db, ids: &[&str]) -> Result<Vec<EventRow>> {
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        let sql = format!(
-            "{} WHERE source_device = $1 ORDER BY occurred_at DESC, id_event DESC LIMIT 1",
-            event_collection::SELECT
-        );
-        let row = on_pool!(db, |p| sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(sql))
-            .bind(*id)
-            .fetch_optional(p)
-            .await)?;
-        out.extend(row);
-    }
-    Ok(out)
+    let select = format!(
+        "{} WHERE id_event IN (SELECT (SELECT e.id_event FROM events e WHERE e.source_device = d.id_physical_device \
+         ORDER BY e.occurred_at DESC, e.id_event DESC LIMIT 1) FROM physical_devices d",
+        event_collection::SELECT
+    );
+    by_ids(db, &select, "d.id_physical_device", ids, ")").await
 }
 
 /// The newest point of every container of these groups that has one.
