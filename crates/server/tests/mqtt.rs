@@ -268,9 +268,10 @@ async fn hello_and_measurements_are_stored_before_the_puback() {
 }
 
 /// A gateway with many QoS 1 messages in flight (more than the server keeps unacknowledged per
-/// connection) gets every PUBACK, in the order it published, each after its commit; a
-/// rejected message in the middle is acknowledged in its place, and a message of another
-/// topic takes effect only after the measurements before it are committed.
+/// connection) gets every PUBACK, in the order it published, each after its own commit: a
+/// rejected message, a resent one, a QoS 0 one and a command answer in the middle keep their
+/// place, and a message of another topic takes effect only after the measurements before it
+/// are committed.
 #[tokio::test]
 async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
     let app = TestApp::spawn().await;
@@ -279,36 +280,75 @@ async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
     let mut options = options(&app, "gw-pipe", &gw.serial, &gw.token);
     options.set_inflight(100);
     let (client, mut events) = AsyncClient::new(options, 256);
+    let first_second = |m: i64| 1_763_726_400 + m * 10;
+    let measurements = |m: i64| {
+        let ts = first_second(m);
+        json!([{"ts": ts, "values": {"1": m, "2": 1}}, {"ts": ts + 1, "values": {"1": m, "2": 2}}])
+    };
+    // What each QoS 1 message is, in publish order: `Some(m)` the measurements of `measurements(m)`.
+    let mut published: Vec<Option<i64>> = Vec::new();
     let messages = 80;
     for m in 0..messages {
-        let payload = if m == 40 {
-            json!({"values": {"12": "warm"}})
-        } else {
-            let ts = 1_763_726_400 + m * 10;
-            json!([{"ts": ts, "values": {"1": m, "2": 1}}, {"ts": ts + 1, "values": {"1": m, "2": 2}}])
+        let (topic, qos, payload, stored) = match m {
+            // Rejected whole, still acknowledged in its place.
+            20 => (
+                "v1/gateway/measurements",
+                QoS::AtLeastOnce,
+                json!({"values": {"12": "warm"}}),
+                None,
+            ),
+            // A resend of the message before it, likely in the same group commit: stored once.
+            30 => ("v1/gateway/measurements", QoS::AtLeastOnce, measurements(29), Some(29)),
+            // A command answer nobody waits for: acknowledged after the measurements before it.
+            40 => (
+                "v1/gateway/responses/nobody-asked",
+                QoS::AtLeastOnce,
+                json!({"status": 200, "payload": {}}),
+                None,
+            ),
+            // QoS 0: stored, no PUBACK.
+            50 => ("v1/gateway/measurements", QoS::AtMostOnce, measurements(m), None),
+            _ => ("v1/gateway/measurements", QoS::AtLeastOnce, measurements(m), Some(m)),
         };
-        client
-            .publish("v1/gateway/measurements", QoS::AtLeastOnce, false, payload.to_string())
-            .await
-            .unwrap();
+        client.publish(topic, qos, false, payload.to_string()).await.unwrap();
+        if qos == QoS::AtLeastOnce {
+            published.push(stored);
+        }
     }
     let event = json!({"type": 310, "value": 1});
     client
         .publish("v1/gateway/events", QoS::AtLeastOnce, false, event.to_string())
         .await
         .unwrap();
+    published.push(None);
 
+    let points_at = |second: i64| {
+        let sql = format!(
+            "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
+             WHERE c.id_group = $1 AND r.seconds = {second}"
+        );
+        let (db, group) = (app.state.db.clone(), gw.group.clone());
+        async move { scalar(&db, &sql, &group).await }
+    };
     let (mut sent, mut acked) = (Vec::new(), Vec::new());
-    while acked.len() < messages as usize + 1 {
+    while acked.len() < published.len() {
         match tokio::time::timeout(Duration::from_secs(10), events.poll())
             .await
             .expect("PUBACKs missing after 10 s")
         {
-            Ok(Event::Outgoing(rumqttc::Outgoing::Publish(pkid))) => sent.push(pkid),
+            Ok(Event::Outgoing(rumqttc::Outgoing::Publish(pkid))) if pkid != 0 => sent.push(pkid),
             Ok(Event::Incoming(Packet::PubAck(ack))) => {
-                if acked.is_empty() {
-                    // The first PUBACK follows its commit.
-                    assert!(stored_points(&app, &gw.group).await >= 4);
+                // This message's own points are committed when its PUBACK arrives.
+                if let Some(m) = published[acked.len()] {
+                    assert_eq!(
+                        points_at(first_second(m)).await,
+                        2,
+                        "message {m} acknowledged before its commit"
+                    );
+                }
+                if acked.len() == published.len() - 1 {
+                    // The event's PUBACK: every measurement before it is committed.
+                    assert_eq!(stored_points(&app, &gw.group).await, (messages - 3) * 4);
                 }
                 acked.push(ack.pkid);
             }
@@ -317,13 +357,49 @@ async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
         }
     }
     assert_eq!(acked, sent, "PUBACKs in publish order");
-    // The event's PUBACK came last, after every measurement before it was committed.
-    assert_eq!(stored_points(&app, &gw.group).await, (messages - 1) * 4);
     let counted = scalar(&app.state.db, "SELECT CAST(SUM(count_val) AS BIGINT) FROM rollup_minute r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
-    assert_eq!(counted, (messages - 1) * 4);
+    assert_eq!(counted, (messages - 3) * 4, "the resent message counted once");
     let recorded = events_of(&app.state.db, &gw.id).await;
     assert_eq!(recorded.iter().filter(|(kind, ..)| *kind == 212).count(), 1);
     assert_eq!(recorded.iter().filter(|(kind, ..)| *kind == 310).count(), 1);
+}
+
+/// A message that closes the connection (QoS 2 is refused that way) still lets the measurements
+/// queued before it be acknowledged first.
+#[tokio::test]
+async fn a_closing_message_leaves_the_queued_ones_acknowledged() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-CLOSE", "CORE").await;
+    let mut options = options(&app, "gw-close", &gw.serial, &gw.token);
+    options.set_inflight(50);
+    let (client, mut events) = AsyncClient::new(options, 64);
+    for m in 0..20 {
+        let payload = json!([{"ts": 1_763_726_400 + m, "values": {"1": m}}]);
+        client
+            .publish("v1/gateway/measurements", QoS::AtLeastOnce, false, payload.to_string())
+            .await
+            .unwrap();
+    }
+    let last = json!([{"ts": 1_763_726_500, "values": {"1": 1}}]);
+    client
+        .publish("v1/gateway/measurements", QoS::ExactlyOnce, false, last.to_string())
+        .await
+        .unwrap();
+    let _ = until_closed(&mut events).await;
+    // What the client would send again after reconnecting: only the refused QoS 2 message.
+    // (Counting PUBACK events would not do: rumqttc reports the end of the connection before
+    // PUBACKs that arrived in the same read.)
+    let unacknowledged: Vec<QoS> = events
+        .pending
+        .iter()
+        .filter_map(|request| match request {
+            rumqttc::Request::Publish(publish) => Some(publish.qos),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unacknowledged, [QoS::ExactlyOnce]);
+    assert_eq!(stored_points(&app, &gw.group).await, 20);
 }
 
 #[tokio::test]

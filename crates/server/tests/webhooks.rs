@@ -33,10 +33,18 @@ struct Receiver {
     answers: Arc<Mutex<Vec<u16>>>,
 }
 
+/// The path receivers of this test process listen on. A port is free again once a test lets
+/// go of it, and a service of another test process may still deliver to it (the refused
+/// connection test lets its port go on purpose): such requests use their own process's path
+/// and are answered 404 without being recorded.
+fn hook_path() -> String {
+    format!("/hook/{}", std::process::id())
+}
+
 impl Receiver {
     async fn start(answers: Vec<u16>) -> (Receiver, String) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let url = format!("http://{}{}", listener.local_addr().unwrap(), hook_path());
         (Receiver::serve(listener, answers), url)
     }
 
@@ -46,7 +54,7 @@ impl Receiver {
             answers: Arc::new(Mutex::new(answers)),
         };
         let app = axum::Router::new()
-            .route("/hook", axum::routing::post(receive))
+            .route(&hook_path(), axum::routing::post(receive))
             .with_state(receiver.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
         receiver
@@ -201,6 +209,19 @@ impl Setup {
         .expect(200)
         .json()
     }
+
+    /// The attempt log once it holds at least `count` attempts (10 s at most): the receiver
+    /// records a request before answering it, and the attempt is logged on the answer.
+    async fn logged_attempts(&self, id: &str, query: &str, count: usize) -> Value {
+        for _ in 0..200 {
+            let log = self.attempts(id, query).await;
+            if log["items"].as_array().unwrap().len() >= count {
+                return log;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("fewer than {count} attempts logged after 10 s");
+    }
 }
 
 fn values(items: &[Value]) -> Vec<i64> {
@@ -260,7 +281,7 @@ async fn measurements_arrive_signed_in_order_with_the_fields_of_the_data_endpoin
     assert!(result.is_err(), "a changed body must not verify");
 
     // The attempt log has one successful attempt per request, every field of contract §3.
-    let log = s.attempts(id, "").await;
+    let log = s.logged_attempts(id, "", got.len()).await;
     let list = log["items"].as_array().unwrap();
     assert_eq!(list.len(), got.len());
     assert_eq!(
@@ -365,7 +386,7 @@ async fn a_refused_connection_is_retried_until_the_receiver_comes_up() {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     let created = s
-        .webhook(s.hook_body("measurements", "json", &format!("http://{addr}/hook")))
+        .webhook(s.hook_body("measurements", "json", &format!("http://{addr}{}", hook_path())))
         .await;
     let id = created["id_webhook"].as_str().unwrap().to_string();
     s.measure_n(7).await;
@@ -780,16 +801,24 @@ async fn a_batch_failing_for_the_whole_retry_window_is_marked_failed_and_the_nex
     let got = receiver.until("the next batch", |got| got.len() >= 2).await;
     assert_eq!(values(&items(&got[0])), [1]);
     assert_eq!(values(&items(&got[1])), [2], "the failed batch is not sent again");
-    let log = send(app.get(&format!("/api/v2/webhook/{id}/attempt"), &admin))
-        .await
-        .expect(200)
-        .json();
-    let statuses: Vec<Value> = log["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["status_code"].clone())
-        .collect();
+    // The receiver records a request before answering it; the attempt is logged on the answer.
+    let mut statuses: Vec<Value> = Vec::new();
+    for _ in 0..200 {
+        let log = send(app.get(&format!("/api/v2/webhook/{id}/attempt"), &admin))
+            .await
+            .expect(200)
+            .json();
+        statuses = log["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["status_code"].clone())
+            .collect();
+        if statuses.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(statuses, [json!(500), json!(200)]);
     let view = send(app.get(&format!("/api/v2/webhook/{id}?expand=backlog"), &admin))
         .await

@@ -90,9 +90,9 @@ impl std::future::Future for Receipt {
 }
 
 /// Takes jobs in groups and commits each group in one transaction. The next group is gathered
-/// and prepared (sorted, its statements built: [`Batch`]) while the previous one commits, so
-/// the database is not left waiting for that work; commits still run one after another, in
-/// queue order.
+/// while the previous one commits and, when it fills up before that commit ends (under load),
+/// also prepared meanwhile (sorted, its statements built: [`Batch`]), so the database is not
+/// left waiting for that work; commits still run one after another, in queue order.
 async fn writer(db: Db, webhooks: Arc<WebhookHub>, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken) {
     let mut committing: Option<JoinHandle<()>> = None;
     while let Some(jobs) = gather(&mut rx, &mut committing, &shutdown).await {
@@ -104,17 +104,30 @@ async fn writer(db: Db, webhooks: Arc<WebhookHub>, mut rx: mpsc::Receiver<Job>, 
         })
         .await;
         // A failed preparation drops its jobs: their submitters learn it and do not acknowledge.
-        let Ok((batch, jobs)) = prepared else { continue };
+        let (batch, jobs) = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                tracing::error!(error = %e, "ingest batch preparation failed");
+                continue;
+            }
+        };
         if let Some(previous) = committing.take() {
-            let _ = previous.await;
+            finished(previous.await);
         }
         let (db, webhooks) = (db.clone(), Arc::clone(&webhooks));
         committing = Some(tokio::spawn(async move { commit(&db, &webhooks, batch, jobs).await }));
     }
     if let Some(last) = committing {
-        let _ = last.await;
+        finished(last.await);
     }
     tracing::debug!("ingest writer stopped");
+}
+
+/// Logs a commit task that did not end normally (its submitters learn it from their receipts).
+fn finished(commit: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = commit {
+        tracing::error!(error = %e, "ingest commit task failed");
+    }
 }
 
 /// The next group of jobs: at most [`BATCH_POINTS`] points, taken until the queue is empty,
@@ -148,7 +161,8 @@ async fn gather(
                             Some(job) => job,
                             None => break,
                         },
-                        _ = previous => {
+                        outcome = previous => {
+                            finished(outcome);
                             *committing = None;
                             continue;
                         }

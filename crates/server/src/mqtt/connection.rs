@@ -26,6 +26,10 @@ use devicecloud_protocol::{GatewayTopic, command_topic, parse_response, subscrip
 /// listener, to complete the handshake before that).
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a closing connection waits to acknowledge the measurements it queued (they commit
+/// whether or not the PUBACK goes out): a peer that stopped reading cannot hold a shutdown.
+const ACKNOWLEDGE_ON_CLOSE: Duration = Duration::from_secs(5);
+
 /// What a connection runs on: a TCP stream, or a TLS stream over one. Generic rather than
 /// boxed, so plain TCP connections pay nothing for TLS existing.
 pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
@@ -100,9 +104,11 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
             }
         };
         let packet = tokio::select! {
+            // Shutdown first: no new message is queued once it has begun.
+            biased;
             _ = shutdown.cancelled() => {
                 // The writer commits what was queued before it stops: acknowledge it.
-                let _ = acknowledge_all(&mut framed, version, &mut waiting.commits).await;
+                acknowledge_on_close(&mut framed, version, &mut waiting.commits).await;
                 break;
             }
             changed = kicked.changed() => {
@@ -171,7 +177,12 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
         );
         match Box::pin(handled).await {
             Ok(true) => release_buffers(&mut framed),
-            Ok(false) | Err(()) => break,
+            Ok(false) => {
+                // Closing on this message: the ones queued before it are still acknowledged.
+                acknowledge_on_close(&mut framed, version, &mut waiting.commits).await;
+                break;
+            }
+            Err(()) => break,
         }
     }
     metrics::gauge!("devicecloud_mqtt_connections").decrement(1.0);
@@ -191,15 +202,16 @@ struct Waiting {
 }
 
 /// Whether a packet must wait until the measurements queued before it are committed. Not
-/// measurements themselves (they are pipelined), nor command answers and pings, which store
-/// nothing that the order could change and should not wait behind a busy writer.
+/// measurements themselves (they are pipelined), nor command answers, pings and the gateway's
+/// own PUBACKs, which store nothing that the order could change and should not wait behind a
+/// busy writer (a command answer's PUBACK still queues behind theirs: see `handle`).
 fn waits_for_commits(packet: &Inbound) -> bool {
     match packet {
         Inbound::Publish { topic, .. } => !matches!(
             GatewayTopic::parse(topic),
             Some(GatewayTopic::Measurements | GatewayTopic::Response { .. })
         ),
-        Inbound::PingRequest => false,
+        Inbound::PingRequest | Inbound::Other => false,
         _ => true,
     }
 }
@@ -212,7 +224,13 @@ async fn acknowledge_all<S: Stream>(framed: &mut Transport<S>, version: Version,
             framed.send(packets::puback(version, id)).await.map_err(drop)?;
         }
     }
+    release_buffers(framed);
     Ok(())
+}
+
+/// [`acknowledge_all`] for a connection about to close, bounded by [`ACKNOWLEDGE_ON_CLOSE`].
+async fn acknowledge_on_close<S: Stream>(framed: &mut Transport<S>, version: Version, acks: &mut Acks) {
+    let _ = tokio::time::timeout(ACKNOWLEDGE_ON_CLOSE, acknowledge_all(framed, version, acks)).await;
 }
 
 /// Queues a measurements message for the writer and its acknowledgement behind the ones before
@@ -338,8 +356,12 @@ async fn handle<S: Stream>(
                     return Ok(false);
                 }
             }
-            if let Some(id) = packet_id {
-                framed.send(packets::puback(version, id)).await.map_err(drop)?;
+            match packet_id {
+                // Measurements before it still wait for their commit (only a command answer
+                // gets here with some): its PUBACK goes out after theirs (MQTT 3.1.1 §4.6).
+                Some(id) if !waiting.commits.is_empty() => waiting.commits.push(Some(id), None),
+                Some(id) => framed.send(packets::puback(version, id)).await.map_err(drop)?,
+                None => {}
             }
             Ok(true)
         }

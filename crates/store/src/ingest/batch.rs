@@ -163,8 +163,11 @@ fn chunked<T>(
 ///
 /// On SQLite `INSERT OR IGNORE` rather than `ON CONFLICT DO NOTHING`: the latter still lets a
 /// NOT NULL violation abort the statement, so SQLite keeps a statement journal of every page
-/// the statement changes; with OR IGNORE no row can abort it and the journal is skipped. Every
-/// bound value here is non-null but the session, which may be null, so the two are the same.
+/// the statement changes; with OR IGNORE no row can abort it and the journal is skipped. The
+/// two differ only for a null in a NOT NULL column, which OR IGNORE skips: keys are integers,
+/// the session may be null, and a value is null only if it is NaN (SQLite binds NaN as NULL;
+/// the protocol refuses non-finite values). A skipped row is not lost silently either: the
+/// write counts the rows each insert took and fails when they fall short of the new points.
 fn insert_points(points: &[Point], backend: Backend) -> Vec<Statement> {
     let sql = |rows: &str| match backend {
         Backend::Sqlite => format!(

@@ -20,7 +20,7 @@ use batch::{Statement, int, placeholders, queue_points};
 
 use crate::db::{Db, Tx, on_pool};
 use crate::webhooks::Routes;
-use crate::{Result, new_id};
+use crate::{Result, StoreError, new_id};
 
 /// One raw point of a series (container).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -122,7 +122,12 @@ async fn write_batch(db: &Db, mut batch: Batch, targets: Option<&HashMap<i64, &[
         tx = Tx::begin(db).await?;
         let stored = stored_keys(&mut tx, &batch.sorted).await?;
         let mut fresh = batch.without(&stored);
-        run(&mut tx, std::mem::take(&mut fresh.inserts)).await?;
+        if run(&mut tx, std::mem::take(&mut fresh.inserts)).await? != fresh.sorted.len() as u64 {
+            // Not a resend: a row the database would not take (a NaN value on SQLite).
+            return Err(StoreError::Database(sqlx::Error::Protocol(
+                "raw points refused by the database".into(),
+            )));
+        }
         fresh
     };
     run(&mut tx, std::mem::take(&mut batch.updates)).await?;
