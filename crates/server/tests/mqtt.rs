@@ -43,6 +43,14 @@ fn options(app: &TestApp, client_id: &str, user: &str, password: &str) -> MqttOp
     options
 }
 
+/// A client that may keep `inflight` QoS 1 messages unacknowledged (not connected yet: the
+/// first poll connects).
+fn windowed_client(app: &TestApp, gw: &Provisioned, client_id: &str, inflight: u16) -> (AsyncClient, EventLoop) {
+    let mut options = options(app, client_id, &gw.serial, &gw.token);
+    options.set_inflight(inflight);
+    AsyncClient::new(options, usize::from(inflight) * 2)
+}
+
 /// Connects and waits for the CONNACK.
 async fn connect(app: &TestApp, gw: &Provisioned, client_id: &str) -> (AsyncClient, EventLoop) {
     let (client, mut events) = AsyncClient::new(options(app, client_id, &gw.serial, &gw.token), 64);
@@ -277,9 +285,7 @@ async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
     let app = TestApp::spawn().await;
     let (_, admin) = app.admin().await;
     let gw = provision(&app, &admin, "GW-PIPE", "CORE").await;
-    let mut options = options(&app, "gw-pipe", &gw.serial, &gw.token);
-    options.set_inflight(100);
-    let (client, mut events) = AsyncClient::new(options, 256);
+    let (client, mut events) = windowed_client(&app, &gw, "gw-pipe", 100);
     let first_second = |m: i64| 1_763_726_400 + m * 10;
     let measurements = |m: i64| {
         let ts = first_second(m);
@@ -371,9 +377,7 @@ async fn a_closing_message_leaves_the_queued_ones_acknowledged() {
     let app = TestApp::spawn().await;
     let (_, admin) = app.admin().await;
     let gw = provision(&app, &admin, "GW-CLOSE", "CORE").await;
-    let mut options = options(&app, "gw-close", &gw.serial, &gw.token);
-    options.set_inflight(50);
-    let (client, mut events) = AsyncClient::new(options, 64);
+    let (client, mut events) = windowed_client(&app, &gw, "gw-close", 50);
     for m in 0..20 {
         let payload = json!([{"ts": 1_763_726_400 + m, "values": {"1": m}}]);
         client

@@ -56,15 +56,11 @@ impl IngestQueue {
         IngestQueue { tx }
     }
 
-    /// Submits points (and the devices whose `last_data_at` moves) and waits until they are
-    /// durably committed (resent points count as committed: they were stored before).
-    pub async fn submit(&self, points: Vec<Point>, devices: Vec<(String, i64)>) -> Result<(), IngestError> {
-        self.enqueue(points, devices).await?.await
-    }
-
-    /// Queues points without waiting for their commit; waits only while the queue is full.
-    /// The receipt tells when they are committed. Jobs are committed in the order they were
-    /// queued, so receipts of one submitter resolve in that order too.
+    /// Queues points (and the devices whose `last_data_at` moves) without waiting for their
+    /// commit; waits only while the queue is full. The receipt resolves once they are durably
+    /// committed (resent points count as committed: they were stored before). Jobs are
+    /// committed in the order they were queued, so receipts of one submitter resolve in that
+    /// order too.
     pub async fn enqueue(&self, points: Vec<Point>, devices: Vec<(String, i64)>) -> Result<Receipt, IngestError> {
         let (done, answer) = oneshot::channel();
         self.tx

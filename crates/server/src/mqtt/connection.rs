@@ -207,10 +207,9 @@ struct Waiting {
 /// busy writer (a command answer's PUBACK still queues behind theirs: see `handle`).
 fn waits_for_commits(packet: &Inbound) -> bool {
     match packet {
-        Inbound::Publish { topic, .. } => !matches!(
-            GatewayTopic::parse(topic),
-            Some(GatewayTopic::Measurements | GatewayTopic::Response { .. })
-        ),
+        Inbound::Publish { topic, .. } => {
+            !matches!(topic, Some(GatewayTopic::Measurements | GatewayTopic::Response { .. }))
+        }
         Inbound::PingRequest | Inbound::Other => false,
         _ => true,
     }
@@ -319,7 +318,7 @@ async fn handle<S: Stream>(
                 return Ok(false);
             }
             // A publish to any other topic closes the connection (MQTT 3.1.1 has no refusal).
-            let Some(topic) = GatewayTopic::parse(&topic) else {
+            let Some(topic) = topic else {
                 return Ok(false);
             };
             let packet_id = packet_id.filter(|_| qos == QoS::AtLeastOnce);

@@ -4,6 +4,7 @@
 use std::num::NonZeroU16;
 
 use bytes::Bytes;
+use devicecloud_protocol::GatewayTopic;
 use rmqtt_codec::types::QoS;
 use rmqtt_codec::{MqttPacket, v3, v5};
 
@@ -24,7 +25,9 @@ pub enum Inbound {
         keep_alive: u16,
     },
     Publish {
-        topic: String,
+        /// The gateway topic published to, parsed once as the packet is read (no copy of the
+        /// name); `None` for a topic outside the gateway's own (§3).
+        topic: Option<GatewayTopic>,
         payload: Bytes,
         qos: QoS,
         packet_id: Option<NonZeroU16>,
@@ -56,7 +59,7 @@ impl From<MqttPacket> for Inbound {
                     keep_alive: c.keep_alive,
                 },
                 v3::Packet::Publish(p) => Inbound::Publish {
-                    topic: p.topic.to_string(),
+                    topic: GatewayTopic::parse(&p.topic),
                     payload: p.payload,
                     qos: p.qos,
                     packet_id: p.packet_id,
@@ -87,7 +90,7 @@ impl From<MqttPacket> for Inbound {
                     keep_alive: c.keep_alive,
                 },
                 v5::Packet::Publish(p) => Inbound::Publish {
-                    topic: p.topic.to_string(),
+                    topic: GatewayTopic::parse(&p.topic),
                     payload: p.payload,
                     qos: p.qos,
                     packet_id: p.packet_id,
