@@ -3,6 +3,7 @@
 mod admin;
 mod bench;
 mod demo;
+mod limits;
 mod settings;
 mod simulate;
 
@@ -148,7 +149,7 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
         tracker.clone(),
         shutdown.clone(),
     ));
-    let server = tokio::spawn(devicecloud_server::serve_http(http, state, shutdown.clone()));
+    let server = tokio::spawn(devicecloud_server::serve_http(http, state.clone(), shutdown.clone()));
     stop.await;
     tracing::info!("shutting down");
     shutdown.cancel();
@@ -161,7 +162,7 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
     if drained.is_err() {
         tracing::warn!("shutdown timed out; stopping anyway");
     }
-    db.close().await;
+    state.close().await;
     Ok(())
 }
 

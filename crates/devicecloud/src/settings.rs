@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
+use crate::limits::Limits;
+
 /// Everything `serve` and the admin commands need to know.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
@@ -33,6 +35,8 @@ pub struct Settings {
     pub webhook_batch_max: usize,
     pub webhook_attempt_retention_days: u64,
     pub log: String,
+    /// The limits that keep one client from taking the service down.
+    pub limits: Limits,
 }
 
 impl Default for Settings {
@@ -55,6 +59,7 @@ impl Default for Settings {
             webhook_batch_max: 1000,
             webhook_attempt_retention_days: 7,
             log: "info".into(),
+            limits: Limits::default(),
         }
     }
 }
@@ -88,6 +93,9 @@ pub struct Flags {
     /// TOML settings file (also `DEVICECLOUD_CONFIG`).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
+    /// A limit, such as `query_timeout_s=5` (repeatable; see docs/operations.md, "Limits").
+    #[arg(long = "limit", value_name = "KEY=VALUE", global = true)]
+    pub limits: Vec<String>,
     /// Directory of the embedded store and other files.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
@@ -208,6 +216,7 @@ impl Settings {
         if let Some(v) = env("LOG") {
             s.log = v;
         }
+        s.limits.apply_env(env)?;
         if let Some(v) = &flags.data_dir {
             s.data_dir = v.clone();
         }
@@ -229,6 +238,7 @@ impl Settings {
         if let Some(v) = &flags.mqtt_tls_key {
             s.mqtt_tls_key = Some(v.clone());
         }
+        s.limits.apply_flags(&flags.limits)?;
         // Checked here, whatever the command, so an incomplete TLS setup is reported at once
         // rather than when a gateway first tries to connect.
         s.mqtt_tls()?;
@@ -257,8 +267,12 @@ impl Settings {
     fn apply_file(&mut self, path: &Path) -> Result<()> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("cannot read settings file {}", path.display()))?;
-        let file: FileSettings =
+        let mut table: toml::Table =
             toml::from_str(&text).with_context(|| format!("invalid settings file {}", path.display()))?;
+        self.limits.apply_table(&mut table, &path.display().to_string())?;
+        let file: FileSettings = toml::Value::Table(table)
+            .try_into()
+            .with_context(|| format!("invalid settings file {}", path.display()))?;
         let FileSettings {
             data_dir,
             database_url,
@@ -325,6 +339,7 @@ impl Settings {
             webhook_retry_window: Duration::from_secs(self.webhook_retry_window_s),
             webhook_batch_max: self.webhook_batch_max,
             webhook_attempt_retention: Duration::from_secs(self.webhook_attempt_retention_days.saturating_mul(86_400)),
+            limits: self.limits.server(),
             ..devicecloud_server::Settings::default()
         }
     }

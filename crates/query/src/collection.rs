@@ -57,7 +57,15 @@ impl CollectionQuery {
     /// `body["filter"]` (a null member counts as absent); `page`, `per-page` and `sort` from the
     /// URL, else from the body. Errors: a body that is not a JSON object →
     /// [`QueryError::BadBody`]; an invalid filter → [`QueryError::Filter`].
-    pub fn parse(query: &[u8], body: Option<&Value>, spec: &CollectionSpec) -> Result<CollectionQuery, QueryError> {
+    ///
+    /// `max_list_values` bounds each `in` / `nin` list ([`crate::DEFAULT_MAX_LIST_VALUES`]
+    /// unless configured).
+    pub fn parse(
+        query: &[u8],
+        body: Option<&Value>,
+        spec: &CollectionSpec,
+        max_list_values: usize,
+    ) -> Result<CollectionQuery, QueryError> {
         let url = Params::parse_query(query);
         if body.is_some_and(|b| !b.is_object()) {
             return Err(QueryError::BadBody(
@@ -79,7 +87,7 @@ impl CollectionQuery {
             None => body.and_then(|b| b.get("filter")).filter(|v| !v.is_null()).cloned(),
         };
         let filter = match &raw_filter {
-            Some(raw) => parse_filter(raw, spec.attributes)?,
+            Some(raw) => parse_filter(raw, spec.attributes, max_list_values)?,
             None => None,
         };
 
@@ -120,7 +128,7 @@ mod tests {
     };
 
     fn parse(query: &str, body: Option<Value>) -> Result<CollectionQuery, QueryError> {
-        CollectionQuery::parse(query.as_bytes(), body.as_ref(), &SPEC)
+        CollectionQuery::parse(query.as_bytes(), body.as_ref(), &SPEC, crate::DEFAULT_MAX_LIST_VALUES)
     }
 
     fn id_eq(v: i64) -> Option<Filter> {

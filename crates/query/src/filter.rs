@@ -155,20 +155,39 @@ pub enum Filter {
 /// error (depth-first, key order) is reported, with Yii's messages; several keys at one level
 /// and several operators on one attribute are ANDed in order; `"NULL"` and JSON null mean SQL
 /// NULL. Conditions nested deeper than 64 levels are rejected as "The format of Filter is
-/// invalid." so that recursion stays bounded.
-pub fn parse_filter(value: &Value, attributes: &[Attribute]) -> Result<Option<Filter>, QueryError> {
+/// invalid." so that recursion stays bounded. An `in` / `nin` list longer than
+/// `max_list_values` ([`DEFAULT_MAX_LIST_VALUES`] unless configured), or a filter with more
+/// than [`MAX_VALUES`] values in all, is a filter error too: each value is one SQL parameter.
+pub fn parse_filter(
+    value: &Value,
+    attributes: &[Attribute],
+    max_list_values: usize,
+) -> Result<Option<Filter>, QueryError> {
     if value.is_null() {
         // DataFilter::validateFilter skips a null filter: no condition.
         return Ok(None);
     }
-    let filter = grammar::Grammar::new(attributes).condition(value, 1)?;
+    let filter = grammar::Grammar::new(attributes, max_list_values).condition(value, 1)?;
     if filter.as_ref().map_or(0, Filter::condition_count) > MAX_CONDITIONS {
         return Err(QueryError::Filter(format!(
             "The filter has too many conditions (at most {MAX_CONDITIONS})."
         )));
     }
+    if filter.as_ref().map_or(0, Filter::value_count) > MAX_VALUES {
+        return Err(QueryError::Filter(format!(
+            "The filter has too many values (at most {MAX_VALUES} in all)."
+        )));
+    }
     Ok(filter)
 }
+
+/// Most values one `in` / `nin` list may hold unless the service is configured otherwise
+/// (docs/operations.md, "Limits").
+pub const DEFAULT_MAX_LIST_VALUES: usize = 1000;
+
+/// Most values a whole filter may hold: each is one bound parameter, and SQLite refuses a
+/// statement with more than 32,766 of them (PostgreSQL 65,535).
+pub const MAX_VALUES: usize = 10_000;
 
 /// Most comparisons one filter may hold. SQLite refuses expressions deeper than 1000 levels and
 /// reads `a OR b OR …` as a chain, so a longer filter could only fail in the database.
@@ -180,6 +199,16 @@ impl Filter {
         match self {
             Filter::And(parts) | Filter::Or(parts) => parts.iter().map(Filter::condition_count).sum(),
             Filter::Not(inner) => inner.condition_count(),
+            _ => 1,
+        }
+    }
+
+    /// How many values (SQL parameters) the filter holds.
+    pub fn value_count(&self) -> usize {
+        match self {
+            Filter::And(parts) | Filter::Or(parts) => parts.iter().map(Filter::value_count).sum(),
+            Filter::Not(inner) => inner.value_count(),
+            Filter::In { values, .. } => values.len(),
             _ => 1,
         }
     }

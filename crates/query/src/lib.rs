@@ -33,7 +33,7 @@ mod php;
 
 pub use collection::{CollectionQuery, CollectionSpec};
 pub use error::QueryError;
-pub use filter::{AttrKind, Attribute, CompareOp, Filter, Scalar, parse_filter};
+pub use filter::{AttrKind, Attribute, CompareOp, DEFAULT_MAX_LIST_VALUES, Filter, MAX_VALUES, Scalar, parse_filter};
 pub use links::{link_header, page_links};
 pub use pagination::{Page, PageRequest, php_intval};
 pub use params::{Param, Params};

@@ -28,7 +28,12 @@ fn on_small_stack(f: impl FnOnce() + Send + 'static) {
 }
 
 fn parse(query: &str, body: Option<Value>) -> Result<CollectionQuery, QueryError> {
-    CollectionQuery::parse(query.as_bytes(), body.as_ref(), &SPEC)
+    CollectionQuery::parse(
+        query.as_bytes(),
+        body.as_ref(),
+        &SPEC,
+        devicecloud_query::DEFAULT_MAX_LIST_VALUES,
+    )
 }
 
 fn invalid() -> QueryError {
@@ -132,12 +137,28 @@ fn deep_json_bodies() {
 #[test]
 fn long_json_filters() {
     on_small_stack(|| {
-        let values: Vec<Value> = (0..10_000).map(Value::from).collect();
+        let values: Vec<Value> = (0..1_000).map(Value::from).collect();
         match parse("", Some(json!({"filter": {"id": {"in": values}}})))
             .unwrap()
             .filter
         {
-            Some(Filter::In { values, .. }) => assert_eq!(values.len(), 10_000),
+            Some(Filter::In { values, .. }) => assert_eq!(values.len(), 1_000),
+            other => panic!("{other:?}"),
+        }
+        // One value more than a list may hold, or 40,000, is a filter error (422).
+        for n in [1_001, 40_000] {
+            let values: Vec<Value> = (0..n).map(Value::from).collect();
+            match parse("", Some(json!({"filter": {"id": {"nin": values}}}))) {
+                Err(QueryError::Filter(message)) => assert!(message.contains("at most 1000"), "{message}"),
+                other => panic!("{n} values: {other:?}"),
+            }
+        }
+        // Many lists within the limit each still cannot pass the total a statement can bind.
+        let lists: Vec<Value> = (0..11)
+            .map(|_| json!({"id": {"in": (0..1_000).collect::<Vec<i64>>()}}))
+            .collect();
+        match parse("", Some(json!({"filter": {"or": lists}}))) {
+            Err(QueryError::Filter(message)) => assert!(message.contains("too many values"), "{message}"),
             other => panic!("{other:?}"),
         }
         let name = "n".repeat(10_000);

@@ -395,7 +395,7 @@ proptest! {
 
     #[test]
     fn collection_parse_never_panics(raw in query(), body in body(), total in total()) {
-        match CollectionQuery::parse(&raw, body.as_ref(), &SPEC) {
+        match CollectionQuery::parse(&raw, body.as_ref(), &SPEC, devicecloud_query::DEFAULT_MAX_LIST_VALUES) {
             Ok(q) => {
                 if let Some(f) = &q.filter {
                     check_filter(f, 1);
@@ -413,12 +413,12 @@ proptest! {
 
     #[test]
     fn parse_filter_never_panics(v in prop_oneof![grammar_condition(), json_value(), deep_value()]) {
-        if let Ok(Some(f)) = parse_filter(&v, ATTRIBUTES) {
+        if let Ok(Some(f)) = parse_filter(&v, ATTRIBUTES, devicecloud_query::DEFAULT_MAX_LIST_VALUES) {
             check_filter(&f, 1);
         }
         if let Some(p) = Params::from_json(&v) {
             let _ = p.to_query_string();
-            let _ = parse_filter(&p.to_json(), ATTRIBUTES);
+            let _ = parse_filter(&p.to_json(), ATTRIBUTES, devicecloud_query::DEFAULT_MAX_LIST_VALUES);
         }
     }
 }

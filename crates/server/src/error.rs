@@ -42,6 +42,10 @@ pub enum ApiError {
     /// Any other status with the standard body.
     #[error("{1}")]
     Status(StatusCode, String),
+    /// 503 with `Retry-After`: the store did not answer in time, or the service is stopping
+    /// (docs/operations.md, "Limits").
+    #[error("{0}")]
+    Busy(String),
     /// An OAuth 2.0 token-endpoint error: the standard body plus RFC 6749 §5.2 `error` fields.
     #[error("{description}")]
     OAuth {
@@ -86,6 +90,10 @@ impl From<StoreError> for ApiError {
             StoreError::InvalidText(_) => {
                 ApiError::BadRequest("The request contains characters that cannot be stored (such as NUL).".into())
             }
+            StoreError::Timeout(detail) => {
+                tracing::warn!(%detail, "store work past the query timeout");
+                ApiError::Busy("The store did not answer in time; the request was cancelled.".into())
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -99,6 +107,9 @@ impl From<QueryError> for ApiError {
         }
     }
 }
+
+/// Seconds a client is asked to wait after a 503.
+const RETRY_AFTER_S: &str = "5";
 
 /// The reason phrase used as `name`; Yii spells 422 "Unprocessable entity".
 pub fn reason(status: StatusCode) -> &'static str {
@@ -121,6 +132,10 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, error_body(StatusCode::NOT_FOUND, m)),
             ApiError::Validation(list) => (StatusCode::UNPROCESSABLE_ENTITY, json!(list)),
             ApiError::Status(status, m) => (*status, error_body(*status, m)),
+            ApiError::Busy(m) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                error_body(StatusCode::SERVICE_UNAVAILABLE, m),
+            ),
             ApiError::OAuth {
                 status,
                 error,
@@ -140,6 +155,11 @@ impl IntoResponse for ApiError {
             }
         };
         let mut response = (status, axum::Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

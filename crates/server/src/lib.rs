@@ -22,14 +22,12 @@ use tokio_util::task::TaskTracker;
 
 pub use state::{AppState, Settings};
 
-/// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight.
-/// Tests bind port 0 and pass the listener in.
+/// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight
+/// (`http::listener`). Tests bind port 0 and pass the listener in.
 pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
-    // The peer address feeds the dashboard's sign-in rate limit.
-    let app = http::app(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    let limits = state.settings.limits.clone();
+    http::listener::serve(listener, http::app(state), &limits, shutdown).await;
+    Ok(())
 }
 
 /// Starts the background tasks of the service on `tracker`; they stop when `shutdown` is
@@ -44,7 +42,7 @@ pub fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &Canc
             tokio::select! {
                 _ = status_shutdown.cancelled() => break,
                 _ = tick.tick() => {
-                    if let Err(e) = devicecloud_store::devices::refresh_status(&status_state.db, devicecloud_store::unix_now()).await {
+                    if let Err(e) = devicecloud_store::devices::refresh_status(&status_state.writer, devicecloud_store::unix_now()).await {
                         tracing::warn!(error = %e, "device status refresh failed");
                     }
                 }
@@ -60,12 +58,12 @@ pub fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &Canc
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {
-                    match devicecloud_store::tokens::prune(&state.db, devicecloud_store::unix_now() - 86_400).await {
+                    match devicecloud_store::tokens::prune(&state.writer, devicecloud_store::unix_now() - 86_400).await {
                         Ok(n) if n > 0 => tracing::info!(removed = n, "expired tokens pruned"),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "token pruning failed"),
                     }
-                    if let Err(e) = devicecloud_store::dashboard_sessions::prune(&state.db, devicecloud_store::unix_now()).await {
+                    if let Err(e) = devicecloud_store::dashboard_sessions::prune(&state.writer, devicecloud_store::unix_now()).await {
                         tracing::warn!(error = %e, "dashboard session pruning failed");
                     }
                 }

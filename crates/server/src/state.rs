@@ -14,6 +14,7 @@ use crate::http::page_cache::PageCache;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
 use crate::webhooks::WebhookHub;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -39,6 +40,52 @@ pub struct Settings {
     pub webhook_batch_max: usize,
     /// How long webhook attempts (and failed batches) are kept.
     pub webhook_attempt_retention: Duration,
+    /// The limits that keep one client from taking the service down.
+    pub limits: Limits,
+}
+
+/// The limits of docs/operations.md, "Limits": every one a setting, each refusal the
+/// specification's error body.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Most segments in one `expand` path (`parent.parent.parent.group` is 4); deeper is a
+    /// 400 before any store work (`DEVICECLOUD_EXPAND_MAX_DEPTH`).
+    pub expand_max_depth: usize,
+    /// Most values in one `in` / `nin` list of a filter; more is a 422 filter error
+    /// (`DEVICECLOUD_FILTER_MAX_VALUES`).
+    pub filter_max_values: usize,
+    /// Request headers must arrive within this; an idle keep-alive connection is closed after
+    /// it too (`DEVICECLOUD_HTTP_HEADER_TIMEOUT_S`).
+    pub http_header_timeout: Duration,
+    /// A request body must arrive within this, or the answer is 408
+    /// (`DEVICECLOUD_HTTP_BODY_TIMEOUT_S`).
+    pub http_body_timeout: Duration,
+    /// Most HTTP connections at once; more are closed on accept
+    /// (`DEVICECLOUD_HTTP_MAX_CONNECTIONS`).
+    pub http_max_connections: usize,
+    /// Most MQTT connections at once on both listeners; more get CONNACK 3 and are closed
+    /// (`DEVICECLOUD_MQTT_MAX_CONNECTIONS`).
+    pub mqtt_max_connections: usize,
+    /// How long one request's store work may run before it is cancelled and answered 503
+    /// (`DEVICECLOUD_QUERY_TIMEOUT_S`).
+    pub query_timeout: Duration,
+    /// Bytes the remembered-page cache may hold (`DEVICECLOUD_PAGE_CACHE_MB`).
+    pub page_cache_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            expand_max_depth: 4,
+            filter_max_values: 1000,
+            http_header_timeout: Duration::from_secs(10),
+            http_body_timeout: Duration::from_secs(30),
+            http_max_connections: 10_000,
+            mqtt_max_connections: 100_000,
+            query_timeout: Duration::from_secs(10),
+            page_cache_bytes: 64 * 1024 * 1024,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -53,6 +100,7 @@ impl Default for Settings {
             webhook_retry_window: Duration::from_secs(24 * 3600),
             webhook_batch_max: 1000,
             webhook_attempt_retention: Duration::from_secs(7 * 86_400),
+            limits: Limits::default(),
         }
     }
 }
@@ -60,7 +108,12 @@ impl Default for Settings {
 /// Shared state of the service.
 #[derive(Clone)]
 pub struct AppState {
+    /// The pool of requests (API, dashboard, gateway messages): statements bounded by the
+    /// query timeout.
     pub db: Db,
+    /// The pool of the background writers (ingest, command log, webhooks, upkeep), apart from
+    /// `db` so that neither starves the other of connections.
+    pub writer: Db,
     pub settings: Arc<Settings>,
     pub auth: Arc<AuthCache>,
     pub pages: Arc<PageCache>,
@@ -77,19 +130,34 @@ pub struct AppState {
     pub webhooks: Arc<WebhookHub>,
     /// Failed dashboard sign-ins, for the rate limit.
     pub login_limiter: Arc<LoginLimiter>,
+    /// Connections the MQTT listeners may still take (`Limits::mqtt_max_connections`).
+    pub mqtt_slots: Arc<Semaphore>,
+    /// Cancelled when the service stops: a request still reading its body answers at once.
+    pub shutdown: CancellationToken,
 }
 
 impl AppState {
     /// The state of a service, with its ingest writer started on `tracker` (stopped, after
-    /// draining, when `shutdown` is cancelled).
+    /// draining, when `shutdown` is cancelled). `db` becomes the writers' pool; requests get a
+    /// pool of their own on the same database ([`Db::for_requests`]).
     pub fn start(db: Db, settings: Settings, tracker: &TaskTracker, shutdown: &CancellationToken) -> AppState {
         let webhooks = Arc::new(WebhookHub::new(settings.auth_cache_ttl));
+        let limits = &settings.limits;
+        let connections = match db.backend() {
+            // SQLite readers scale with the cores; PostgreSQL connections are server processes.
+            devicecloud_store::Backend::Sqlite => 8,
+            devicecloud_store::Backend::Postgres => 16,
+        };
+        let requests = db.for_requests(limits.query_timeout, connections);
         AppState {
             ingest: IngestQueue::start(db.clone(), webhooks.clone(), tracker, shutdown.clone()),
             command_log: CommandLog::start(db.clone(), tracker, shutdown.clone()),
             webhooks,
-            db,
-            pages: Arc::default(),
+            pages: Arc::new(PageCache::new(limits.page_cache_bytes)),
+            mqtt_slots: Arc::new(Semaphore::new(limits.mqtt_max_connections)),
+            shutdown: shutdown.clone(),
+            writer: db,
+            db: requests,
             auth: Arc::new(AuthCache::new(settings.auth_cache_ttl)),
             settings: Arc::new(settings),
             metrics: crate::metrics::handle(),
@@ -97,5 +165,11 @@ impl AppState {
             node_id: uuid::Uuid::new_v4().to_string(),
             login_limiter: Arc::default(),
         }
+    }
+
+    /// Closes both pools (on SQLite, the last one closed checkpoints the WAL).
+    pub async fn close(&self) {
+        self.db.close().await;
+        self.writer.close().await;
     }
 }

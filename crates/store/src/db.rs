@@ -82,6 +82,48 @@ impl Db {
         Ok(db)
     }
 
+    /// A second pool on the same database for requests (API and dashboard), apart from the
+    /// writers (ingest, command log, webhook bookkeeping), so neither can take every
+    /// connection from the other. A statement on it runs at most `timeout`, then the database
+    /// cancels it and the call fails with [`StoreError::Timeout`]: PostgreSQL through
+    /// `statement_timeout`, SQLite through a progress handler that interrupts the statement
+    /// once the deadline of the connection's current lease has passed, and a busy timeout of
+    /// the same length for the write lock. Waiting for a free connection is bounded by the same
+    /// `timeout`.
+    pub fn for_requests(&self, timeout: Duration, max_connections: u32) -> Db {
+        match self {
+            Db::Sqlite(pool) => {
+                // A write waiting for the write lock gives up at the same time, so a request
+                // answered 503 never writes afterwards.
+                let options = (*pool.connect_options()).clone().busy_timeout(timeout);
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(max_connections)
+                    .min_connections(0)
+                    .acquire_timeout(timeout)
+                    .after_connect(move |conn, _| Box::pin(async move { arm_deadline(conn, timeout).await }))
+                    .before_acquire(move |conn, _| {
+                        Box::pin(async move {
+                            arm_deadline(conn, timeout).await?;
+                            Ok(true)
+                        })
+                    })
+                    .connect_lazy_with(options);
+                Db::Sqlite(pool)
+            }
+            Db::Postgres(pool) => {
+                let millis = timeout.as_millis().max(1).to_string();
+                let options = (*pool.connect_options())
+                    .clone()
+                    .options([("statement_timeout", millis.as_str())]);
+                let pool = PgPoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(timeout)
+                    .connect_lazy_with(options);
+                Db::Postgres(pool)
+            }
+        }
+    }
+
     /// Applies the migrations of this backend that are not applied yet.
     async fn migrate(&self) -> Result<()> {
         match self {
@@ -120,6 +162,17 @@ impl Db {
     pub async fn close(&self) {
         on_pool!(self, |p| p.close().await)
     }
+}
+
+/// Gives an SQLite connection a deadline `timeout` from now: its statements are interrupted
+/// (`SQLITE_INTERRUPT`) past it. The handler runs every 1,000 virtual-machine steps, a few
+/// microseconds apart, so the check costs one clock read per thousand steps.
+async fn arm_deadline(conn: &mut sqlx::SqliteConnection, timeout: Duration) -> sqlx::Result<()> {
+    let deadline = std::time::Instant::now() + timeout;
+    conn.lock_handle()
+        .await?
+        .set_progress_handler(1000, move || std::time::Instant::now() < deadline);
+    Ok(())
 }
 
 /// An open transaction on either database, for write paths built from SQL text and values

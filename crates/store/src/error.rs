@@ -10,6 +10,11 @@ pub enum StoreError {
     /// input, answered as a bad request.
     #[error("text the store cannot hold: {0}")]
     InvalidText(String),
+    /// The store did not answer in time: a request's statement ran past the query timeout
+    /// (cancelled), no connection was free in time, or the SQLite write lock stayed taken.
+    /// Answered 503 with `Retry-After` (docs/operations.md, "Limits").
+    #[error("the store did not answer in time: {0}")]
+    Timeout(String),
     /// Any other database failure: logged by the caller, never shown to clients.
     #[error("database error: {0}")]
     Database(sqlx::Error),
@@ -26,11 +31,30 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> StoreError {
-        // 22021 character_not_in_repertoire (a NUL byte in text), 22P05 untranslatable_character.
-        if let sqlx::Error::Database(db) = &err
-            && matches!(db.code().as_deref(), Some("22021" | "22P05"))
-        {
-            return StoreError::InvalidText(db.message().to_string());
+        match &err {
+            sqlx::Error::PoolTimedOut => return StoreError::Timeout(err.to_string()),
+            sqlx::Error::Database(db) => {
+                let code = db.code();
+                match code.as_deref() {
+                    // 22021 character_not_in_repertoire (a NUL byte in text), 22P05
+                    // untranslatable_character.
+                    Some("22021" | "22P05") => return StoreError::InvalidText(db.message().to_string()),
+                    // PostgreSQL 57014 query_canceled: the statement timeout.
+                    Some("57014") => return StoreError::Timeout(db.message().to_string()),
+                    // SQLite reports extended codes; the primary code is the low byte:
+                    // 9 SQLITE_INTERRUPT (the request's deadline), 5 SQLITE_BUSY (the write
+                    // lock stayed taken past the busy timeout).
+                    Some(text) if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() => {
+                        if let Ok(code) = text.parse::<i32>()
+                            && matches!(code & 0xff, 5 | 9)
+                        {
+                            return StoreError::Timeout(db.message().to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
         }
         StoreError::Database(err)
     }

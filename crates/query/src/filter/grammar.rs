@@ -99,12 +99,17 @@ fn filter_error(message: String) -> QueryError {
 
 /// The search model's attributes, and the walk over a filter.
 pub(super) struct Grammar<'a> {
+    /// Most values one `in` / `nin` list may hold.
+    max_list_values: usize,
     attributes: &'a [Attribute],
 }
 
 impl<'a> Grammar<'a> {
-    pub(super) fn new(attributes: &'a [Attribute]) -> Self {
-        Grammar { attributes }
+    pub(super) fn new(attributes: &'a [Attribute], max_list_values: usize) -> Self {
+        Grammar {
+            attributes,
+            max_list_values,
+        }
     }
 
     /// `validateCondition` + `buildCondition`: a map of keywords and attributes, ANDed in order.
@@ -256,6 +261,14 @@ impl<'a> Grammar<'a> {
                 )));
             }
         };
+        // Counted before any element is read: a huge list costs nothing but this refusal.
+        if items.len() > self.max_list_values {
+            return Err(filter_error(format!(
+                "Operator \"{raw_op}\" accepts at most {} values; {} were given.",
+                self.max_list_values,
+                items.len()
+            )));
+        }
         let mut values = Vec::with_capacity(items.len());
         let mut or_null = false;
         let mut had_empty = false;

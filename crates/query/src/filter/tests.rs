@@ -20,11 +20,11 @@ const ATTRS: &[Attribute] = &[
 fn fq(query: &str) -> Result<Option<Filter>, QueryError> {
     let params = Params::parse_query(query.as_bytes());
     let raw = params.get("filter").map(|p| p.to_json()).unwrap_or(Value::Null);
-    parse_filter(&raw, ATTRS)
+    parse_filter(&raw, ATTRS, crate::DEFAULT_MAX_LIST_VALUES)
 }
 
 fn fj(v: Value) -> Result<Option<Filter>, QueryError> {
-    parse_filter(&v, ATTRS)
+    parse_filter(&v, ATTRS, crate::DEFAULT_MAX_LIST_VALUES)
 }
 
 fn ok(query: &str) -> Filter {

@@ -26,12 +26,19 @@ pub struct RawCollection {
     base: String,
     query: Vec<u8>,
     body: Option<Value>,
+    /// Most values of one `in` / `nin` list (the configured limit).
+    max_list_values: usize,
 }
 
 impl RawCollection {
     /// Parses against the collection's attributes and page limits.
     pub fn parse(&self, spec: &CollectionSpec) -> Result<CollectionQuery, ApiError> {
-        Ok(CollectionQuery::parse(&self.query, self.body.as_ref(), spec)?)
+        Ok(CollectionQuery::parse(
+            &self.query,
+            self.body.as_ref(),
+            spec,
+            self.max_list_values,
+        )?)
     }
 
     /// The store's view of this request for `caller`: their groups, the parsed filter, sort and
@@ -105,6 +112,7 @@ impl FromRequest<AppState> for RawCollection {
             base,
             query,
             body,
+            max_list_values: state.settings.limits.filter_max_values,
         })
     }
 }

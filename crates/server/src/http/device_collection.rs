@@ -99,6 +99,10 @@ pub fn render_devices<'a>(
 ) -> Pin<Box<dyn Future<Output = Result<Vec<Value>, ApiError>> + Send + 'a>> {
     // Boxed: `parent` renders devices again (`expand=parent.parent.group`).
     Box::pin(async move {
+        // No rows, no relations: an empty page (or a parent chain that ends) costs no query.
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
         let wanted = selection.expanded(&EXPANDS);
         let ids: Vec<&str> = rows.iter().map(|r| r.id_physical_device.as_str()).collect();
         let mut relations: HashMap<&str, HashMap<String, Value>> = HashMap::new();

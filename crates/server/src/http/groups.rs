@@ -99,7 +99,7 @@ pub async fn index(
 ) -> Result<CollectionPage, ApiError> {
     let query = raw.parse(&SPEC)?;
     let key = PageCache::key("group", &caller, &raw);
-    let cached = match state.pages.get(&key) {
+    let cached = match key.as_deref().and_then(|key| state.pages.get(key)) {
         Some(hit) => hit,
         None => {
             let version = state.pages.version();
@@ -117,7 +117,9 @@ pub async fn index(
                 page: listing.page,
                 items: items_json(&items),
             });
-            state.pages.put(key, version, page.clone());
+            if let Some(key) = key {
+                state.pages.put(key, version, page.clone());
+            }
             page
         }
     };

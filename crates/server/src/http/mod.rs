@@ -11,6 +11,8 @@ pub mod events;
 pub mod gateway;
 pub mod groups;
 pub mod health;
+pub mod limits;
+pub mod listener;
 pub mod oauth;
 pub mod openapi;
 pub mod page_cache;
@@ -22,7 +24,7 @@ pub mod webhooks;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -59,6 +61,7 @@ pub fn router(state: AppState) -> Router {
         .merge(dashboard::router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), limits::guard))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::Internal("handler panicked".into()).into_response()
         }))
@@ -118,14 +121,34 @@ async fn json_errors(response: Response) -> Response {
     Response::from_parts(parts, axum::body::Body::from(body))
 }
 
-/// Counts requests by route template and status for `/metrics`.
+/// Counts requests by method, route template and status for `/metrics`. Every label is
+/// bounded (docs/operations.md, "Metrics"): a method outside the standard ones counts as
+/// `other`, a path no route matches as `unmatched`.
 async fn count_requests(request: Request, next: Next) -> Response {
-    let method = request.method().as_str().to_owned();
+    let method = match *request.method() {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    };
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(request).await;
-    metrics::counter!("devicecloud_http_requests_total", "method" => method, "route" => route, "status" => response.status().as_u16().to_string()).increment(1);
+    metrics::counter!("devicecloud_http_requests_total", "method" => method, "route" => route, "status" => status_label(response.status())).increment(1);
     response
+}
+
+/// The status label of a request: the three digits, for the 100–599 range every answer of
+/// this service falls in.
+fn status_label(status: StatusCode) -> String {
+    match status.as_u16() {
+        code @ 100..=599 => code.to_string(),
+        _ => "other".to_owned(),
+    }
 }

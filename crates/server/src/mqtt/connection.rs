@@ -11,6 +11,7 @@ use rmqtt_codec::types::QoS;
 use rmqtt_codec::version::{ProtocolVersion, VersionCodec};
 use rmqtt_codec::{MqttCodec, MqttPacket, v3, v5};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
@@ -38,8 +39,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for S {}
 
 type Transport<S> = Framed<S, MqttCodec>;
 
-/// Runs a connection to its end.
-pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: CancellationToken) {
+/// Runs a connection to its end. Without a `slot` (the listeners are full) the CONNECT is
+/// answered "server unavailable" and the connection closed; the slot is held until the end.
+pub(super) async fn run<S: Stream>(
+    stream: S,
+    slot: Option<OwnedSemaphorePermit>,
+    state: AppState,
+    shutdown: CancellationToken,
+) {
     let mut framed = Framed::new(stream, MqttCodec::Version(VersionCodec));
     let version = match tokio::time::timeout(CONNECT_TIMEOUT, framed.next()).await {
         Ok(Some(Ok((MqttPacket::Version(ProtocolVersion::MQTT3), _)))) => Version::V3,
@@ -52,6 +59,15 @@ pub(super) async fn run<S: Stream>(stream: S, state: AppState, shutdown: Cancell
         Version::V5 => MqttCodec::V5(v5::Codec::new(max, max)),
     };
     let Ok(Some(Ok((packet, _)))) = tokio::time::timeout(CONNECT_TIMEOUT, framed.next()).await else {
+        return;
+    };
+    let Some(_slot) = slot else {
+        metrics::counter!("devicecloud_mqtt_connect_refused_total", "reason" => "connection limit").increment(1);
+        if matches!(Inbound::from(packet), Inbound::Connect { .. }) {
+            let _ = framed
+                .send(packets::connack(version, Connack::ServiceUnavailable))
+                .await;
+        }
         return;
     };
     let Inbound::Connect {

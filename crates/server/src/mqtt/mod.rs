@@ -9,8 +9,10 @@ pub mod registry;
 pub mod tls;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -20,8 +22,9 @@ use tls::TlsAcceptor;
 /// Accepts gateway connections on `listener` until `shutdown` is cancelled; connections end
 /// with it, and `tracker` lets the caller wait for them.
 pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTracker, shutdown: CancellationToken) {
-    let serve = |stream| connection::run(stream, state.clone(), shutdown.clone());
-    accept_loop(listener, &tracker, &shutdown, serve).await;
+    let slots = state.mqtt_slots.clone();
+    let serve = |stream, slot| connection::run(stream, slot, state.clone(), shutdown.clone());
+    accept_loop(listener, &slots, &tracker, &shutdown, serve).await;
 }
 
 /// As `serve_mqtt`, each connection first completing a TLS handshake with `acceptor` (see
@@ -33,21 +36,29 @@ pub async fn serve_mqtts(
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    let serve = |stream| {
+    let slots = state.mqtt_slots.clone();
+    let serve = |stream, slot| {
         let (acceptor, state, shutdown) = (acceptor.clone(), state.clone(), shutdown.clone());
         async move {
             if let Some(stream) = tls::handshake(&acceptor, stream, &shutdown).await {
-                connection::run(stream, state, shutdown).await;
+                connection::run(stream, slot, state, shutdown).await;
             }
         }
     };
-    accept_loop(listener, &tracker, &shutdown, serve).await;
+    accept_loop(listener, &slots, &tracker, &shutdown, serve).await;
 }
 
-/// Accepts until `shutdown`, running `serve` on each connection as a task of `tracker`.
-async fn accept_loop<F, Fut>(listener: TcpListener, tracker: &TaskTracker, shutdown: &CancellationToken, mut serve: F)
-where
-    F: FnMut(TcpStream) -> Fut,
+/// Accepts until `shutdown`, running `serve` on each connection as a task of `tracker`, with
+/// one of `slots` when one is free (docs/operations.md, "Limits": a connection without one is
+/// answered CONNACK 3 and closed, which a gateway reads as "try again later").
+async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    slots: &Arc<Semaphore>,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+    mut serve: F,
+) where
+    F: FnMut(TcpStream, Option<OwnedSemaphorePermit>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     loop {
@@ -58,7 +69,7 @@ where
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let connection = serve(stream);
+                let connection = serve(stream, slots.clone().try_acquire_owned().ok());
                 tracker.spawn(async move {
                     connection.await;
                     tracing::debug!(%peer, "mqtt connection ended");

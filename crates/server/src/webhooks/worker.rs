@@ -74,7 +74,7 @@ pub fn spawn_worker(state: &AppState, tracker: &TaskTracker, shutdown: &Cancella
         }
     };
     let context = Arc::new(Context {
-        db: state.db.clone(),
+        db: state.writer.clone(),
         hub: state.webhooks.clone(),
         settings: state.settings.clone(),
         client,

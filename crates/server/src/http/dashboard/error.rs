@@ -48,6 +48,7 @@ fn status_and_message(error: &ApiError) -> (StatusCode, String) {
                 .join(" "),
         ),
         ApiError::Status(status, m) => (*status, m.clone()),
+        ApiError::Busy(m) => (StatusCode::SERVICE_UNAVAILABLE, m.clone()),
         ApiError::OAuth {
             status, description, ..
         } => (*status, description.clone()),

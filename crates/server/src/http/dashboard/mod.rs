@@ -126,9 +126,14 @@ fn page_request(page: Option<i64>, per_page: u64) -> PageRequest {
     }
 }
 
-/// A filter in the API's JSON grammar, checked against a collection's attributes.
+/// A filter in the API's JSON grammar, checked against a collection's attributes (the
+/// dashboard builds its filters itself; the default list limit holds them).
 fn filter(value: &Value, attributes: &[Attribute]) -> Result<Option<Filter>, ApiError> {
-    Ok(parse_filter(value, attributes)?)
+    Ok(parse_filter(
+        value,
+        attributes,
+        devicecloud_query::DEFAULT_MAX_LIST_VALUES,
+    )?)
 }
 
 /// Previous / next links of a paginated table; `base` already carries the other parameters.

@@ -1,0 +1,139 @@
+//! The limits among the settings (docs/operations.md, "Limits"): positive whole numbers, each
+//! a TOML key, a `DEVICECLOUD_*` variable (the key in capitals) and a `--limit KEY=VALUE` flag,
+//! in the same order of precedence as every other setting.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+/// The limits as configured, in the units their names say.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    pub expand_max_depth: u64,
+    pub filter_max_values: u64,
+    pub http_header_timeout_s: u64,
+    pub http_body_timeout_s: u64,
+    pub http_max_connections: u64,
+    pub mqtt_max_connections: u64,
+    pub query_timeout_s: u64,
+    pub page_cache_mb: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        let d = devicecloud_server::state::Limits::default();
+        Limits {
+            expand_max_depth: d.expand_max_depth as u64,
+            filter_max_values: d.filter_max_values as u64,
+            http_header_timeout_s: d.http_header_timeout.as_secs(),
+            http_body_timeout_s: d.http_body_timeout.as_secs(),
+            http_max_connections: d.http_max_connections as u64,
+            mqtt_max_connections: d.mqtt_max_connections as u64,
+            query_timeout_s: d.query_timeout.as_secs(),
+            page_cache_mb: (d.page_cache_bytes / (1024 * 1024)) as u64,
+        }
+    }
+}
+
+impl Limits {
+    /// Each limit by its key (the TOML key; the variable is the key in capitals).
+    fn slots(&mut self) -> [(&'static str, &mut u64); 8] {
+        [
+            ("expand_max_depth", &mut self.expand_max_depth),
+            ("filter_max_values", &mut self.filter_max_values),
+            ("http_header_timeout_s", &mut self.http_header_timeout_s),
+            ("http_body_timeout_s", &mut self.http_body_timeout_s),
+            ("http_max_connections", &mut self.http_max_connections),
+            ("mqtt_max_connections", &mut self.mqtt_max_connections),
+            ("query_timeout_s", &mut self.query_timeout_s),
+            ("page_cache_mb", &mut self.page_cache_mb),
+        ]
+    }
+
+    /// Takes the limit keys out of a settings file's table, leaving the other keys.
+    pub fn apply_table(&mut self, table: &mut toml::Table, file: &str) -> Result<()> {
+        for (key, slot) in self.slots() {
+            if let Some(value) = table.remove(key) {
+                let number = value
+                    .as_integer()
+                    .and_then(|n| u64::try_from(n).ok())
+                    .filter(|n| *n > 0);
+                *slot = number.with_context(|| format!("{key} in {file} must be a positive whole number"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the `DEVICECLOUD_*` variables that `env` finds (by name without the prefix).
+    pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<()> {
+        for (key, slot) in self.slots() {
+            let name = key.to_ascii_uppercase();
+            if let Some(v) = env(&name) {
+                *slot =
+                    positive(&v).with_context(|| format!("DEVICECLOUD_{name}={v} is not a positive whole number"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `--limit KEY=VALUE` flags.
+    pub fn apply_flags(&mut self, flags: &[String]) -> Result<()> {
+        for flag in flags {
+            let Some((key, value)) = flag.split_once('=') else {
+                bail!("--limit {flag}: expected KEY=VALUE, such as query_timeout_s=5");
+            };
+            let Some((_, slot)) = self.slots().into_iter().find(|(k, _)| *k == key) else {
+                let known: Vec<&str> = Limits::default().slots().iter().map(|(k, _)| *k).collect();
+                bail!("--limit {flag}: unknown limit; the limits are {}", known.join(", "));
+            };
+            *slot = positive(value).with_context(|| format!("--limit {flag}: not a positive whole number"))?;
+        }
+        Ok(())
+    }
+
+    /// The limits as the server takes them.
+    pub fn server(&self) -> devicecloud_server::state::Limits {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        devicecloud_server::state::Limits {
+            expand_max_depth: size(self.expand_max_depth),
+            filter_max_values: size(self.filter_max_values),
+            http_header_timeout: Duration::from_secs(self.http_header_timeout_s),
+            http_body_timeout: Duration::from_secs(self.http_body_timeout_s),
+            // Beyond the semaphore's own bound a cap means nothing anyway.
+            http_max_connections: size(self.http_max_connections).min(tokio::sync::Semaphore::MAX_PERMITS),
+            mqtt_max_connections: size(self.mqtt_max_connections).min(tokio::sync::Semaphore::MAX_PERMITS),
+            query_timeout: Duration::from_secs(self.query_timeout_s),
+            page_cache_bytes: size(self.page_cache_mb.saturating_mul(1024 * 1024)),
+        }
+    }
+}
+
+fn positive(text: &str) -> Option<u64> {
+    text.trim().parse().ok().filter(|n| *n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_applies_and_zero_is_refused() {
+        let mut limits = Limits::default();
+        assert_eq!(limits.server().query_timeout, Duration::from_secs(10));
+        let mut table: toml::Table = toml::from_str("query_timeout_s = 3\nlog = \"debug\"\n").unwrap();
+        limits.apply_table(&mut table, "f.toml").unwrap();
+        assert_eq!(limits.query_timeout_s, 3);
+        assert!(table.contains_key("log") && !table.contains_key("query_timeout_s"));
+        limits
+            .apply_env(|name| (name == "PAGE_CACHE_MB").then(|| "8".to_string()))
+            .unwrap();
+        assert_eq!(limits.server().page_cache_bytes, 8 << 20);
+        limits.apply_flags(&["expand_max_depth=6".into()]).unwrap();
+        assert_eq!(limits.server().expand_max_depth, 6);
+        assert!(limits.apply_flags(&["expand_max_depth=0".into()]).is_err());
+        assert!(limits.apply_flags(&["nope=1".into()]).is_err());
+        assert!(limits.apply_env(|_| Some("-1".into())).is_err());
+        let mut zero: toml::Table = toml::from_str("http_max_connections = 0\n").unwrap();
+        assert!(limits.apply_table(&mut zero, "f.toml").is_err());
+    }
+}

@@ -1,0 +1,84 @@
+//! The HTTP listener: accepts connections up to a cap and serves each with hyper (HTTP/1.1)
+//! under the connection limits of docs/operations.md, "Limits".
+//!
+//! - At most `http_max_connections` at once: one more is closed as soon as it is accepted,
+//!   while the others go on (a permit is taken per connection, as mini-redis does).
+//! - Request headers must arrive within `http_header_timeout`. hyper's timer runs whenever the
+//!   connection waits for a request, so an idle keep-alive connection closes after the same
+//!   time.
+//! - An accept that fails (out of file descriptors) is retried after a pause; the loop never
+//!   ends for it.
+//! - On shutdown the listener closes, idle connections close at once, and requests in flight
+//!   finish; a request still sending its body is answered at once (`limits::read_body`).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use crate::state::Limits;
+
+/// How long the accept loop pauses after a failed accept (out of file descriptors and the
+/// like): long enough not to spin, short enough that service resumes as soon as a descriptor
+/// is free.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
+
+/// Serves `app` on `listener` until `shutdown` is cancelled, then waits for the requests in
+/// flight.
+pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown: CancellationToken) {
+    let slots = Arc::new(Semaphore::new(limits.http_max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.http_header_timeout)
+        .keep_alive(true);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "http accept failed");
+                    metrics::counter!("devicecloud_http_accept_errors_total").increment(1);
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            metrics::counter!("devicecloud_http_connections_refused_total").increment(1);
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        metrics::gauge!("devicecloud_http_connections").increment(1.0);
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            // The peer address feeds the dashboard's sign-in rate limit.
+            request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
+            let app = app.clone();
+            async move { Ok::<_, Infallible>(app.oneshot(request).await.unwrap_or_else(|never| match never {})) }
+        });
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%peer, error = %e, "http connection ended");
+            }
+            metrics::gauge!("devicecloud_http_connections").decrement(1.0);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
