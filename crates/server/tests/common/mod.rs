@@ -161,6 +161,11 @@ impl TestApp {
         addr
     }
 
+    /// Stops the service as SIGTERM does (listeners close, requests in flight finish).
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+
     /// Creates an account directly in the store (as `devicecloud admin create-user` does).
     pub async fn create_user(&self, username: &str, password: &str, is_admin: bool) -> String {
         let hash = hash_password(password).unwrap();
