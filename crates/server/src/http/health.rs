@@ -40,6 +40,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
 
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition")))]
 pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+    metrics::gauge!("devicecloud_page_cache_bytes").set(state.pages.weight() as f64);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics.render(),
