@@ -26,7 +26,7 @@ use crate::state::AppState;
         health::healthz, health::readyz, health::metrics_text,
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
     ),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &StandardErrors),
 )]
 struct ApiDoc;
 
@@ -37,6 +37,91 @@ impl utoipa::Modify for BearerAuth {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
         components.add_security_scheme("basic", SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)));
+    }
+}
+
+/// The error answers every operation can give, added where an operation does not describe
+/// them itself, with the specification's error body as their schema: 400 (a malformed query
+/// string, an `expand` deeper than allowed, an unreadable body), 401 on operations that need a
+/// token, 404 on paths that name a record, 422 on operations that take a body, 408 and 413 on
+/// those too (docs/operations.md, "Limits").
+struct StandardErrors;
+
+impl utoipa::Modify for StandardErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+
+        let error = ObjectBuilder::new()
+            .property("name", ObjectBuilder::new().schema_type(Type::String))
+            .property("message", ObjectBuilder::new().schema_type(Type::String))
+            .property("code", ObjectBuilder::new().schema_type(Type::Integer))
+            .property("status", ObjectBuilder::new().schema_type(Type::Integer))
+            .required("name")
+            .required("message")
+            .required("code")
+            .required("status");
+        let field_error = ObjectBuilder::new()
+            .property("field", ObjectBuilder::new().schema_type(Type::String))
+            .property("message", ObjectBuilder::new().schema_type(Type::String))
+            .required("field")
+            .required("message");
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.schemas.insert("Error".into(), error.into());
+        components
+            .schemas
+            .insert("FieldErrors".into(), ArrayBuilder::new().items(field_error).into());
+
+        let answer = |description: &str, schema: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name(schema)))
+                        .build(),
+                )
+                .build()
+        };
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if !path.starts_with("/api/") {
+                continue;
+            }
+            let names_a_record = path.contains('{');
+            for operation in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+                &mut item.head,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let secured = operation.security.as_ref().is_some_and(|s| !s.is_empty());
+                let has_body = operation.request_body.is_some();
+                let mut wanted = vec![("400", "Bad request: a malformed query string, `expand` too deep, or an unreadable body", "Error")];
+                if secured {
+                    wanted.push(("401", "Missing or invalid bearer token, or a role too low for the action", "Error"));
+                }
+                if names_a_record {
+                    wanted.push(("404", "Not found, or not visible to the caller", "Error"));
+                }
+                if has_body {
+                    wanted.push(("408", "The body did not arrive within the body timeout", "Error"));
+                    wanted.push(("413", "The body is larger than the limit", "Error"));
+                    wanted.push(("422", "Invalid fields", "FieldErrors"));
+                }
+                for (status, description, schema) in wanted {
+                    operation
+                        .responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| answer(description, schema).into());
+                }
+            }
+        }
     }
 }
 
