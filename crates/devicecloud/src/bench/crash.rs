@@ -116,33 +116,11 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
 
     // Verify on the store itself, the server stopped.
     let db = Db::connect(&format!("sqlite://{}", data_dir.join("devicecloud.db").display())).await?;
-    let (mut points, mut missing, mut miscounted) = (0usize, 0usize, 0usize);
-    for (i, gateway) in fleet.iter().enumerate() {
-        let device = devices::get(&db, &gateway.id).await?.context("gateway vanished")?;
-        for datatype in 1..=i64::from(DATATYPES) {
-            let series = SeriesId {
-                id_group: device.id_group.clone(),
-                source_device: gateway.id.clone(),
-                datatype,
-            };
-            let key = ingest::container_key(&db, &series).await?;
-            let stored: HashSet<(i64, i64)> = ingest::series_points(&db, key).await?.into_iter().collect();
-            for message in &acked[i] {
-                for s in 0..message.measurements {
-                    points += 1;
-                    if !stored.contains(&(message.first_second + s, 0)) {
-                        missing += 1;
-                    }
-                }
-            }
-            let (minute, hour, day) = ingest::rollup_counts(&db, key).await?;
-            let raw = stored.len() as i64;
-            if (minute, hour, day) != (raw, raw, raw) {
-                miscounted += 1;
-                eprintln!("series {key}: {raw} raw points, rollups count {minute}/{hour}/{day}");
-            }
-        }
-    }
+    let Verified {
+        points,
+        missing,
+        miscounted,
+    } = verify(&db, &fleet, &acked, DATATYPES).await?;
     db.close().await;
     let _ = std::fs::remove_dir_all(&data_dir);
     println!(
@@ -153,4 +131,52 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
         bail!("acknowledged data was lost or miscounted");
     }
     Ok(())
+}
+
+/// What [`verify`] found.
+pub struct Verified {
+    /// Acknowledged points.
+    pub points: usize,
+    /// Acknowledged points not in the store.
+    pub missing: usize,
+    /// Series whose rollups do not count each stored point once.
+    pub miscounted: usize,
+}
+
+/// Checks on the store (the server stopped) that every point `acked` says was acknowledged to
+/// gateway `i` of `fleet` is stored, and that the rollups count each stored point once. One
+/// series is read at a time, so memory stays bounded by the largest series.
+pub async fn verify(db: &Db, fleet: &[GatewayCredentials], acked: &[Vec<Message>], datatypes: u32) -> Result<Verified> {
+    let (mut points, mut missing, mut miscounted) = (0usize, 0usize, 0usize);
+    for (i, gateway) in fleet.iter().enumerate() {
+        let device = devices::get(db, &gateway.id).await?.context("gateway vanished")?;
+        for datatype in 1..=i64::from(datatypes) {
+            let series = SeriesId {
+                id_group: device.id_group.clone(),
+                source_device: gateway.id.clone(),
+                datatype,
+            };
+            let key = ingest::container_key(db, &series).await?;
+            let stored: HashSet<(i64, i64)> = ingest::series_points(db, key).await?.into_iter().collect();
+            for message in &acked[i] {
+                for s in 0..message.measurements {
+                    points += 1;
+                    if !stored.contains(&(message.first_second + s, 0)) {
+                        missing += 1;
+                    }
+                }
+            }
+            let (minute, hour, day) = ingest::rollup_counts(db, key).await?;
+            let raw = stored.len() as i64;
+            if (minute, hour, day) != (raw, raw, raw) {
+                miscounted += 1;
+                eprintln!("series {key}: {raw} raw points, rollups count {minute}/{hour}/{day}");
+            }
+        }
+    }
+    Ok(Verified {
+        points,
+        missing,
+        miscounted,
+    })
 }

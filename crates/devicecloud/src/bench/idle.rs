@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::server::{GatewayCredentials, ServerUnderTest, provision};
+use super::server::{GatewayCredentials, ServerUnderTest, provision, rss_kib};
 
 /// An MQTT 3.1.1 CONNECT with keep-alive 0 (the server then never times the connection out).
 fn connect_packet(gateway: &GatewayCredentials) -> Vec<u8> {
@@ -36,16 +36,6 @@ fn connect_packet(gateway: &GatewayCredentials) -> Vec<u8> {
     }
     packet.extend(body);
     packet
-}
-
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS")
 }
 
 pub async fn idle(connections: usize) -> Result<()> {

@@ -3,6 +3,7 @@
 //!
 //! Load loops are bounded by time and stop by themselves; only 127.0.0.1 is ever targeted.
 
+mod abuse;
 mod api;
 mod commands;
 mod crash;
@@ -19,6 +20,22 @@ use anyhow::Result;
 /// The benchmarks.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
+    /// The front door under attack while gateways publish: deep expands, giant filters,
+    /// made-up methods, 1 MB bodies, slow headers and bodies, thousands of idle sockets;
+    /// `/healthz` latency, resident memory, and every acknowledged point checked on the store.
+    Abuse {
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
+        #[arg(long, default_value_t = 50)]
+        gateways: usize,
+        /// Idle sockets held open (reopened when the server closes them).
+        #[arg(long, default_value_t = 5000)]
+        idle: usize,
+        /// Database of the server under test (default: a fresh SQLite file); must be empty.
+        #[arg(long)]
+        database_url: Option<String>,
+    },
     /// Many gateways connected and idle: the server's resident memory per connection.
     Idle {
         #[arg(long, default_value_t = 10_000)]
@@ -149,6 +166,20 @@ pub enum BenchCommand {
 
 pub async fn run(command: BenchCommand) -> Result<()> {
     match command {
+        BenchCommand::Abuse {
+            seconds,
+            gateways,
+            idle,
+            database_url,
+        } => {
+            let options = abuse::AbuseOptions {
+                seconds,
+                gateways,
+                idle,
+                database_url,
+            };
+            abuse::abuse(options).await
+        }
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
         BenchCommand::Idle { connections } => idle::idle(connections).await,
         BenchCommand::Commands {

@@ -10,7 +10,7 @@ use devicecloud_store::ingest::{self, Point, SeriesId};
 use devicecloud_store::{Db, raw_data, sessions, unix_now};
 use serde_json::{Value, json};
 
-use super::server::ServerUnderTest;
+use super::server::{ServerUnderTest, rss_kib};
 
 const DAY: i64 = 86_400;
 /// Points per store transaction while loading.
@@ -254,18 +254,6 @@ struct Download {
     rss_at_tenths: Vec<u64>,
 }
 
-/// Resident memory of a process in KiB (Linux `/proc`).
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// Streams the session's CSV, sampling the server's resident memory every 50 ms.
 async fn download(
     http: &reqwest::Client,
@@ -275,14 +263,14 @@ async fn download(
     expected_lines: usize,
 ) -> Result<Download> {
     let pid = server.pid().context("no server pid")?;
-    let rss_before_kib = rss_kib(pid);
+    let rss_before_kib = rss_kib(pid).unwrap_or(0);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = {
         let done = done.clone();
         tokio::spawn(async move {
             let mut peak = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(rss_kib(pid));
+                peak = peak.max(rss_kib(pid).unwrap_or(0));
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             peak
@@ -301,7 +289,7 @@ async fn download(
         bytes += chunk.len();
         lines += chunk.iter().filter(|b| **b == b'\n').count();
         while rss_at_tenths.len() < 10 && lines * 10 >= expected_lines * (rss_at_tenths.len() + 1) {
-            rss_at_tenths.push(rss_kib(pid));
+            rss_at_tenths.push(rss_kib(pid).unwrap_or(0));
         }
     }
     let seconds = started.elapsed().as_secs_f64();

@@ -34,7 +34,11 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
 
 async fn guarded(state: &AppState, request: Request, next: Next) -> Result<Response, Response> {
     let limits = &state.settings.limits;
-    if let Some(query) = request.uri().query().filter(|_| request.uri().path().starts_with("/api/")) {
+    if let Some(query) = request
+        .uri()
+        .query()
+        .filter(|_| request.uri().path().starts_with("/api/"))
+    {
         check_expand(query, limits.expand_max_depth).map_err(IntoResponse::into_response)?;
     }
     // The store cancels its own statements at the query timeout (`Db::for_requests`) and the

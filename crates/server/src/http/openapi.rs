@@ -101,9 +101,17 @@ impl utoipa::Modify for StandardErrors {
             {
                 let secured = operation.security.as_ref().is_some_and(|s| !s.is_empty());
                 let has_body = operation.request_body.is_some();
-                let mut wanted = vec![("400", "Bad request: a malformed query string, `expand` too deep, or an unreadable body", "Error")];
+                let mut wanted = vec![(
+                    "400",
+                    "Bad request: a malformed query string, `expand` too deep, or an unreadable body",
+                    "Error",
+                )];
                 if secured {
-                    wanted.push(("401", "Missing or invalid bearer token, or a role too low for the action", "Error"));
+                    wanted.push((
+                        "401",
+                        "Missing or invalid bearer token, or a role too low for the action",
+                        "Error",
+                    ));
                 }
                 if names_a_record {
                     wanted.push(("404", "Not found, or not visible to the caller", "Error"));

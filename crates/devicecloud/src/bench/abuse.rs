@@ -1,0 +1,362 @@
+//! `bench abuse`: the front door under attack (docs/operations.md, "Limits"). While gateways
+//! publish at full rate, clients send deep expands, giant filters, made-up methods, 1 MB
+//! bodies, headers and bodies that trickle in a byte a second, and hold thousands of idle
+//! sockets. Measured throughout: `/healthz` latency, the server's resident memory, and at the
+//! end, on the store, that every acknowledged point is there.
+//!
+//! Everything targets the child server on 127.0.0.1 and stops by itself at the deadline.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use devicecloud_store::Db;
+use reqwest::Method;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+
+use super::crash::{Verified, verify};
+use super::publisher::{Message, publish};
+use super::server::{ServerUnderTest, provision, rss_kib, token};
+
+pub struct AbuseOptions {
+    pub seconds: u64,
+    pub gateways: usize,
+    pub idle: usize,
+    pub database_url: Option<String>,
+}
+
+/// Measurements (seconds) per message and values per measurement: 500-point messages.
+const MEASUREMENTS: i64 = 50;
+const DATATYPES: u32 = 10;
+/// Connections that trickle their headers, and their bodies.
+const SLOW_CONNECTIONS: usize = 100;
+
+/// What one kind of attack sent and got back.
+#[derive(Default)]
+struct Tally {
+    sent: usize,
+    statuses: BTreeMap<String, usize>,
+}
+
+impl Tally {
+    fn count(&mut self, outcome: impl Into<String>) {
+        self.sent += 1;
+        *self.statuses.entry(outcome.into()).or_default() += 1;
+    }
+
+    fn line(&self) -> String {
+        let outcomes: Vec<String> = self.statuses.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        format!("{} ({})", self.sent, outcomes.join(", "))
+    }
+}
+
+type Shared = Arc<Mutex<Tally>>;
+
+pub async fn abuse(o: AbuseOptions) -> Result<()> {
+    let server = ServerUnderTest::start(o.database_url.clone()).await?;
+    let pid = server.pid().unwrap_or_default();
+    let http = reqwest::Client::new();
+    let (client, admin) = server.administrator(&http).await?;
+    server
+        .admin(&[
+            "create-user",
+            "--username",
+            "nobody@bench.local",
+            "--password",
+            "bench-password",
+        ])
+        .await?;
+    let nobody = token(&http, &server.base, &client, "nobody@bench.local", "bench-password").await?;
+    eprintln!("provisioning {} gateways…", o.gateways);
+    let fleet = provision(&http, &server.base, &admin, "ABUSE", o.gateways).await?;
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let rss_start = rss_kib(pid)?;
+
+    eprintln!("publishing and attacking for {} s…", o.seconds);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(o.seconds);
+    let publishers: Vec<_> = fleet
+        .iter()
+        .cloned()
+        .map(|gateway| {
+            let mqtt = server.mqtt;
+            tokio::spawn(async move {
+                // More messages than can go out in time; the deadline ends the run.
+                let messages = (0..20_000)
+                    .map(|i| Message {
+                        first_second: 1_763_000_000 + i * MEASUREMENTS,
+                        measurements: MEASUREMENTS,
+                        datatypes: DATATYPES,
+                    })
+                    .collect();
+                publish(mqtt, &gateway, messages, 16, deadline).await
+            })
+        })
+        .collect();
+
+    let tallies: Vec<(&str, Shared)> = [
+        "deep expands",
+        "giant filters",
+        "made-up methods",
+        "1 MB bodies",
+        "slow headers",
+        "slow bodies",
+        "idle sockets",
+    ]
+    .into_iter()
+    .map(|name| (name, Shared::default()))
+    .collect();
+    let mut attackers = Vec::new();
+    let base = server.base.clone();
+    for kind in 0..4 {
+        for _ in 0..2 {
+            let (tally, base, nobody) = (tallies[kind].1.clone(), base.clone(), nobody.clone());
+            attackers.push(tokio::spawn(requests(kind, base, nobody, tally, deadline)));
+        }
+    }
+    for _ in 0..SLOW_CONNECTIONS {
+        attackers.push(tokio::spawn(slow_headers(addr.clone(), tallies[4].1.clone(), deadline)));
+        attackers.push(tokio::spawn(slow_body(
+            addr.clone(),
+            nobody.clone(),
+            tallies[5].1.clone(),
+            deadline,
+        )));
+    }
+    for _ in 0..o.idle {
+        attackers.push(tokio::spawn(idle(addr.clone(), tallies[6].1.clone(), deadline)));
+    }
+    let prober = tokio::spawn(probe(base.clone(), deadline));
+    let sampler = tokio::spawn(async move {
+        let mut peak = 0;
+        while Instant::now() < deadline {
+            peak = peak.max(rss_kib(pid).unwrap_or(0));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        peak
+    });
+
+    let mut acked = Vec::new();
+    let mut failed_gateways = 0;
+    for task in publishers {
+        let outcome = task.await??;
+        failed_gateways += usize::from(outcome.failed);
+        acked.push(outcome.acked);
+    }
+    for task in attackers {
+        task.await?;
+    }
+    let (mut latencies, failures) = prober.await?;
+    let rss_peak = sampler.await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let alive = http
+        .get(format!("{base}/healthz"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success());
+    let rss_end = rss_kib(pid).unwrap_or(0);
+    let database_url = server.database_url.clone();
+    let data_dir = server.data_dir.clone();
+    server.stop(true).await;
+
+    let url = database_url.unwrap_or_else(|| format!("sqlite://{}", data_dir.join("devicecloud.db").display()));
+    let db = Db::connect(&url).await?;
+    let Verified {
+        points,
+        missing,
+        miscounted,
+    } = verify(&db, &fleet, &acked, DATATYPES).await?;
+    db.close().await;
+    let _ = std::fs::remove_dir_all(&data_dir);
+
+    latencies.sort_unstable();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let backend = if o.database_url.is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
+    println!(
+        "bench abuse ({backend}): {} gateways publishing {}-point QoS 1 messages, {} s of abuse, {} idle sockets",
+        o.gateways,
+        MEASUREMENTS * i64::from(DATATYPES),
+        o.seconds,
+        o.idle
+    );
+    println!("durable points/s meanwhile:          {:>10.0}", points as f64 / elapsed);
+    println!(
+        "/healthz p50 / p99 / max ms:         {:>10.2} / {:.2} / {:.2}  ({} probes, {failures} failed; target p99 ≤ 50)",
+        pct(0.50),
+        pct(0.99),
+        pct(1.0),
+        latencies.len()
+    );
+    println!(
+        "resident memory start / peak / end:  {:>10.1} / {:.1} / {:.1} MiB  (growth {:.1} MiB; target ≤ 100)",
+        mib(rss_start),
+        mib(rss_peak),
+        mib(rss_end),
+        mib(rss_peak.saturating_sub(rss_start))
+    );
+    println!("acknowledged points:                 {points:>10}  missing {missing}, series miscounted {miscounted}");
+    for (name, tally) in &tallies {
+        println!("{name:<36} {}", tally.lock().await.line());
+    }
+    if failed_gateways > 0 {
+        println!("gateways whose connection failed: {failed_gateways}");
+    }
+    if !alive {
+        bail!("the service did not answer /healthz after the abuse");
+    }
+    if missing > 0 || miscounted > 0 || points == 0 {
+        bail!("acknowledged data was lost or miscounted");
+    }
+    Ok(())
+}
+
+/// Requests through an HTTP client, one kind per task, back to back until the deadline:
+/// 0 deep expands, 1 giant `in` filters, 2 made-up methods, 3 1 MB bodies (a JSON collection
+/// query, each distinct, and a create refused for its size).
+async fn requests(kind: usize, base: String, token: String, tally: Shared, deadline: Instant) {
+    let http = reqwest::Client::new();
+    let deep = vec!["parent"; 200].join(".");
+    let values: Vec<String> = (0..40_000).map(|i| format!("SERIAL-{i}")).collect();
+    let giant = json!({"filter": {"serial_hardware": {"in": values}}}).to_string();
+    let junk_method = Method::from_bytes(vec![b'X'; 16 * 1024].as_slice()).unwrap_or(Method::PATCH);
+    let mut n = 0u64;
+    while Instant::now() < deadline {
+        n += 1;
+        let request = match kind {
+            0 => http.get(format!("{base}/api/v2/physical-device?expand={deep}")),
+            1 => http
+                .get(format!("{base}/api/v2/physical-device"))
+                .header("content-type", "application/json")
+                .body(giant.clone()),
+            2 => http.request(junk_method.clone(), format!("{base}/api/v2/junk/{n}")),
+            _ if n % 2 == 0 => http
+                .get(format!("{base}/api/v2/group/index"))
+                .header("content-type", "application/json")
+                .body(format!("{{\"junk\":\"{n}{}\"}}", "j".repeat(1_000_000 - 64))),
+            _ => http
+                .post(format!("{base}/api/v2/group"))
+                .header("content-type", "application/json")
+                .body(format!("{{\"label\":\"{}\"}}", "j".repeat(2_000_000))),
+        };
+        let outcome = match request
+            .bearer_auth(&token)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+        {
+            Ok(response) => response.status().as_u16().to_string(),
+            Err(e) if e.is_timeout() => "timeout".into(),
+            Err(_) => "error".into(),
+        };
+        tally.lock().await.count(outcome);
+    }
+}
+
+/// Opens a connection and trickles a request's headers a byte a second; counts how each
+/// connection ended, then opens the next, until the deadline.
+async fn slow_headers(addr: String, tally: Shared, deadline: Instant) {
+    while Instant::now() < deadline {
+        let Ok(mut stream) = TcpStream::connect(&addr).await else {
+            tally.lock().await.count("connect failed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let outcome = trickle(&mut stream, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", b'a', deadline).await;
+        tally.lock().await.count(outcome);
+    }
+}
+
+/// Sends a create's headers promising a 1 MB body, then trickles it a byte a second.
+async fn slow_body(addr: String, token: String, tally: Shared, deadline: Instant) {
+    let head = format!(
+        "POST /api/v2/group HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{{"
+    );
+    while Instant::now() < deadline {
+        let Ok(mut stream) = TcpStream::connect(&addr).await else {
+            tally.lock().await.count("connect failed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let outcome = trickle(&mut stream, head.as_bytes(), b' ', deadline).await;
+        tally.lock().await.count(outcome);
+    }
+}
+
+/// Writes `head`, then `byte` once a second until the server answers or closes, or the
+/// deadline; says which.
+async fn trickle(stream: &mut TcpStream, head: &[u8], byte: u8, deadline: Instant) -> String {
+    if stream.write_all(head).await.is_err() {
+        return "closed".into();
+    }
+    let mut buf = [0u8; 1024];
+    loop {
+        let wait = Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now()));
+        if wait.is_zero() {
+            return "held to the end".into();
+        }
+        match tokio::time::timeout(wait, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return "closed".into(),
+            Ok(Ok(n)) => {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                return text.split_whitespace().nth(1).unwrap_or("answered").to_string();
+            }
+            Err(_) => {
+                if stream.write_all(&[byte]).await.is_err() {
+                    return "closed".into();
+                }
+            }
+        }
+    }
+}
+
+/// Holds a silent connection open until the server closes it, then opens another.
+async fn idle(addr: String, tally: Shared, deadline: Instant) {
+    while Instant::now() < deadline {
+        let Ok(mut stream) = TcpStream::connect(&addr).await else {
+            tally.lock().await.count("connect failed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let mut buf = [0u8; 64];
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let outcome = match tokio::time::timeout(wait, stream.read(&mut buf)).await {
+            Err(_) => "held to the end",
+            Ok(_) => "closed by the server",
+        };
+        tally.lock().await.count(outcome);
+    }
+}
+
+/// `GET /healthz` every 10 ms on a kept-alive connection: latencies, and failed probes.
+async fn probe(base: String, deadline: Instant) -> (Vec<Duration>, usize) {
+    let http = reqwest::Client::new();
+    let (mut latencies, mut failures) = (Vec::new(), 0);
+    while Instant::now() < deadline {
+        let sent = Instant::now();
+        match http
+            .get(format!("{base}/healthz"))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => latencies.push(sent.elapsed()),
+            _ => failures += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (latencies, failures)
+}
