@@ -388,3 +388,14 @@ async fn the_page_cache_holds_no_more_than_its_capacity() {
     }
     assert!(app.state.pages.weight() <= before.max(capacity as u64));
 }
+
+#[tokio::test]
+async fn a_request_head_over_64_kib_is_refused() {
+    let app = TestApp::spawn().await;
+    let mut stream = connect(&app).await;
+    let head = format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Junk: {}\r\n\r\n", "j".repeat(100 * 1024));
+    let _ = stream.write_all(head.as_bytes()).await;
+    let answer = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    healthy(&app).await;
+}

@@ -33,6 +33,10 @@ use crate::state::Limits;
 /// is free.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
+/// Largest request head (request line and headers) a connection buffers; a larger one is
+/// answered 431 by hyper.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// Serves `app` on `listener` until `shutdown` is cancelled, then waits for the requests in
 /// flight.
 pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown: CancellationToken) {
@@ -42,6 +46,9 @@ pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.http_header_timeout)
+        // The request line and headers are buffered whole: 64 KiB each (hyper's default is
+        // ~400 KiB), so thousands of slow connections cannot hold gigabytes between them.
+        .max_buf_size(MAX_HEAD_BYTES)
         .keep_alive(true);
     loop {
         let (stream, peer) = tokio::select! {
