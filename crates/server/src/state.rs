@@ -54,8 +54,8 @@ pub struct Limits {
     /// Most values in one `in` / `nin` list of a filter; more is a 422 filter error
     /// (`DEVICECLOUD_FILTER_MAX_VALUES`).
     pub filter_max_values: usize,
-    /// Request headers must arrive within this; an idle keep-alive connection is closed after
-    /// it too (`DEVICECLOUD_HTTP_HEADER_TIMEOUT_S`).
+    /// A request's headers must arrive within this from its first byte (a fresh connection:
+    /// from its opening) (`DEVICECLOUD_HTTP_HEADER_TIMEOUT_S`).
     pub http_header_timeout: Duration,
     /// A request body must arrive within this, or the answer is 408
     /// (`DEVICECLOUD_HTTP_BODY_TIMEOUT_S`).
@@ -133,7 +133,9 @@ pub struct AppState {
     /// Connections the MQTT listeners may still take (`Limits::mqtt_max_connections`).
     pub mqtt_slots: Arc<Semaphore>,
     /// Cancelled when the service stops: a request still reading its body answers at once.
-    pub shutdown: CancellationToken,
+    /// Behind an `Arc`: the state is cloned several times per request, and cloning a token
+    /// itself takes a lock.
+    pub shutdown: Arc<CancellationToken>,
 }
 
 impl AppState {
@@ -155,7 +157,7 @@ impl AppState {
             webhooks,
             pages: Arc::new(PageCache::new(limits.page_cache_bytes)),
             mqtt_slots: Arc::new(Semaphore::new(limits.mqtt_max_connections)),
-            shutdown: shutdown.clone(),
+            shutdown: Arc::new(shutdown.clone()),
             writer: db,
             db: requests,
             auth: Arc::new(AuthCache::new(settings.auth_cache_ttl)),

@@ -86,9 +86,8 @@ impl Db {
     /// writers (ingest, command log, webhook bookkeeping), so neither can take every
     /// connection from the other. A statement on it runs at most `timeout`, then the database
     /// cancels it and the call fails with [`StoreError::Timeout`]: PostgreSQL through
-    /// `statement_timeout`, SQLite through a progress handler that interrupts the statement
-    /// once the deadline of the connection's current lease has passed, and a busy timeout of
-    /// the same length for the write lock. Waiting for a free connection is bounded by the same
+    /// `statement_timeout`, SQLite through a progress handler that interrupts a statement
+    /// running longer (`deadline`), and a busy timeout of the same length for the write lock. Waiting for a free connection is bounded by the same
     /// `timeout`.
     pub fn for_requests(&self, timeout: Duration, max_connections: u32) -> Db {
         match self {
@@ -100,13 +99,7 @@ impl Db {
                     .max_connections(max_connections)
                     .min_connections(0)
                     .acquire_timeout(timeout)
-                    .after_connect(move |conn, _| Box::pin(async move { arm_deadline(conn, timeout).await }))
-                    .before_acquire(move |conn, _| {
-                        Box::pin(async move {
-                            arm_deadline(conn, timeout).await?;
-                            Ok(true)
-                        })
-                    })
+                    .after_connect(move |conn, _| Box::pin(crate::deadline::install(conn, timeout)))
                     .connect_lazy_with(options);
                 Db::Sqlite(pool)
             }
@@ -162,17 +155,6 @@ impl Db {
     pub async fn close(&self) {
         on_pool!(self, |p| p.close().await)
     }
-}
-
-/// Gives an SQLite connection a deadline `timeout` from now: its statements are interrupted
-/// (`SQLITE_INTERRUPT`) past it. The handler runs every 1,000 virtual-machine steps, a few
-/// microseconds apart, so the check costs one clock read per thousand steps.
-async fn arm_deadline(conn: &mut sqlx::SqliteConnection, timeout: Duration) -> sqlx::Result<()> {
-    let deadline = std::time::Instant::now() + timeout;
-    conn.lock_handle()
-        .await?
-        .set_progress_handler(1000, move || std::time::Instant::now() < deadline);
-    Ok(())
 }
 
 /// An open transaction on either database, for write paths built from SQL text and values

@@ -4,6 +4,7 @@
 
 mod collection;
 mod db;
+mod deadline;
 mod error;
 
 pub mod accounts;

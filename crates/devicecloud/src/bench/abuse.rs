@@ -112,9 +112,9 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
     .collect();
     let mut attackers = Vec::new();
     let base = server.base.clone();
-    for kind in 0..4 {
+    for (kind, (_, tally)) in tallies.iter().enumerate().take(4) {
         for _ in 0..2 {
-            let (tally, base, nobody) = (tallies[kind].1.clone(), base.clone(), nobody.clone());
+            let (tally, base, nobody) = (tally.clone(), base.clone(), nobody.clone());
             attackers.push(tokio::spawn(requests(kind, base, nobody, tally, deadline)));
         }
     }
@@ -243,7 +243,7 @@ async fn requests(kind: usize, base: String, token: String, tally: Shared, deadl
                 .header("content-type", "application/json")
                 .body(giant.clone()),
             2 => http.request(junk_method.clone(), format!("{base}/api/v2/junk/{n}")),
-            _ if n % 2 == 0 => http
+            _ if n.is_multiple_of(2) => http
                 .get(format!("{base}/api/v2/group/index"))
                 .header("content-type", "application/json")
                 .body(format!("{{\"junk\":\"{n}{}\"}}", "j".repeat(1_000_000 - 64))),

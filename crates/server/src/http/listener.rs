@@ -3,9 +3,9 @@
 //!
 //! - At most `http_max_connections` at once: one more is closed as soon as it is accepted,
 //!   while the others go on (a permit is taken per connection, as mini-redis does).
-//! - Request headers must arrive within `http_header_timeout`. hyper's timer runs whenever the
-//!   connection waits for a request, so an idle keep-alive connection closes after the same
-//!   time.
+//! - Request headers must arrive within `http_header_timeout` (`head_deadline`); a keep-alive
+//!   connection idle for [`IDLE_KEEP_ALIVE`] is closed (hyper's header timer, which runs
+//!   whenever the connection waits for a request).
 //! - An accept that fails (out of file descriptors) is retried after a pause; the loop never
 //!   ends for it.
 //! - On shutdown the listener closes, idle connections close at once, and requests in flight
@@ -26,12 +26,16 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use super::head_deadline::{EndsRequest, HeadDeadline, InRequest};
 use crate::state::Limits;
 
 /// How long the accept loop pauses after a failed accept (out of file descriptors and the
 /// like): long enough not to spin, short enough that service resumes as soon as a descriptor
 /// is free.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
+
+/// How long a keep-alive connection may stay silent between requests.
+pub const IDLE_KEEP_ALIVE: Duration = Duration::from_secs(60);
 
 /// Largest request head (request line and headers) a connection buffers; a larger one is
 /// answered 431 by hyper.
@@ -45,9 +49,10 @@ pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.http_header_timeout)
-        // The request line and headers are buffered whole: 64 KiB each (hyper's default is
-        // ~400 KiB), so thousands of slow connections cannot hold gigabytes between them.
+        .header_read_timeout(IDLE_KEEP_ALIVE)
+        // A request head still incomplete at 64 KiB is refused (hyper's default is ~400 KiB),
+        // so thousands of slow connections cannot hold gigabytes between them. (A head that
+        // arrives whole in one read is parsed whatever its size: it costs nothing to hold.)
         .max_buf_size(MAX_HEAD_BYTES)
         .keep_alive(true);
     loop {
@@ -71,13 +76,19 @@ pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown
         let _ = stream.set_nodelay(true);
         metrics::gauge!("devicecloud_http_connections").increment(1.0);
         let app = app.clone();
+        let in_request = Arc::new(InRequest::default());
+        let io = HeadDeadline::new(stream, limits.http_header_timeout, in_request.clone());
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            in_request.start();
             // The peer address feeds the dashboard's sign-in rate limit.
             request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
-            let app = app.clone();
-            async move { Ok::<_, Infallible>(app.oneshot(request).await.unwrap_or_else(|never| match never {})) }
+            let (app, in_request) = (app.clone(), in_request.clone());
+            async move {
+                let response = app.oneshot(request).await.unwrap_or_else(|never| match never {});
+                Ok::<_, Infallible>(response.map(|body| EndsRequest::new(body, in_request)))
+            }
         });
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(%peer, error = %e, "http connection ended");

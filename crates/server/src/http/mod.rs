@@ -10,6 +10,7 @@ pub mod devices;
 pub mod events;
 pub mod gateway;
 pub mod groups;
+mod head_deadline;
 pub mod health;
 pub mod limits;
 pub mod listener;
