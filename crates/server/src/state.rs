@@ -105,9 +105,21 @@ impl Default for Settings {
     }
 }
 
-/// Shared state of the service.
+/// Shared state of the service: one allocation behind an `Arc`, so the clone every extractor
+/// and layer makes of it is one reference count, not one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct Services {
     /// The pool of requests (API, dashboard, gateway messages): statements bounded by the
     /// query timeout.
     pub db: Db,
@@ -133,9 +145,7 @@ pub struct AppState {
     /// Connections the MQTT listeners may still take (`Limits::mqtt_max_connections`).
     pub mqtt_slots: Arc<Semaphore>,
     /// Cancelled when the service stops: a request still reading its body answers at once.
-    /// Behind an `Arc`: the state is cloned several times per request, and cloning a token
-    /// itself takes a lock.
-    pub shutdown: Arc<CancellationToken>,
+    pub shutdown: CancellationToken,
 }
 
 impl AppState {
@@ -151,13 +161,13 @@ impl AppState {
             devicecloud_store::Backend::Postgres => 16,
         };
         let requests = db.for_requests(limits.query_timeout, connections);
-        AppState {
+        AppState(Arc::new(Services {
             ingest: IngestQueue::start(db.clone(), webhooks.clone(), tracker, shutdown.clone()),
             command_log: CommandLog::start(db.clone(), tracker, shutdown.clone()),
             webhooks,
             pages: Arc::new(PageCache::new(limits.page_cache_bytes)),
             mqtt_slots: Arc::new(Semaphore::new(limits.mqtt_max_connections)),
-            shutdown: Arc::new(shutdown.clone()),
+            shutdown: shutdown.clone(),
             writer: db,
             db: requests,
             auth: Arc::new(AuthCache::new(settings.auth_cache_ttl)),
@@ -166,7 +176,7 @@ impl AppState {
             gateways: Arc::default(),
             node_id: uuid::Uuid::new_v4().to_string(),
             login_limiter: Arc::default(),
-        }
+        }))
     }
 
     /// Closes both pools (on SQLite, the last one closed checkpoints the WAL).
