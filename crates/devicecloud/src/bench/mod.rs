@@ -26,12 +26,18 @@ pub enum BenchCommand {
     Abuse {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Seconds of publishing alone first; memory growth is measured from there.
+        #[arg(long, default_value_t = 20)]
+        warmup: u64,
         /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
         #[arg(long, default_value_t = 50)]
         gateways: usize,
         /// Idle sockets held open (reopened when the server closes them).
         #[arg(long, default_value_t = 5000)]
         idle: usize,
+        /// The same run without any attack, for comparison.
+        #[arg(long)]
+        control: bool,
         /// Database of the server under test (default: a fresh SQLite file); must be empty.
         #[arg(long)]
         database_url: Option<String>,
@@ -168,12 +174,16 @@ pub async fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Abuse {
             seconds,
+            warmup,
             gateways,
             idle,
+            control,
             database_url,
         } => {
             let options = abuse::AbuseOptions {
+                control,
                 seconds,
+                warmup,
                 gateways,
                 idle,
                 database_url,
