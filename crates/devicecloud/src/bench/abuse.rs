@@ -80,7 +80,10 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
     let addr = server.base.trim_start_matches("http://").to_string();
     let rss_start = rss_kib(pid)?;
 
-    eprintln!("publishing alone for {} s, then attacking for {} s…", o.warmup, o.seconds);
+    eprintln!(
+        "publishing alone for {} s, then attacking for {} s…",
+        o.warmup, o.seconds
+    );
     let deadline = Instant::now() + Duration::from_secs(o.warmup + o.seconds);
     let publishers: Vec<_> = fleet
         .iter()
