@@ -52,14 +52,15 @@ pub struct HeadDeadline<S> {
 }
 
 impl<S> HeadDeadline<S> {
-    /// A fresh connection: its first head must arrive within `timeout` from now.
-    pub fn new(inner: S, timeout: Duration, in_request: Arc<InRequest>) -> HeadDeadline<S> {
+    /// A fresh connection, opened at `opened`: its first head must be complete within
+    /// `timeout` from then.
+    pub fn new(inner: S, timeout: Duration, opened: Instant, in_request: Arc<InRequest>) -> HeadDeadline<S> {
         HeadDeadline {
             inner,
             in_request,
             timeout,
             armed: true,
-            deadline: Box::pin(tokio::time::sleep(timeout)),
+            deadline: Box::pin(tokio::time::sleep_until(opened + timeout)),
         }
     }
 }

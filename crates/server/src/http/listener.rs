@@ -20,8 +20,8 @@ use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -75,9 +75,49 @@ pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown
         };
         let _ = stream.set_nodelay(true);
         metrics::gauge!("devicecloud_http_connections").increment(1.0);
-        let app = app.clone();
+        let connection = Connection {
+            app: app.clone(),
+            builder: builder.clone(),
+            watcher: graceful.watcher(),
+            header_timeout: limits.http_header_timeout,
+            shutdown: shutdown.clone(),
+        };
+        tokio::spawn(async move {
+            connection.serve(stream, peer).await;
+            metrics::gauge!("devicecloud_http_connections").decrement(1.0);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// What serving one accepted connection needs.
+struct Connection {
+    app: Router,
+    builder: hyper::server::conn::http1::Builder,
+    watcher: Watcher,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+}
+
+impl Connection {
+    /// Waits for the first bytes, then serves the connection with hyper. Until a client sends
+    /// something its connection is only a socket and a small task: hyper's buffers (8 KiB each
+    /// way) are allocated once there is a request to read, so thousands of idle sockets cost
+    /// little. A client silent for the header timeout is closed.
+    async fn serve(self, stream: TcpStream, peer: SocketAddr) {
+        let opened = tokio::time::Instant::now();
+        let first_bytes = tokio::select! {
+            _ = self.shutdown.cancelled() => return,
+            ready = tokio::time::timeout(self.header_timeout, stream.readable()) => ready,
+        };
+        if !matches!(first_bytes, Ok(Ok(()))) {
+            return;
+        }
+        let app = self.app;
         let in_request = Arc::new(InRequest::default());
-        let io = HeadDeadline::new(stream, limits.http_header_timeout, in_request.clone());
+        let io = HeadDeadline::new(stream, self.header_timeout, opened, in_request.clone());
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             in_request.start();
             // The peer address feeds the dashboard's sign-in rate limit.
@@ -88,15 +128,9 @@ pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown
                 Ok::<_, Infallible>(response.map(|body| EndsRequest::new(body, in_request)))
             }
         });
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(%peer, error = %e, "http connection ended");
-            }
-            metrics::gauge!("devicecloud_http_connections").decrement(1.0);
-            drop(permit);
-        });
+        let connection = self.builder.serve_connection(TokioIo::new(io), service);
+        if let Err(e) = self.watcher.watch(connection).await {
+            tracing::debug!(%peer, error = %e, "http connection ended");
+        }
     }
-    drop(listener);
-    graceful.shutdown().await;
 }
