@@ -20,6 +20,12 @@ use tokio_util::task::TaskTracker;
 
 use settings::{Flags, Settings};
 
+/// mimalloc rather than the system allocator: under bursts of large, short-lived allocations
+/// (1 MB bodies, big filters, thousands of connections opening and closing) glibc's per-thread
+/// arenas keep what was freed, and resident memory only grows (docs/benchmarks.md, "Abuse").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// devicecloud: an IoT device cloud — MQTT gateways in, REST API out.
 #[derive(Debug, Parser)]
 #[command(version, about)]
