@@ -82,11 +82,26 @@ fn main() -> Result<()> {
     })
 }
 
-/// Binds a listener, naming the setting on failure (contract §1).
+/// Connections the kernel queues for a listener before the accept loop takes them (it caps
+/// the value at `net.core.somaxconn`): thousands of gateways reconnecting at once after a
+/// network outage are queued rather than refused and retried a second later.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds a listener, naming the setting on failure (docs/operations.md, "Settings").
 async fn bind(addr: std::net::SocketAddr, variable: &str) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {variable}={addr}"))
+    let listen = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As `TcpListener::bind` does: a restarted service can bind while old connections of
+        // the previous process linger in TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    listen().with_context(|| format!("cannot listen on {variable}={addr}"))
 }
 
 /// Runs the service until SIGINT or SIGTERM; `db` is an already opened store (the demo seeds
