@@ -850,3 +850,28 @@ async fn a_batch_failing_for_the_whole_retry_window_is_marked_failed_and_the_nex
         .json();
     assert_eq!(view["backlog"]["failed_deliveries"], 0);
 }
+
+#[tokio::test]
+async fn webhook_collections_list_their_expand_options() {
+    let app = TestApp::spawn_with(Settings {
+        webhook_allow_private: true,
+        ..Settings::default()
+    })
+    .await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "hooks").await;
+    let body = json!({"label": "h", "id_group": group, "forwarding_type": "measurements", "formatter": "json", "url": "http://127.0.0.1:9/hook"});
+    let created = send(app.request(Method::POST, "/api/v2/webhook", &admin).json(&body))
+        .await
+        .expect(201)
+        .json();
+    let id = created["id_webhook"].as_str().unwrap();
+    for (path, expand) in [
+        ("/api/v2/webhook".to_string(), json!(["backlog"])),
+        (format!("/api/v2/webhook/{id}/attempt"), json!([])),
+        ("/api/v2/webhook-formatter".to_string(), json!([])),
+    ] {
+        let page = send(app.get(&path, &admin)).await.expect(200).json();
+        assert_eq!(page["expand"], expand, "{path}: {page}");
+    }
+}

@@ -89,6 +89,10 @@ fn webhook_fields(row: &WebhookRow) -> Map<String, Value> {
     map
 }
 
+/// The expand options of a webhook, listed by its collection (specification: `expand` present
+/// on collection GET).
+const EXPANDS: [&str; 1] = ["backlog"];
+
 /// A webhook record, with `backlog` when expanded: records queued, batches pending (being
 /// retried) and batches given up after the retry window, so that a failing receiver shows.
 async fn render(state: &AppState, row: &WebhookRow, selection: &Selection) -> Result<Value, ApiError> {
@@ -247,7 +251,7 @@ pub async fn index(
     for row in &listing.items {
         items.push(render(&state, row, &selection).await?);
     }
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)))
+    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!(EXPANDS)))
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
@@ -380,7 +384,7 @@ pub async fn attempts(
         .iter()
         .map(|row| selection.render(attempt_fields(row), Vec::new(), None))
         .collect();
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)))
+    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!([])))
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook-formatter", tag = "webhooks",
@@ -407,7 +411,7 @@ pub async fn formatters(_caller: Caller, raw: RawCollection) -> Result<Collectio
             selection.render(map, Vec::new(), None)
         })
         .collect();
-    Ok(CollectionPage::new(&raw, &query, page, items_json(&items)))
+    Ok(CollectionPage::new(&raw, &query, page, items_json(&items)).with("expand", json!([])))
 }
 
 #[cfg(test)]
