@@ -642,3 +642,27 @@ async fn nul_characters_are_never_a_server_error() {
     let all = send(app.get("/api/v2/group/index", &admin)).await.expect(200).json();
     assert_eq!(all["_meta"]["totalCount"], app.group_rows().await);
 }
+
+#[tokio::test]
+async fn json_answers_name_their_charset_as_yii_does() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "charset").await;
+    for (path, status) in [
+        ("/api/v2/group/index".to_string(), 200),
+        (format!("/api/v2/group/{group}"), 200),
+        ("/api/v2/group/no-such-group".to_string(), 404),
+        ("/api/v2/no-such-route".to_string(), 404),
+    ] {
+        let reply = send(app.get(&path, &admin)).await;
+        assert_eq!(reply.status, status, "{path}");
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/json; charset=UTF-8"),
+            "{path}"
+        );
+    }
+    let reply = send(app.get("/api/v2/group/index", "bad-token")).await;
+    assert_eq!(reply.status, 401);
+    assert_eq!(reply.header("content-type"), Some("application/json; charset=UTF-8"));
+}

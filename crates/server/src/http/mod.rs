@@ -75,10 +75,24 @@ async fn not_found() -> ApiError {
     ApiError::NotFound("Page not found.".into())
 }
 
-/// Gives every error the specification's JSON body, including the ones produced below the
+/// The content type of every JSON answer.
+const JSON_UTF8: &str = "application/json; charset=UTF-8";
+
+/// Names the charset of every JSON answer, and gives every error the specification's JSON
+/// body, including the ones produced below the
 /// handlers (405 from routing with its `Allow` header, 400/413/415 from extractor rejections),
 /// which axum answers in plain text.
-async fn json_errors(response: Response) -> Response {
+async fn json_errors(mut response: Response) -> Response {
+    // JSON answers name their charset, as Yii sends them (`application/json; charset=UTF-8`).
+    if response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v == "application/json")
+    {
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(JSON_UTF8));
+    }
     let status = response.status();
     let is_json = response
         .headers()
@@ -115,9 +129,7 @@ async fn json_errors(response: Response) -> Response {
         }
     };
     let body = serde_json::to_vec(&error_body(status, &message)).unwrap_or_default();
-    parts
-        .headers
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON_UTF8));
     parts.headers.remove(CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from(body))
 }
