@@ -66,6 +66,11 @@ impl CollectionQuery {
         spec: &CollectionSpec,
         max_list_values: usize,
     ) -> Result<CollectionQuery, QueryError> {
+        // A filter attribute is never ignored, whatever bytes its name holds (docs/api.md,
+        // "Collections"); PHP would drop the whole filter for such a name.
+        if let Some(name) = Params::mangled_filter_name(query) {
+            return Err(QueryError::Filter(format!("Unknown filter attribute \"{name}\"")));
+        }
         let url = Params::parse_query(query);
         if body.is_some_and(|b| !b.is_object()) {
             return Err(QueryError::BadBody(
@@ -193,6 +198,24 @@ mod tests {
     fn unknown_sort_means_default_order() {
         assert_eq!(parse("sort=bogus", None).unwrap().sort, None);
         assert_eq!(parse("sort[]=id", None).unwrap().sort, None);
+    }
+
+    #[test]
+    fn a_filter_name_php_would_mangle_is_refused() {
+        for query in [
+            "filter[%00abc]=1",
+            "filter[abc%00]=1",
+            "filter[name=1",
+            "filter[name][%00]=1",
+        ] {
+            match parse(query, None) {
+                Err(QueryError::Filter(message)) => {
+                    assert!(message.starts_with("Unknown filter attribute"), "{message}")
+                }
+                other => panic!("{query}: {other:?}"),
+            }
+        }
+        assert!(parse("filter[name]=a%00b", None).is_ok(), "NUL in a value is fine");
     }
 
     #[test]

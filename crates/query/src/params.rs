@@ -63,6 +63,12 @@ impl Params {
         parse_str::parse(raw)
     }
 
+    /// The attribute of the first `filter[…]` parameter whose name PHP would mangle (a NUL
+    /// byte in it, or no closing bracket), so that it is refused rather than ignored.
+    pub fn mangled_filter_name(raw: &[u8]) -> Option<String> {
+        parse_str::mangled_filter_name(raw)
+    }
+
     /// Parameters from a JSON object body, as PHP holds a decoded body: null members dropped,
     /// `true` → "1", `false` → "0", numbers → their JSON text, arrays → maps keyed "0", "1", …,
     /// objects → maps. Members nested deeper than [`MAX_NESTING`] are dropped.

@@ -666,3 +666,35 @@ async fn json_answers_name_their_charset_as_yii_does() {
     assert_eq!(reply.status, 401);
     assert_eq!(reply.header("content-type"), Some("application/json; charset=UTF-8"));
 }
+
+#[tokio::test]
+async fn a_filter_attribute_is_never_ignored_whatever_bytes_its_name_holds() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "nul").await;
+    for collection in [
+        "/api/v2/group/index",
+        "/api/v2/physical-device",
+        "/api/v2/data-session",
+        "/api/v2/event",
+        "/api/v2/webhook",
+        "/api/v2/webhook-formatter",
+        "/api/v2/data",
+        "/api/v2/data-downsampled",
+    ] {
+        for junk in ["filter[%00abc]=1", "filter[label%00]=1", "filter[label=1"] {
+            let path = format!("{collection}?filter[id_group]={group}&{junk}");
+            let reply = send(app.get(&path, &admin)).await;
+            assert_eq!(reply.status, 422, "{path}: {}", reply.text);
+            let body = reply.json();
+            assert_eq!(body[0]["field"], "filter", "{body}");
+            assert!(
+                body[0]["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Unknown filter attribute"),
+                "{body}"
+            );
+        }
+    }
+}

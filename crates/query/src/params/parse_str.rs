@@ -27,6 +27,24 @@ pub(super) fn parse(raw: &[u8]) -> Params {
     params
 }
 
+/// The first `filter[…]` parameter name that PHP would silently mangle (a NUL byte in it, which
+/// ends the name, or no closing bracket), shown with its NUL bytes as `\0`. Such a name would
+/// otherwise drop the whole filter and match every record.
+pub(super) fn mangled_filter_name(raw: &[u8]) -> Option<String> {
+    let pairs = raw.split(|&b| b == b'&').filter(|t| !t.is_empty());
+    for pair in pairs.take(MAX_INPUT_VARS) {
+        let name = url_decode(pair.split(|&b| b == b'=').next().unwrap_or_default());
+        let Some(rest) = name.strip_prefix(b"filter[".as_slice()) else {
+            continue;
+        };
+        if name.contains(&0) || !rest.contains(&b']') {
+            let inner = rest.split(|&b| b == b']').next().unwrap_or_default();
+            return Some(String::from_utf8_lossy(inner).replace('\0', "\\0"));
+        }
+    }
+    None
+}
+
 /// `php_url_decode`: `+` → space, `%XX` → byte, a `%` without two hex digits stays literal.
 fn url_decode(raw: &[u8]) -> Vec<u8> {
     fn hex(b: Option<&u8>) -> Option<u8> {
