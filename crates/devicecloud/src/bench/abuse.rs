@@ -11,14 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use devicecloud_store::Db;
 use reqwest::Method;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
-use super::crash::{Verified, verify};
+use super::crash::{Verified, verify_stopped};
 use super::publisher::{Message, publish};
 use super::server::{ServerUnderTest, provision, rss_kib, token};
 
@@ -129,17 +128,36 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
             attackers.push(tokio::spawn(requests(kind, base, nobody, tally, deadline)));
         }
     }
+    let slow_headers = Raw::Trickle {
+        head: b"GET /healthz HTTP/1.1\r\nHost: x\r\n".as_slice().into(),
+        byte: b'a',
+    };
+    // A create's headers promising a 1 MB body, then the body a byte a second.
+    let slow_body = Raw::Trickle {
+        head: format!(
+            "POST /api/v2/group HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {nobody}\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{{"
+        )
+        .into_bytes()
+        .into(),
+        byte: b' ',
+    };
     for _ in 0..slow {
-        attackers.push(tokio::spawn(slow_headers(addr.clone(), tallies[4].1.clone(), deadline)));
-        attackers.push(tokio::spawn(slow_body(
-            addr.clone(),
-            nobody.clone(),
-            tallies[5].1.clone(),
-            deadline,
-        )));
+        for (what, tally) in [(&slow_headers, &tallies[4].1), (&slow_body, &tallies[5].1)] {
+            attackers.push(tokio::spawn(raw_connections(
+                addr.clone(),
+                what.clone(),
+                tally.clone(),
+                deadline,
+            )));
+        }
     }
     for _ in 0..idle_sockets {
-        attackers.push(tokio::spawn(idle(addr.clone(), tallies[6].1.clone(), deadline)));
+        attackers.push(tokio::spawn(raw_connections(
+            addr.clone(),
+            Raw::Silent,
+            tallies[6].1.clone(),
+            deadline,
+        )));
     }
     let prober = tokio::spawn(probe(base.clone(), deadline));
     let sampler = tokio::spawn(async move {
@@ -171,19 +189,13 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
         .await
         .is_ok_and(|r| r.status().is_success());
     let rss_end = rss_kib(pid).unwrap_or(0);
-    let database_url = server.database_url.clone();
-    let data_dir = server.data_dir.clone();
+    let (database_url, data_dir) = (server.database_url.clone(), server.data_dir.clone());
     server.stop(true).await;
-
-    let url = database_url.unwrap_or_else(|| format!("sqlite://{}", data_dir.join("devicecloud.db").display()));
-    let db = Db::connect(&url).await?;
     let Verified {
         points,
         missing,
         miscounted,
-    } = verify(&db, &fleet, &acked, DATATYPES).await?;
-    db.close().await;
-    let _ = std::fs::remove_dir_all(&data_dir);
+    } = verify_stopped(&data_dir, database_url.as_deref(), &fleet, &acked, DATATYPES).await?;
 
     latencies.sort_unstable();
     let pct = |p: f64| {
@@ -283,32 +295,28 @@ async fn requests(kind: usize, base: String, token: String, tally: Shared, deadl
     }
 }
 
-/// Opens a connection and trickles a request's headers a byte a second; counts how each
-/// connection ended, then opens the next, until the deadline.
-async fn slow_headers(addr: String, tally: Shared, deadline: Instant) {
-    while Instant::now() < deadline {
-        let Ok(mut stream) = TcpStream::connect(&addr).await else {
-            tally.lock().await.count("connect failed");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let outcome = trickle(&mut stream, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", b'a', deadline).await;
-        tally.lock().await.count(outcome);
-    }
+/// What an attacking raw connection does once it is open.
+#[derive(Clone)]
+enum Raw {
+    /// Writes `head`, then `byte` once a second.
+    Trickle { head: Arc<[u8]>, byte: u8 },
+    /// Sends nothing.
+    Silent,
 }
 
-/// Sends a create's headers promising a 1 MB body, then trickles it a byte a second.
-async fn slow_body(addr: String, token: String, tally: Shared, deadline: Instant) {
-    let head = format!(
-        "POST /api/v2/group HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{{"
-    );
+/// Opens connections one after another until the deadline, each doing `what`, and counts how
+/// each one ended.
+async fn raw_connections(addr: String, what: Raw, tally: Shared, deadline: Instant) {
     while Instant::now() < deadline {
         let Ok(mut stream) = TcpStream::connect(&addr).await else {
             tally.lock().await.count("connect failed");
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let outcome = trickle(&mut stream, head.as_bytes(), b' ', deadline).await;
+        let outcome = match &what {
+            Raw::Trickle { head, byte } => trickle(&mut stream, head, *byte, deadline).await,
+            Raw::Silent => silent(&mut stream, deadline).await.to_string(),
+        };
         tally.lock().await.count(outcome);
     }
 }
@@ -340,21 +348,13 @@ async fn trickle(stream: &mut TcpStream, head: &[u8], byte: u8, deadline: Instan
     }
 }
 
-/// Holds a silent connection open until the server closes it, then opens another.
-async fn idle(addr: String, tally: Shared, deadline: Instant) {
-    while Instant::now() < deadline {
-        let Ok(mut stream) = TcpStream::connect(&addr).await else {
-            tally.lock().await.count("connect failed");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let mut buf = [0u8; 64];
-        let wait = deadline.saturating_duration_since(Instant::now());
-        let outcome = match tokio::time::timeout(wait, stream.read(&mut buf)).await {
-            Err(_) => "held to the end",
-            Ok(_) => "closed by the server",
-        };
-        tally.lock().await.count(outcome);
+/// Holds a silent connection until the server closes it or the deadline; says which.
+async fn silent(stream: &mut TcpStream, deadline: Instant) -> &'static str {
+    let mut buf = [0u8; 64];
+    let wait = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(wait, stream.read(&mut buf)).await {
+        Err(_) => "held to the end",
+        Ok(_) => "closed by the server",
     }
 }
 

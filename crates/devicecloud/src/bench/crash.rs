@@ -114,15 +114,11 @@ pub async fn crash(cycles: usize, gateways: usize) -> Result<()> {
     }
     let acked = run.acked;
 
-    // Verify on the store itself, the server stopped.
-    let db = Db::connect(&format!("sqlite://{}", data_dir.join("devicecloud.db").display())).await?;
     let Verified {
         points,
         missing,
         miscounted,
-    } = verify(&db, &fleet, &acked, DATATYPES).await?;
-    db.close().await;
-    let _ = std::fs::remove_dir_all(&data_dir);
+    } = verify_stopped(&data_dir, None, &fleet, &acked, DATATYPES).await?;
     println!(
         "bench crash: {cycles} SIGKILL cycles in {:.0} s, {gateways} gateways, {points} acknowledged points, {missing} missing, {miscounted} series miscounted in rollups",
         started.elapsed().as_secs_f64()
@@ -141,6 +137,26 @@ pub struct Verified {
     pub missing: usize,
     /// Series whose rollups do not count each stored point once.
     pub miscounted: usize,
+}
+
+/// Opens the store of a stopped server (its SQLite file in `data_dir`, or `database_url`),
+/// runs [`verify`] on it, and removes the data dir.
+pub async fn verify_stopped(
+    data_dir: &std::path::Path,
+    database_url: Option<&str>,
+    fleet: &[GatewayCredentials],
+    acked: &[Vec<Message>],
+    datatypes: u32,
+) -> Result<Verified> {
+    let url = database_url.map_or_else(
+        || format!("sqlite://{}", data_dir.join("devicecloud.db").display()),
+        str::to_string,
+    );
+    let db = Db::connect(&url).await?;
+    let verified = verify(&db, fleet, acked, datatypes).await;
+    db.close().await;
+    let _ = std::fs::remove_dir_all(data_dir);
+    verified
 }
 
 /// Checks on the store (the server stopped) that every point `acked` says was acknowledged to
