@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_LENGTH;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use bytes::BytesMut;
+use bytes::Bytes;
 use devicecloud_query::{Params, fields};
 use futures::StreamExt;
 use http_body_util::BodyExt;
@@ -107,13 +107,17 @@ async fn read_body(state: &AppState, request: Request) -> Result<Request, ApiErr
     }
     let (parts, mut body) = request.into_parts();
     let timeout: Duration = state.settings.limits.http_body_timeout;
-    let mut received = BytesMut::new();
+    // The frames as they came: a body that arrives in one frame (most) is passed on as is,
+    // without a copy.
+    let mut received: Vec<Bytes> = Vec::new();
+    let mut length = 0;
     let read = async {
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|_| ApiError::BadRequest("The request body could not be read.".into()))?;
             if let Ok(data) = frame.into_data() {
-                received.extend_from_slice(&data);
-                if received.len() > limit {
+                length += data.len();
+                received.push(data);
+                if length > limit {
                     return Ok(false);
                 }
             }
@@ -133,7 +137,11 @@ async fn read_body(state: &AppState, request: Request) -> Result<Request, ApiErr
             }
         },
     };
-    let received = received.freeze();
+    let received = match received.len() {
+        0 => Bytes::new(),
+        1 => received.swap_remove(0),
+        _ => Bytes::from(received.concat()),
+    };
     if complete {
         return Ok(Request::from_parts(parts, Body::from(received)));
     }
