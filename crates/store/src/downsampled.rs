@@ -430,7 +430,12 @@ pub async fn list(db: &Db, args: ListArgs<'_>, now: i64) -> Result<Listing<Bucke
             attr: "timestamp_seconds",
             descending: false,
         },
-        primary_key: &[col("id_container_data_latest", AttrKind::String)],
+        // A bucket is one series at one start: ties in any sort key fall back to both, so that
+        // pages never overlap or skip (docs/api.md "Sorting").
+        primary_key: &[
+            col("id_container_data_latest", AttrKind::String),
+            col("timestamp_seconds", AttrKind::Number),
+        ],
         page,
         count_only,
     };
