@@ -1,12 +1,15 @@
 //! Settings of the binary: defaults, then a TOML file (`--config`), then `DEVICECLOUD_*`
 //! variables, then command-line flags, each later source winning (contract §1).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
+
+use devicecloud_server::FrontEnd;
+use ipnet::IpNet;
 
 use crate::limits::Limits;
 
@@ -37,6 +40,10 @@ pub struct Settings {
     pub log: String,
     /// The limits that keep one client from taking the service down.
     pub limits: Limits,
+    /// Base of every absolute link, checked and without a trailing slash.
+    pub public_url: Option<String>,
+    /// Peers whose forwarding headers are believed.
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 impl Default for Settings {
@@ -60,6 +67,8 @@ impl Default for Settings {
             webhook_attempt_retention_days: 7,
             log: "info".into(),
             limits: Limits::default(),
+            public_url: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -85,6 +94,9 @@ struct FileSettings {
     webhook_batch_max: Option<usize>,
     webhook_attempt_retention_days: Option<u64>,
     log: Option<String>,
+    public_url: Option<String>,
+    /// A list of CIDR ranges or addresses.
+    trusted_proxies: Option<Vec<String>>,
 }
 
 /// Values given on the command line (global flags of every subcommand).
@@ -216,6 +228,12 @@ impl Settings {
         if let Some(v) = env("LOG") {
             s.log = v;
         }
+        if let Some(v) = env("PUBLIC_URL") {
+            s.public_url = Some(FrontEnd::public_url(&v).map_err(|e| anyhow::anyhow!("DEVICECLOUD_PUBLIC_URL: {e}"))?);
+        }
+        if let Some(v) = env("TRUSTED_PROXIES") {
+            s.trusted_proxies = proxies(v.split(',')).with_context(|| format!("DEVICECLOUD_TRUSTED_PROXIES={v}"))?;
+        }
         s.limits.apply_env(env)?;
         if let Some(v) = &flags.data_dir {
             s.data_dir = v.clone();
@@ -291,6 +309,8 @@ impl Settings {
             webhook_batch_max,
             webhook_attempt_retention_days,
             log,
+            public_url,
+            trusted_proxies,
         } = file;
         self.data_dir = data_dir.unwrap_or(self.data_dir.clone());
         self.database_url = database_url.or(self.database_url.take());
@@ -313,6 +333,14 @@ impl Settings {
         self.webhook_attempt_retention_days =
             webhook_attempt_retention_days.unwrap_or(self.webhook_attempt_retention_days);
         self.log = log.unwrap_or(self.log.clone());
+        if let Some(url) = public_url {
+            self.public_url =
+                Some(FrontEnd::public_url(&url).map_err(|e| anyhow::anyhow!("public_url in {}: {e}", path.display()))?);
+        }
+        if let Some(list) = trusted_proxies {
+            self.trusted_proxies = proxies(list.iter().map(String::as_str))
+                .with_context(|| format!("trusted_proxies in {}", path.display()))?;
+        }
         Ok(())
     }
 
@@ -340,9 +368,27 @@ impl Settings {
             webhook_batch_max: self.webhook_batch_max,
             webhook_attempt_retention: Duration::from_secs(self.webhook_attempt_retention_days.saturating_mul(86_400)),
             limits: self.limits.server(),
+            front_end: FrontEnd {
+                public_url: self.public_url.clone(),
+                trusted_proxies: self.trusted_proxies.clone(),
+            },
             ..devicecloud_server::Settings::default()
         }
     }
+}
+
+/// Trusted proxies: CIDR ranges (`10.0.0.0/8`, `fd00::/8`) or single addresses; blanks skipped.
+fn proxies<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<IpNet>> {
+    items
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            item.parse::<IpNet>()
+                .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
+                .map(|net| net.trunc())
+                .map_err(|_| anyhow::anyhow!("{item} is not an address or a CIDR range such as 10.0.0.0/8"))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -377,6 +423,32 @@ mod tests {
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "htp_addr = \"x\"\n").unwrap();
         assert!(Settings::default().apply_file(&bad).is_err());
+    }
+
+    #[test]
+    fn the_front_end_settings_are_checked() {
+        let dir = std::env::temp_dir().join(format!("dc-settings-front-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("front.toml");
+        std::fs::write(
+            &file,
+            "public_url = \"https://iot.example.com/\"\ntrusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\", \"fd00::1/8\"]\n",
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        s.apply_file(&file).unwrap();
+        let front = s.server().front_end;
+        assert_eq!(front.public_url.as_deref(), Some("https://iot.example.com"));
+        let nets: Vec<String> = front.trusted_proxies.iter().map(ToString::to_string).collect();
+        assert_eq!(nets, ["10.0.0.0/8", "192.0.2.7/32", "fd00::/8"]);
+        for bad in [
+            "public_url = \"iot.example.com\"\n",
+            "trusted_proxies = [\"10.0.0.0/33\"]\n",
+        ] {
+            std::fs::write(&file, bad).unwrap();
+            assert!(Settings::default().apply_file(&file).is_err(), "{bad}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

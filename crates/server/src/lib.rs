@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use state::{AppState, Settings};
+pub use state::{AppState, FrontEnd, Settings};
 
 /// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight
 /// (`http::listener`). Tests bind port 0 and pass the listener in.

@@ -1,10 +1,12 @@
 //! The one cloneable state every handler and task receives; nothing in the service is global
 //! except the Prometheus recorder (see `metrics`).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use devicecloud_store::Db;
+use ipnet::IpNet;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::cache::AuthCache;
@@ -42,6 +44,8 @@ pub struct Settings {
     pub webhook_attempt_retention: Duration,
     /// The limits that keep one client from taking the service down.
     pub limits: Limits,
+    /// The public URL and the trusted proxies (docs/operations.md, "Behind a reverse proxy").
+    pub front_end: FrontEnd,
 }
 
 /// The limits of docs/operations.md, "Limits": every one a setting, each refusal the
@@ -101,7 +105,42 @@ impl Default for Settings {
             webhook_batch_max: 1000,
             webhook_attempt_retention: Duration::from_secs(7 * 86_400),
             limits: Limits::default(),
+            front_end: FrontEnd::default(),
         }
+    }
+}
+
+/// The settings of the front end: the public URL and the proxies whose headers count.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FrontEnd {
+    /// Base of every absolute link, such as `https://iot.example.com` or
+    /// `https://example.com/devicecloud` (no trailing slash); also decides the dashboard
+    /// cookie's `Secure` flag (`DEVICECLOUD_PUBLIC_URL`).
+    pub public_url: Option<String>,
+    /// Peers whose forwarding headers are believed (`DEVICECLOUD_TRUSTED_PROXIES`).
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+impl FrontEnd {
+    /// Checks and normalises a public URL: `http` or `https`, a host, no query or fragment;
+    /// a trailing `/` is dropped.
+    pub fn public_url(text: &str) -> Result<String, String> {
+        let trimmed = text.trim().trim_end_matches('/');
+        let uri: axum::http::Uri = trimmed
+            .parse()
+            .map_err(|_| format!("{text} is not a URL such as https://iot.example.com"))?;
+        let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+        if !scheme_ok || uri.host().is_none_or(str::is_empty) || uri.query().is_some() || trimmed.contains('#') {
+            return Err(format!(
+                "{text} must be an http:// or https:// URL with a host and no query, such as https://iot.example.com"
+            ));
+        }
+        Ok(trimmed.to_string())
+    }
+
+    /// Whether `addr` (already canonical, see `http::origin`) is a trusted proxy.
+    pub(crate) fn trusts(&self, addr: IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|net| net.contains(&addr))
     }
 }
 

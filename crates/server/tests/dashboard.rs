@@ -296,7 +296,11 @@ async fn pages_show_only_the_viewers_groups() {
     // Ten minutes of one value a minute (the newest 2.5), a Z-wave node's value, and one value
     // a month ago. The ten minutes end within the UTC day they start in, so the year chart
     // draws them as one daily bucket whatever the time of day the test runs.
-    let end = if now % 86_400 < 600 { now - now % 86_400 - 1 } else { now };
+    let end = if now % 86_400 < 600 {
+        now - now % 86_400 - 1
+    } else {
+        now
+    };
     let mut batch: Vec<serde_json::Value> = (0..10)
         .map(|i| json!({"ts": end - 540 + i * 60, "values": {"12": 1.6 + i as f64 * 0.1}}))
         .collect();

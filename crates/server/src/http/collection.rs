@@ -4,8 +4,8 @@
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::header::{CONTENT_TYPE, HOST, LINK};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use axum::http::header::{CONTENT_TYPE, LINK};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use devicecloud_store::ListArgs;
 
+use super::origin::Origin;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -69,24 +70,12 @@ impl RawCollection {
     }
 }
 
-/// The absolute URL of `path` on the host the request was sent to (for `Location`, as Yii).
-pub fn absolute_url(headers: &HeaderMap, path: &str) -> String {
-    let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-    format!("http://{host}{path}")
-}
-
-/// Absolute URL base of a request (`http://<Host><path>`), as Yii builds link hrefs.
-pub fn absolute_base(headers: &HeaderMap, uri: &Uri) -> String {
-    let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-    format!("http://{host}{}", uri.path())
-}
-
 impl FromRequest<AppState> for RawCollection {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<RawCollection, ApiError> {
         let head = req.method() == Method::HEAD;
-        let base = absolute_base(req.headers(), req.uri());
+        let base = Origin::of(&state.settings, req.headers(), req.extensions()).url(req.uri().path());
         let query = req.uri().query().unwrap_or("").as_bytes().to_vec();
         let is_json = req
             .headers()

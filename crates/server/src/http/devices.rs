@@ -4,15 +4,16 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header::LOCATION};
+use axum::http::{StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use devicecloud_store::devices::{self, DeviceChanges, DeviceRow, NewGateway};
 use devicecloud_store::{groups, unix_now};
 use serde_json::{Map, Value, json};
 
-use super::collection::{Selection, absolute_url};
+use super::collection::Selection;
 use super::device_collection::{self, render_one};
+use super::origin::Origin;
 use super::validate::{Fields, json_object};
 use crate::auth::secrets::{random_token, token_hash};
 use crate::auth::{Caller, Role};
@@ -102,7 +103,7 @@ fn valid_serial(serial: &str) -> bool {
 pub async fn provision(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    origin: Origin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body = json_object(&body)?;
@@ -148,7 +149,7 @@ pub async fn provision(
     if let Value::Object(map) = &mut record {
         map.insert("device_token".into(), json!(token));
     }
-    let location = absolute_url(&headers, &format!("/api/v2/physical-device/{}", row.id_physical_device));
+    let location = origin.url(&format!("/api/v2/physical-device/{}", row.id_physical_device));
     Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
 }
 

@@ -4,7 +4,7 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header::LOCATION};
+use axum::http::{StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use devicecloud_query::CollectionSpec;
@@ -13,7 +13,8 @@ use devicecloud_store::{ListArgs, accounts, memberships, unix_now};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-use super::collection::{CollectionPage, RawCollection, Selection, absolute_url, items_json};
+use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::origin::Origin;
 use super::page_cache::{CachedPage, PageCache};
 use super::validate::{Fields, json_object};
 use crate::auth::{Caller, Role};
@@ -180,7 +181,7 @@ fn read_group(body: &Map<String, Value>, creating: bool) -> Result<GroupBody, Ap
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    origin: Origin,
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -195,7 +196,7 @@ pub async fn create(
     };
     let row = groups::create(&state.db, &new, unix_now()).await?;
     state.pages.invalidate();
-    let location = absolute_url(&headers, &format!("/api/v2/group/{}", row.id_group));
+    let location = origin.url(&format!("/api/v2/group/{}", row.id_group));
     let selection = Selection::from_query(query.as_deref());
     Ok((
         StatusCode::CREATED,

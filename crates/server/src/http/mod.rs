@@ -16,6 +16,7 @@ pub mod limits;
 pub mod listener;
 pub mod oauth;
 pub mod openapi;
+pub mod origin;
 pub mod page_cache;
 pub mod sessions;
 pub mod users;

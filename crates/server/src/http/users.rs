@@ -12,7 +12,7 @@ use devicecloud_store::accounts::{self, AccountRow};
 use devicecloud_store::unix_now;
 use serde_json::{Value, json};
 
-use super::collection::absolute_url;
+use super::origin::Origin;
 use super::validate::{Fields, json_object};
 use crate::auth::Caller;
 use crate::auth::secrets::hash_password;
@@ -34,7 +34,7 @@ fn user_json(row: &AccountRow) -> Value {
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    headers: axum::http::HeaderMap,
+    origin: Origin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
@@ -55,10 +55,7 @@ pub async fn create(
     let row = accounts::create(&state.db, &username, &hash, is_admin, unix_now()).await?;
     Ok((
         StatusCode::CREATED,
-        [(
-            LOCATION,
-            absolute_url(&headers, &format!("/api/v2/user/{}", row.id_user)),
-        )],
+        [(LOCATION, origin.url(&format!("/api/v2/user/{}", row.id_user)))],
         axum::Json(user_json(&row)),
     )
         .into_response())

@@ -5,7 +5,7 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header::LOCATION};
+use axum::http::{HeaderValue, StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use devicecloud_query::CollectionSpec;
@@ -13,7 +13,8 @@ use devicecloud_store::webhooks::{self, AttemptRow, FORWARDING_TYPES, NewWebhook
 use devicecloud_store::{groups, unix_now};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, absolute_url, items_json};
+use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::origin::Origin;
 use super::validate::{Fields, json_object};
 use crate::auth::secrets::random_token;
 use crate::auth::{Caller, Role};
@@ -275,7 +276,7 @@ pub async fn view(
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    origin: Origin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body = read_webhook(&json_object(&body)?, true)?;
@@ -308,7 +309,7 @@ pub async fn create(
     if let Value::Object(map) = &mut record {
         map.insert("secret".into(), json!(secret));
     }
-    let location = absolute_url(&headers, &format!("/api/v2/webhook/{}", row.id_webhook));
+    let location = origin.url(&format!("/api/v2/webhook/{}", row.id_webhook));
     Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
 }
 

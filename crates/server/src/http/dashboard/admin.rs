@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_store::{accounts, clients, memberships};
 use maud::{Markup, html};
@@ -17,6 +17,7 @@ use super::session::{Posted, Viewer};
 use super::{PageError, format, visible_groups};
 use crate::auth::secrets::register_client;
 use crate::error::{ApiError, FieldError};
+use crate::http::origin::Origin;
 use crate::http::{groups as groups_api, users as users_api};
 use crate::state::AppState;
 
@@ -125,16 +126,12 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Result<Respo
 }
 
 /// `POST /admin/users`
-pub async fn create_user(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    posted: Posted,
-) -> Result<Response, PageError> {
+pub async fn create_user(State(state): State<AppState>, origin: Origin, posted: Posted) -> Result<Response, PageError> {
     let body = json!({"username": posted.field("username"), "password": posted.raw_field("password"), "is_admin": posted.field("is_admin") == "1"});
     let result = users_api::create(
         State(state.clone()),
         posted.viewer.caller.clone(),
-        headers,
+        origin,
         Bytes::from(body.to_string()),
     )
     .await

@@ -7,11 +7,10 @@
 //! a cookie and a hidden field that must match.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use axum::Form;
-use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Query, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
 use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -24,6 +23,7 @@ use super::layout;
 use crate::auth::Caller;
 use crate::auth::login::check_password;
 use crate::auth::secrets::{random_token, same_hash, token_hash};
+use crate::http::origin::Origin;
 use crate::state::AppState;
 
 /// How long a session lasts after sign-in.
@@ -53,13 +53,10 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-/// A `Set-Cookie` value; `Secure` when the request came through an HTTPS front end.
-fn set_cookie(headers: &HeaderMap, name: &str, value: &str, max_age: i64, same_site: &str) -> HeaderValue {
-    let https = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
-    let secure = if https { "; Secure" } else { "" };
+/// A `Set-Cookie` value; `Secure` when the client reached the service over HTTPS (the public
+/// URL's scheme, or what a trusted proxy says: docs/operations.md, "Behind a reverse proxy").
+fn set_cookie(origin: &Origin, name: &str, value: &str, max_age: i64, same_site: &str) -> HeaderValue {
+    let secure = if origin.https { "; Secure" } else { "" };
     let text = format!("{name}={value}; Path=/; HttpOnly; SameSite={same_site}; Max-Age={max_age}{secure}");
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
@@ -151,7 +148,12 @@ pub struct NextQuery {
 }
 
 /// `GET /login`: the sign-in form (already signed in: straight on).
-pub async fn login_form(State(state): State<AppState>, headers: HeaderMap, Query(q): Query<NextQuery>) -> Response {
+pub async fn login_form(
+    State(state): State<AppState>,
+    origin: Origin,
+    headers: HeaderMap,
+    Query(q): Query<NextQuery>,
+) -> Response {
     let next = safe_next(q.next.as_deref());
     if let Some(token) = cookie(&headers, SESSION_COOKIE)
         && matches!(
@@ -161,11 +163,11 @@ pub async fn login_form(State(state): State<AppState>, headers: HeaderMap, Query
     {
         return redirect(&next, None);
     }
-    login_page(&headers, &next, "", None, StatusCode::OK)
+    login_page(&origin, &next, "", None, StatusCode::OK)
 }
 
 /// The sign-in form with a fresh double-submit token.
-fn login_page(headers: &HeaderMap, next: &str, username: &str, error: Option<&str>, status: StatusCode) -> Response {
+fn login_page(origin: &Origin, next: &str, username: &str, error: Option<&str>, status: StatusCode) -> Response {
     let token = random_token();
     let body = layout::bare(
         "Sign in",
@@ -184,7 +186,7 @@ fn login_page(headers: &HeaderMap, next: &str, username: &str, error: Option<&st
             }
         },
     );
-    let cookie = set_cookie(headers, LOGIN_COOKIE, &token, 3600, "Strict");
+    let cookie = set_cookie(origin, LOGIN_COOKIE, &token, 3600, "Strict");
     (status, [(SET_COOKIE, cookie)], Html(body.into_string())).into_response()
 }
 
@@ -225,10 +227,8 @@ pub struct LoginForm {
 
 /// `POST /login`: checks the token, the rate limit and the password; starts a session.
 pub async fn login(State(state): State<AppState>, request: Request) -> Result<Response, PageError> {
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or_else(|| "unknown".to_string(), |c| address_key(c.0.ip()));
+    let origin = Origin::of(&state.settings, request.headers(), request.extensions());
+    let peer = address_key(origin.client);
     let headers = request.headers().clone();
     let Form(form) = Form::<LoginForm>::from_request(request, &state)
         .await
@@ -247,7 +247,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
     let Some(account) = check_password(&state, form.username.trim(), &form.password).await? else {
         metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "refused").increment(1);
         return Ok(login_page(
-            &headers,
+            &origin,
             &next,
             form.username.trim(),
             Some("Invalid username or password."),
@@ -268,20 +268,20 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
     .await?;
     let mut response = redirect(
         &next,
-        Some(set_cookie(&headers, SESSION_COOKIE, &token, SESSION_LIFETIME_S, "Lax")),
+        Some(set_cookie(&origin, SESSION_COOKIE, &token, SESSION_LIFETIME_S, "Lax")),
     );
     response
         .headers_mut()
-        .append(SET_COOKIE, set_cookie(&headers, LOGIN_COOKIE, "", 0, "Strict"));
+        .append(SET_COOKIE, set_cookie(&origin, LOGIN_COOKIE, "", 0, "Strict"));
     Ok(response)
 }
 
 /// `POST /logout`: ends the session here and in the database.
-pub async fn logout(State(state): State<AppState>, headers: HeaderMap, posted: Posted) -> Result<Response, PageError> {
+pub async fn logout(State(state): State<AppState>, origin: Origin, posted: Posted) -> Result<Response, PageError> {
     dashboard_sessions::delete(&state.db, &posted.viewer.session_hash).await?;
     Ok(redirect(
         "/login",
-        Some(set_cookie(&headers, SESSION_COOKIE, "", 0, "Lax")),
+        Some(set_cookie(&origin, SESSION_COOKIE, "", 0, "Lax")),
     ))
 }
 

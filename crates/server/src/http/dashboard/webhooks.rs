@@ -5,7 +5,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_query::SortKey;
 use devicecloud_store::unix_now;
@@ -18,6 +18,7 @@ use super::session::{Posted, Viewer};
 use super::{PageError, PageQuery, format, list_args, page_request, pager, visible_groups};
 use crate::auth::Role;
 use crate::error::{ApiError, FieldError};
+use crate::http::origin::Origin;
 use crate::http::webhooks as api;
 use crate::state::AppState;
 use crate::webhooks::format::FORMATTERS;
@@ -171,12 +172,12 @@ async fn json_of(response: Response) -> Result<Value, PageError> {
 }
 
 /// `POST /webhooks`: shows the signing secret this once.
-pub async fn create(State(state): State<AppState>, headers: HeaderMap, posted: Posted) -> Result<Response, PageError> {
+pub async fn create(State(state): State<AppState>, origin: Origin, posted: Posted) -> Result<Response, PageError> {
     let body = body_of(&posted, true);
     let result = api::create(
         State(state.clone()),
         posted.viewer.caller.clone(),
-        headers,
+        origin,
         Bytes::from(Value::Object(body.clone()).to_string()),
     )
     .await;
