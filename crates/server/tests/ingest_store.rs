@@ -177,7 +177,7 @@ async fn a_batch_stores_points_rollups_latest_values_and_last_data_at() {
     assert_eq!(latest[1], (b, Some(last), Some(0), Some(2_499.0)));
     assert_eq!(
         devices::get(&f.db, &f.device).await.unwrap().unwrap().last_data_at,
-        Some(last)
+        last
     );
 
     // Older data later does not move the latest value or last_data_at back.
@@ -189,7 +189,7 @@ async fn a_batch_stores_points_rollups_latest_values_and_last_data_at() {
     assert_eq!(latest[1], (b, Some(2_499.0)));
     assert_eq!(
         devices::get(&f.db, &f.device).await.unwrap().unwrap().last_data_at,
-        Some(last)
+        last
     );
     assert_rollups_match_raw(&f.db).await;
 }

@@ -449,3 +449,57 @@ async fn data_sessions_list_expand_downsample_and_download() {
     .await;
     assert_eq!(foreign["_meta"]["totalCount"], 0);
 }
+
+/// `id_iot_device`, `last_data_at` and `signal` are never null: an asset names its gateway's
+/// IoT endpoint, and the two others are 0 until the first data or hello (docs/api.md,
+/// "Physical devices").
+#[tokio::test]
+async fn device_fields_the_specification_types_as_integers_are_never_null() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "plant").await;
+    let body = json!({"id_group": group, "serial_hardware": "GW-QUIET", "kind": "GO"});
+    let quiet = send(app.request(Method::POST, "/api/v2/physical-device", &admin).json(&body))
+        .await
+        .expect(201)
+        .json();
+    assert_eq!((&quiet["last_data_at"], &quiet["signal"]), (&json!(0), &json!(0)));
+    assert!(quiet["id_iot_device"].is_string());
+
+    let mut gw = TestGateway::connect(&app, &admin, &group, "GW-IOT", "PLUS").await;
+    gw.measurements(&json!([{"device": "MB-IOT", "ts": T0, "values": {"1": 9}}]))
+        .await;
+    let gateway = get(&app, &admin, &format!("/api/v2/physical-device/{}", gw.id)).await;
+    let iot = gateway["id_iot_device"].as_str().unwrap().to_string();
+    assert_eq!(gateway["signal"], 0, "no hello yet");
+    let assets = get(
+        &app,
+        &admin,
+        &format!("/api/v2/physical-device?filter[id_parent]={}&expand=iotDevice", gw.id),
+    )
+    .await;
+    let asset = &assets["items"][0];
+    assert_eq!(asset["serial_hardware"], "MB-IOT");
+    assert_eq!(asset["id_iot_device"], iot.as_str());
+    assert_eq!(asset["iotDevice"]["id_iot_device"], iot.as_str());
+    assert!(asset["last_data_at"].as_i64().unwrap() > 0, "data received");
+    assert_eq!(asset["signal"], 0);
+    // Filters see the same values the records show.
+    let by_endpoint = get(
+        &app,
+        &admin,
+        &format!("/api/v2/physical-device?filter[id_iot_device]={iot}"),
+    )
+    .await;
+    assert_eq!(by_endpoint["_meta"]["totalCount"], 2);
+    let all = get(&app, &admin, "/api/v2/physical-device").await;
+    let zero = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["last_data_at"] == 0)
+        .count();
+    assert!(zero >= 1, "the quiet gateway");
+    let silent = get(&app, &admin, "/api/v2/physical-device?filter[last_data_at]=0").await;
+    assert_eq!(silent["_meta"]["totalCount"], zero);
+}

@@ -140,11 +140,11 @@ pub async fn documents(db: &Db, ids: &[&str]) -> Result<Vec<DeviceDocuments>> {
     by_ids(db, select, "id_physical_device", ids, "").await
 }
 
-/// The MQTT endpoints of these devices.
+/// MQTT endpoints by their ids (an asset shares its gateway's).
 pub async fn iot_devices(db: &Db, ids: &[&str]) -> Result<Vec<IotDeviceRow>> {
     let select = "SELECT id_iot_device, id_physical_device, protocol, client_identifier, last_connect_at, \
                   last_disconnect_at FROM iot_devices";
-    by_ids(db, select, "id_physical_device", ids, "").await
+    by_ids(db, select, "id_iot_device", ids, "").await
 }
 
 /// Every Modbus template these devices reported, oldest first.

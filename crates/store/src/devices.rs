@@ -21,8 +21,10 @@ pub struct DeviceRow {
     pub device_status: i64,
     pub connection: String,
     pub created_at: i64,
-    pub last_data_at: Option<i64>,
-    pub signal: Option<i64>,
+    /// 0 until the first measurement (docs/api.md, "Physical devices").
+    pub last_data_at: i64,
+    /// 0 until a hello reports one.
+    pub signal: i64,
     pub commissioned_at: Option<i64>,
     pub calibrated_at: Option<i64>,
     pub reconnected_at: Option<i64>,
@@ -106,8 +108,8 @@ pub async fn provision(db: &Db, gateway: &NewGateway<'_>, token_hash: &str, now:
     let id = new_id();
     let id_iot_device = new_id();
     let insert = "INSERT INTO physical_devices (id_physical_device, serial_hardware, label, id_group, id_device_type, \
-                  id_iot_device, kind, expected_offline_interval, created_at, device_token_hash) \
-                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+                  id_iot_device, kind, expected_offline_interval, created_at, device_token_hash, last_data_at, signal) \
+                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, 0)";
     let endpoint = "INSERT INTO iot_devices (id_iot_device, id_physical_device, protocol) VALUES ($1, $2, 'mqtt')";
     // One async block per backend so that `?` stops inside it and the unique violation can be
     // told apart below.
@@ -344,10 +346,11 @@ pub async fn child(
         return Ok(Child::Device(id));
     }
     let id = new_id();
+    // The asset shares its gateway's IoT endpoint (the connection it reports through).
     let insert = "INSERT INTO physical_devices (id_physical_device, serial_hardware, label, id_parent, id_group, \
-                  id_device_type, created_at, expected_offline_interval) \
-                  SELECT $1, $2, $3, $4, id_group, $5, $6, expected_offline_interval FROM physical_devices \
-                  WHERE id_physical_device = $4 AND id_group = $7";
+                  id_device_type, created_at, expected_offline_interval, id_iot_device, last_data_at, signal) \
+                  SELECT $1, $2, $3, $4, id_group, $5, $6, expected_offline_interval, id_iot_device, 0, 0 \
+                  FROM physical_devices WHERE id_physical_device = $4 AND id_group = $7";
     let inserted = on_pool!(db, |p| sqlx::query(insert)
         .bind(&id)
         .bind(serial)

@@ -210,14 +210,24 @@ async fn relation(
             }
         }
         "iotDevice" => {
-            for iot in store::iot_devices(db, ids).await? {
+            // The endpoint a device's `id_iot_device` names: an asset shows its gateway's.
+            let mut iot_ids: Vec<&str> = rows.iter().filter_map(|r| r.id_iot_device.as_deref()).collect();
+            iot_ids.sort_unstable();
+            iot_ids.dedup();
+            let mut by_iot: HashMap<String, Value> = HashMap::new();
+            for iot in store::iot_devices(db, &iot_ids).await? {
                 let mut map = Map::new();
                 map.insert("id_iot_device".into(), json!(iot.id_iot_device));
                 map.insert("protocol".into(), json!(iot.protocol));
                 map.insert("client_identifier".into(), json!(iot.client_identifier));
                 map.insert("last_connect_at".into(), json!(iot.last_connect_at));
                 map.insert("last_disconnect_at".into(), json!(iot.last_disconnect_at));
-                out.insert(iot.id_physical_device.clone(), nested.render(map, Vec::new(), None));
+                by_iot.insert(iot.id_iot_device.clone(), nested.render(map, Vec::new(), None));
+            }
+            for row in rows {
+                if let Some(iot) = row.id_iot_device.as_deref().and_then(|id| by_iot.get(id)) {
+                    out.insert(row.id_physical_device.clone(), iot.clone());
+                }
             }
         }
         "modbusTemplateHistory" => {

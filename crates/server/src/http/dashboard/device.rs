@@ -188,7 +188,7 @@ pub async fn page(
                 (device.kind.as_deref().unwrap_or(&device.id_device_type)) " · serial " code { (device.serial_hardware) } " · group "
                 @if let Some(g) = &group { a href=(format!("/groups/{}", g.id_group)) { (g.label) } }
                 @if let Some(parent) = &device.id_parent { " · behind " a href=(format!("/devices/{parent}")) { "its gateway" } }
-                " · last data " (format::ago(device.last_data_at, now))
+                " · last data " (format::ago(format::known(device.last_data_at), now))
             }
         }
         h2 { "Latest values" }
@@ -215,7 +215,7 @@ pub async fn page(
                             td { code { (c.serial_hardware) } }
                             td { (c.id_device_type) }
                             td { (status_badge(device.is_connected, c.device_status)) }
-                            td { (format::ago(c.last_data_at, now)) }
+                            td { (format::ago(format::known(c.last_data_at), now)) }
                         }
                     }
                 }

@@ -13,6 +13,11 @@ pub fn utc(seconds: Option<i64>) -> String {
         .unwrap_or_default()
 }
 
+/// A device time the API writes as 0 until known (`last_data_at`): `None` for 0.
+pub fn known(seconds: i64) -> Option<i64> {
+    (seconds > 0).then_some(seconds)
+}
+
 /// How long ago `seconds` was, in the largest whole unit (`42 s ago`, `3 h ago`).
 pub fn ago(seconds: Option<i64>, now: i64) -> String {
     let Some(at) = seconds else {

@@ -88,8 +88,8 @@ pub async fn page(
                         td { code { (d.serial_hardware) } }
                         td { (d.kind.as_deref().unwrap_or(&d.id_device_type)) }
                         td { (status_badge(connected(d), d.device_status)) }
-                        td title=(format::utc(d.last_data_at)) { (format::ago(d.last_data_at, now)) }
-                        td.num { (d.signal.map_or("—".to_string(), |s| s.to_string())) }
+                        td title=(format::utc(format::known(d.last_data_at))) { (format::ago(format::known(d.last_data_at), now)) }
+                        td.num { (d.signal) }
                         td { @if let Some(parent) = &d.id_parent { a href=(format!("/devices/{parent}")) { "gateway" } } }
                     }
                 }
