@@ -161,13 +161,18 @@ impl Selection {
     }
 
     /// Applies `fields` to a record's regular fields, appends the expanded relations and then
-    /// the record's `_links` (Yii's Linkable adds them after the selected fields).
+    /// the record's `_links` (Yii's Linkable adds them after the selected fields, so a linkable
+    /// record with no selected field is `{"_links": …}`, and only others are `[]`).
     pub fn render(&self, regular: Map<String, Value>, expanded: Vec<(String, Value)>, links: Option<Value>) -> Value {
-        let mut value = fields::select(regular, self.fields.as_deref(), expanded);
-        if let (Some(links), Value::Object(map)) = (links, &mut value) {
-            map.insert("_links".into(), links);
+        let value = fields::select(regular, self.fields.as_deref(), expanded);
+        match (links, value) {
+            (Some(links), Value::Object(mut map)) => {
+                map.insert("_links".into(), links);
+                Value::Object(map)
+            }
+            (Some(links), _) => serde_json::json!({"_links": links}),
+            (None, value) => value,
         }
-        value
     }
 }
 
