@@ -792,3 +792,21 @@ async fn like_matches_non_ascii_text() {
         assert_eq!(labels(&body), expected, "like {value}");
     }
 }
+
+/// HEAD counts and fetches no rows (pagination rule 6): it leaves no remembered page behind,
+/// so a GET right after it reads the store (a group added directly to the store, which no
+/// cache hears of, shows at once).
+#[tokio::test]
+async fn head_counts_without_fetching_a_page() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    seed_45(&app).await;
+    let path = "/api/v2/group?per-page=50";
+    let head = send(app.request(Method::HEAD, path, &admin)).await.expect(200);
+    assert_eq!(head.header("x-pagination-total-count"), Some("45"));
+    assert!(head.text.is_empty());
+    app.seed_group("Group 45", 2_000, None).await;
+    let body = send(app.get(path, &admin)).await.expect(200).json();
+    assert_eq!(body["_meta"]["totalCount"], 46);
+    assert_eq!(body["items"].as_array().unwrap().len(), 46);
+}

@@ -102,6 +102,14 @@ pub async fn index(
     let key = PageCache::key("group", &caller, &raw);
     let cached = match key.as_deref().and_then(|key| state.pages.get(key)) {
         Some(hit) => hit,
+        // HEAD counts only (no rows fetched), and a page without rows is not remembered.
+        None if raw.head => {
+            let listing = groups::list(&state.db, raw.list_args(&caller, &query)).await?;
+            Arc::new(CachedPage {
+                page: listing.page,
+                items: items_json(&[]),
+            })
+        }
         None => {
             let version = state.pages.version();
             let listing = groups::list(
