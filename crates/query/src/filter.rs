@@ -203,6 +203,21 @@ impl Filter {
         }
     }
 
+    /// Whether any comparison of the filter is on an attribute `wanted` accepts (a collection
+    /// joins a related table only when its filter names one of its attributes).
+    pub fn mentions(&self, wanted: &impl Fn(&str) -> bool) -> bool {
+        match self {
+            Filter::And(parts) | Filter::Or(parts) => parts.iter().any(|p| p.mentions(wanted)),
+            Filter::Not(inner) => inner.mentions(wanted),
+            Filter::Never => false,
+            Filter::Compare { attr, .. }
+            | Filter::Like { attr, .. }
+            | Filter::In { attr, .. }
+            | Filter::IsNull { attr }
+            | Filter::IsNotNull { attr } => wanted(attr),
+        }
+    }
+
     /// How many values (SQL parameters) the filter holds.
     pub fn value_count(&self) -> usize {
         match self {

@@ -503,3 +503,92 @@ async fn device_fields_the_specification_types_as_integers_are_never_null() {
     let silent = get(&app, &admin, "/api/v2/physical-device?filter[last_data_at]=0").await;
     assert_eq!(silent["_meta"]["totalCount"], zero);
 }
+
+/// Filters on fields of related records, as Yii filters on a joined relation: a device's
+/// `group.label` and `parent.serial_hardware`, a data session's `group.label` (docs/api.md,
+/// "Filters on related records").
+#[tokio::test]
+async fn filters_reach_the_group_and_the_parent() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let north = app.create_group(&admin, "North plant").await;
+    let south = app.create_group(&admin, "South yard").await;
+    let mut gw_n = TestGateway::connect(&app, &admin, &north, "GO-N", "GO").await;
+    let mut gw_s = TestGateway::connect(&app, &admin, &south, "GO-S", "GO").await;
+    for gw in [&mut gw_n, &mut gw_s] {
+        gw.hello("GO", json!({})).await;
+    }
+    gw_n.measurements(&json!([
+        {"device": "TH-N1", "ts": T0, "values": {"4": 20.0}},
+        {"device": "TH-N2", "ts": T0, "values": {"4": 21.0}},
+    ]))
+    .await;
+    gw_s.measurements(&json!([{"device": "TH-S1", "ts": T0, "values": {"4": 22.0}}]))
+        .await;
+    gw_n.power_off().await;
+    gw_s.power_off().await;
+
+    let serials = |body: &Value| -> Vec<String> {
+        let mut list: Vec<String> = items(body)
+            .iter()
+            .map(|d| d["serial_hardware"].as_str().unwrap().to_string())
+            .collect();
+        list.sort();
+        list
+    };
+    let devices = |query: &str| format!("/api/v2/physical-device?{query}");
+    let north_only = get(&app, &admin, &devices("filter[group.label]=North%20plant")).await;
+    assert_eq!(serials(&north_only), ["GO-N", "TH-N1", "TH-N2"]);
+    let like = get(&app, &admin, &devices("filter[group.label][like]=yard")).await;
+    assert_eq!(serials(&like), ["GO-S", "TH-S1"]);
+    let children = get(&app, &admin, &devices("filter[parent.serial_hardware]=GO-N")).await;
+    assert_eq!(serials(&children), ["TH-N1", "TH-N2"]);
+    let gateways = get(&app, &admin, &devices("filter[parent.serial_hardware]=NULL")).await;
+    assert_eq!(serials(&gateways), ["GO-N", "GO-S"]);
+    let combined = get(
+        &app,
+        &admin,
+        &devices("filter[or][0][parent.serial_hardware]=GO-S&filter[or][1][group.label][in][]=North%20plant&filter[serial_hardware][neq]=GO-N"),
+    )
+    .await;
+    assert_eq!(serials(&combined), ["TH-N1", "TH-N2", "TH-S1"]);
+    // From a JSON body too, and each page's count agrees with its rows.
+    let body = send(
+        app.get("/api/v2/physical-device", &admin)
+            .json(&json!({"filter": {"parent.serial_hardware": {"like": "go-"}}})),
+    )
+    .await
+    .expect(200)
+    .json();
+    assert_eq!(body["_meta"]["totalCount"], 3);
+    // Related fields filter; they do not sort (the default order applies), and other related
+    // names are unknown.
+    let sorted = get(&app, &admin, &devices("sort=-group.label")).await;
+    let default = get(&app, &admin, &devices("")).await;
+    assert_eq!(sorted["items"], default["items"]);
+    let unknown = send(app.get(&devices("filter[group.type]=0"), &admin)).await;
+    assert_eq!(unknown.status, 422);
+    assert!(
+        unknown.text.contains("Unknown filter attribute \\\"group.type\\\""),
+        "{}",
+        unknown.text
+    );
+    let typed = send(app.get(&devices("filter[group.label][gt]=x"), &admin)).await;
+    assert_eq!(typed.status, 422);
+    assert!(
+        typed
+            .text
+            .contains("\\\"group.label\\\" does not support operator \\\"gt\\\"."),
+        "{}",
+        typed.text
+    );
+
+    let sessions = get(&app, &admin, "/api/v2/data-session?filter[group.label]=South%20yard").await;
+    assert_eq!(sessions["_meta"]["totalCount"], 1);
+    assert_eq!(items(&sessions)[0]["id_group"], south.as_str());
+    // A member sees only their groups, whatever the related filter says.
+    let (viewer_id, viewer) = app.user().await;
+    app.grant(&admin, &north, &viewer_id, "viewer").await;
+    let hidden = get(&app, &viewer, &devices("filter[group.label]=South%20yard")).await;
+    assert_eq!(hidden["_meta"]["totalCount"], 0);
+}

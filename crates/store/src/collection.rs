@@ -112,14 +112,31 @@ pub struct Listing<T> {
     pub items: Vec<T>,
 }
 
+/// A record related to each row of a collection (its group, its parent device) whose fields the
+/// collection can be filtered on, as Yii filters on a joined relation (`filter[group.label]`).
+/// Its columns are [`Column`]s whose `table` is the relation's `alias`.
+pub(crate) struct Relation {
+    /// The alias the relation's columns name, such as `rel_group`.
+    pub alias: &'static str,
+    /// The related table.
+    pub table: &'static str,
+    /// The related table's key.
+    pub key: &'static str,
+    /// The collection's column holding that key.
+    pub via: &'static str,
+}
+
 /// A page of the rows of `table` (its `output` columns) whose `id_group` names a group the
 /// caller's scope allows: the list of every collection a group owns (devices, events, data
-/// sessions, webhooks).
+/// sessions, webhooks). Each relation is joined (many to one, so no row is repeated) only when
+/// the filter names one of its columns.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn scoped_list<'a, T>(
     db: &Db,
     table: &'static str,
     output: &[&'static str],
     columns: &[Column],
+    relations: &[Relation],
     args: ListArgs<'a>,
     default_sort: SortKey,
     primary_key: &'a [Column],
@@ -129,6 +146,15 @@ where
 {
     let mut select = sea_query::Query::select();
     select.columns(output.iter().map(|c| (table, *c))).from(table);
+    for relation in relations {
+        let of_relation = |attr: &str| columns.iter().any(|c| c.attr == attr && c.table == relation.alias);
+        if args.filter.is_some_and(|f| f.mentions(&of_relation)) {
+            select.left_join(
+                sea_query::TableRef::Table(relation.table.into(), Some(relation.alias.into())),
+                Expr::col((relation.alias, relation.key)).equals((table, relation.via)),
+            );
+        }
+    }
     if let Some(visible) = args.scope.condition(table, "id_group") {
         select.cond_where(visible);
     }

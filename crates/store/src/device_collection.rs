@@ -4,7 +4,7 @@
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 
 use crate::Result;
-use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
+use crate::collection::{self, Column, ListArgs, Listing, Relation, attributes, names};
 use crate::db::{Db, on_pool};
 use crate::devices::{DeviceRow, OUTPUT};
 use crate::event_collection::{self, EventRow};
@@ -20,8 +20,9 @@ const fn col(attr: &'static str, kind: AttrKind) -> Column {
     }
 }
 
-/// The filterable and sortable attributes: every field of the specification.
-pub const COLUMNS: [Column; 23] = [
+/// The filterable attributes: every field of the specification (all of them sortable), then
+/// the fields of related records a filter may name (docs/api.md, "Filters on related records").
+pub const COLUMNS: [Column; 25] = [
     col("id_physical_device", AttrKind::String),
     col("serial_hardware", AttrKind::String),
     col("label", AttrKind::String),
@@ -45,12 +46,41 @@ pub const COLUMNS: [Column; 23] = [
     col("archived_serial", AttrKind::String),
     col("archived_at", AttrKind::Integer),
     col("archived_by", AttrKind::String),
+    Column {
+        attr: "group.label",
+        table: "rel_group",
+        column: "label",
+        kind: AttrKind::String,
+    },
+    Column {
+        attr: "parent.serial_hardware",
+        table: "rel_parent",
+        column: "serial_hardware",
+        kind: AttrKind::String,
+    },
+];
+
+/// The device's group and parent, joined when a filter names their fields.
+const RELATIONS: [Relation; 2] = [
+    Relation {
+        alias: "rel_group",
+        table: "groups",
+        key: "id_group",
+        via: "id_group",
+    },
+    Relation {
+        alias: "rel_parent",
+        table: TABLE,
+        key: "id_physical_device",
+        via: "id_parent",
+    },
 ];
 
 /// The filter attributes of the device collection.
-pub const ATTRIBUTES: [Attribute; 23] = attributes(&COLUMNS);
-/// The sortable attributes of the device collection.
-pub const SORTABLE: [&str; 23] = names(&COLUMNS);
+pub const ATTRIBUTES: [Attribute; 25] = attributes(&COLUMNS);
+/// The sortable attributes of the device collection: its own fields.
+pub const SORTABLE: &[&str] = NAMES.split_at(23).0;
+const NAMES: [&str; 25] = names(&COLUMNS);
 
 /// A page of the devices in the groups `scope` allows (archived ones included: they carry
 /// `archived_at`), filtered and sorted as asked; default order is creation time.
@@ -60,7 +90,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<DeviceRow>> {
         descending: false,
     };
     const KEY: [Column; 1] = [col("id_physical_device", AttrKind::String)];
-    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, args, oldest_first, &KEY).await
+    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, &RELATIONS, args, oldest_first, &KEY).await
 }
 
 /// What a device carries besides its specification fields: the JSON documents from hello and

@@ -226,19 +226,9 @@ fn without_session(filter: &Filter) -> Option<Filter> {
 
 /// Whether a filter mentions `id_data_session` anywhere but as a top-level equality.
 fn session_elsewhere(filter: &Filter) -> bool {
-    fn mentions(f: &Filter) -> bool {
-        match f {
-            Filter::And(parts) | Filter::Or(parts) => parts.iter().any(mentions),
-            Filter::Not(inner) => mentions(inner),
-            Filter::Never => false,
-            Filter::Compare { attr, .. }
-            | Filter::Like { attr, .. }
-            | Filter::In { attr, .. }
-            | Filter::IsNull { attr }
-            | Filter::IsNotNull { attr } => *attr == "id_data_session",
-        }
-    }
-    without_session(filter).as_ref().is_some_and(mentions)
+    without_session(filter)
+        .as_ref()
+        .is_some_and(|rest| rest.mentions(&|attr| attr == "id_data_session"))
 }
 
 /// The container columns every variant starts with.

@@ -74,5 +74,5 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<EventRow>> {
         descending: true,
     };
     const KEY: [Column; 1] = [col("id_event", AttrKind::Integer)];
-    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, args, latest_first, &KEY).await
+    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, &[], args, latest_first, &KEY).await
 }

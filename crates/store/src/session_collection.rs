@@ -4,7 +4,7 @@ use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Expr, ExprTrait, Query};
 
 use crate::Result;
-use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
+use crate::collection::{self, Column, ListArgs, Listing, Relation, attributes, names};
 use crate::db::{Db, on_pool};
 
 const TABLE: &str = "data_sessions";
@@ -55,8 +55,9 @@ const fn col(attr: &'static str, kind: AttrKind) -> Column {
     }
 }
 
-/// The filterable and sortable attributes: every stored field of the specification.
-pub const COLUMNS: [Column; 12] = [
+/// The filterable attributes: every stored field of the specification (all of them sortable),
+/// then the group's label (docs/api.md, "Filters on related records").
+pub const COLUMNS: [Column; 13] = [
     col("id_data_session", AttrKind::String),
     col("id_group", AttrKind::String),
     col("id_person", AttrKind::String),
@@ -69,12 +70,27 @@ pub const COLUMNS: [Column; 12] = [
     col("updated_by", AttrKind::String),
     col("archived_at", AttrKind::Integer),
     col("datapoint_count", AttrKind::Integer),
+    Column {
+        attr: "group.label",
+        table: "rel_group",
+        column: "label",
+        kind: AttrKind::String,
+    },
 ];
 
+/// The session's group, joined when a filter names its label.
+const RELATIONS: [Relation; 1] = [Relation {
+    alias: "rel_group",
+    table: "groups",
+    key: "id_group",
+    via: "id_group",
+}];
+
 /// The filter attributes of the data-session collection.
-pub const ATTRIBUTES: [Attribute; 12] = attributes(&COLUMNS);
-/// The sortable attributes of the data-session collection.
-pub const SORTABLE: [&str; 12] = names(&COLUMNS);
+pub const ATTRIBUTES: [Attribute; 13] = attributes(&COLUMNS);
+/// The sortable attributes of the data-session collection: its own fields.
+pub const SORTABLE: &[&str] = NAMES.split_at(12).0;
+const NAMES: [&str; 13] = names(&COLUMNS);
 
 fn select() -> sea_query::SelectStatement {
     let mut select = Query::select();
@@ -89,7 +105,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<SessionRow>> {
         descending: false,
     };
     const KEY: [Column; 1] = [col("session_key", AttrKind::Integer)];
-    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, args, oldest_first, &KEY).await
+    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, &RELATIONS, args, oldest_first, &KEY).await
 }
 
 /// One session by its identifier.

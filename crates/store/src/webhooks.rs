@@ -174,7 +174,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
         descending: false,
     };
     const KEY: [Column; 1] = [col(TABLE, "id_webhook", "id_webhook", AttrKind::String)];
-    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, args, oldest_first, &KEY).await
+    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, &[], args, oldest_first, &KEY).await
 }
 
 /// Applies `changes` and returns the webhook (`None` if it does not exist).

@@ -24,7 +24,7 @@ use crate::state::AppState;
 /// Default page size 20 (specification Limits), largest 1000 (contract §4).
 const SPEC: CollectionSpec = CollectionSpec {
     attributes: &store::ATTRIBUTES,
-    sortable: &store::SORTABLE,
+    sortable: store::SORTABLE,
     default_per_page: 20,
     max_per_page: 1000,
 };

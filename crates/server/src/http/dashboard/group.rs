@@ -47,7 +47,7 @@ pub async fn page(
         .caller
         .require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
     let sort_param = q.sort.clone().map(Param::Scalar);
-    let sort = parse_sort(sort_param.as_ref(), &SORTABLE);
+    let sort = parse_sort(sort_param.as_ref(), SORTABLE);
     let condition = filter(&json!({"id_group": id, "archived_at": null}), &ATTRIBUTES)?;
     let listing = device_collection::list(
         &state.db,
