@@ -677,12 +677,20 @@ async fn zwave_nodes_are_excluded_through_their_gateway() {
         reply.json(),
         json!({"status": 404, "payload": {"result": "failed", "cause": "Unknown Z-wave node"}})
     );
-    // A gateway is not a Z-wave node.
-    let reply = s
-        .command(Method::DELETE, id(&plus), "zwave-node", &s.admin, None)
-        .await
-        .expect(400);
-    common::assert_error(&reply.json(), 400);
+    // A gateway is not a Z-wave node, nor is a device its gateway announced as another type
+    // (the PLUS gateway's Modbus meter): 400, and nothing reaches the gateway.
+    for target in [id(&plus).to_string(), device_id(&s.app, "CMD-ZW-MB1").await] {
+        let reply = s
+            .command(Method::DELETE, &target, "zwave-node", &s.admin, None)
+            .await
+            .expect(400);
+        common::assert_error_exact(
+            &reply.json(),
+            400,
+            "Bad Request",
+            &format!("Physical device {target} is not a Z-wave node behind a gateway."),
+        );
+    }
     fleet.stop().await;
 }
 

@@ -341,8 +341,13 @@ pub async fn modbus_write(
 /// `DELETE …/zwave-node`: asks the node's gateway to exclude it. The gateway's acceptance is
 /// answered, unwrapped, as `{fromCloud, message, routeToPollEvents, tips}`; the outcome follows
 /// as event 420 on the node. A refusal by the gateway passes through as `{status, payload}`.
+///
+/// The target must be a device behind a gateway whose type is `zwave` (announced so by its
+/// gateway) or `asset` (never announced: only the gateway knows, and answers 404 for a node it
+/// does not have); any other type (`modbus`, `sensor`, …) and a gateway itself are a 400
+/// (docs/api.md, "Commands").
 #[utoipa::path(delete, path = "/api/v2/physical-device/{id}/zwave-node", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {fromCloud, message, routeToPollEvents, tips} (not wrapped)"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    responses((status = 200, description = "200: {fromCloud, message, routeToPollEvents, tips} (not wrapped)"), (status = 400, description = "Not a Z-wave node behind a gateway"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn zwave_node(
     State(state): State<AppState>,
