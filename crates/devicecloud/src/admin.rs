@@ -1,5 +1,5 @@
 //! `devicecloud admin …`: bootstrap and operations on the store, usable while `serve` runs;
-//! every subcommand prints one JSON object on stdout (contract §1).
+//! every subcommand prints one JSON object on stdout (docs/operations.md).
 
 use anyhow::{Context, Result, bail};
 use devicecloud_server::auth::secrets::{hash_password, register_client};

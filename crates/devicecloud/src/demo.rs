@@ -1,6 +1,6 @@
 //! `devicecloud demo`: the service on a fresh embedded store, seeded so that a newcomer can call
 //! the API at once, with a simulated fleet of GO, CORE and PLUS gateways streaming data in the
-//! same process, and the credentials and working `curl` lines printed (contract §1).
+//! same process, and the credentials and working `curl` lines printed (docs/operations.md).
 
 use anyhow::{Context, Result};
 use devicecloud_server::auth::secrets::{hash_password, random_token, token_hash};

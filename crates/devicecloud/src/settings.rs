@@ -1,5 +1,5 @@
 //! Settings of the binary: defaults, then a TOML file (`--config`), then `DEVICECLOUD_*`
-//! variables, then command-line flags, each later source winning (contract §1).
+//! variables, then command-line flags, each later source winning (docs/operations.md).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! `devicecloud simulate`: a fleet of simulated gateways against any devicecloud server
-//! (contract §1), either provisioned through the REST API with a bearer token or given as
+//! (docs/operations.md), either provisioned through the REST API with a bearer token or given as
 //! `SERIAL:TOKEN:KIND` triples, with a progress line while it runs.
 
 use std::net::SocketAddr;

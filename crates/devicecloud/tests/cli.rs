@@ -1,4 +1,4 @@
-//! The binary as users run it (contract §1): admin commands print JSON, `serve` prints one
+//! The binary as users run it (docs/operations.md): admin commands print JSON, `serve` prints one
 //! `listening …` line with the chosen ports, a port in use fails naming its variable, settings
 //! come from file < environment < flags, the TLS listener starts only with usable files, and
 //! SIGTERM stops the service cleanly.

@@ -1,4 +1,4 @@
-//! What the cloud sends (device-protocol.md §9): command requests published on
+//! What the cloud sends (docs/gateway-protocol.md, "Commands"): command requests published on
 //! `v1/gateway/commands/<request_id>`, built by the server and parsed by the simulator.
 
 mod modbus;
@@ -14,7 +14,8 @@ use crate::rejection::Rejection;
 
 pub use modbus::{ModbusWrite, parse_modbus_writes};
 
-/// A command method of §9, spelled on the wire as [`CommandMethod::as_str`].
+/// A command method (docs/gateway-protocol.md, "Commands"), spelled on the wire as
+/// [`CommandMethod::as_str`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CommandMethod {
@@ -43,7 +44,7 @@ pub enum CommandMethod {
 }
 
 impl CommandMethod {
-    /// Every method, in the order of §9.
+    /// Every method, in the order of docs/gateway-protocol.md, "Commands".
     pub const ALL: [CommandMethod; 11] = [
         CommandMethod::Ping,
         CommandMethod::Restart,
@@ -177,7 +178,7 @@ impl CommandRequest {
 }
 
 /// `zwave-exclude` for one Z-wave node: params `{"node": <serial>}`. The outcome comes back as
-/// event 420 on the node (contract.md §5).
+/// event 420 on the node (docs/gateway-protocol.md, "Commands").
 pub fn zwave_exclude(node_serial: &str) -> CommandRequest {
     let mut params = Map::new();
     params.insert("node".into(), Value::from(node_serial));
@@ -187,7 +188,7 @@ pub fn zwave_exclude(node_serial: &str) -> CommandRequest {
     }
 }
 
-/// The parameters a method cannot do without (§9).
+/// The parameters a method cannot do without (docs/gateway-protocol.md, "Commands").
 fn check_params(method: CommandMethod, params: &Value) -> Result<(), Rejection> {
     match method {
         CommandMethod::WifiConnect => {

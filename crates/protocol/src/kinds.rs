@@ -1,5 +1,5 @@
-//! The two closed vocabularies of hello (device-protocol.md §4): the kind of connectivity module
-//! and the link it uses to reach the cloud.
+//! The two closed vocabularies of hello (docs/gateway-protocol.md, "Messages"): the kind of
+//! connectivity module and the link it uses to reach the cloud.
 
 use std::fmt;
 use std::str::FromStr;
@@ -53,7 +53,8 @@ impl FromStr for ModuleKind {
     }
 }
 
-/// How a module reaches the cloud, reported in hello and recorded as event 208 (§4).
+/// How a module reaches the cloud, reported in hello and recorded as event 208
+/// (docs/gateway-protocol.md, "Messages").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ConnectionKind {
@@ -79,7 +80,8 @@ impl ConnectionKind {
     }
 
     /// The value of event 208 (cloud connectivity change) for this link: wifi 1, cellular 2,
-    /// ethernet 3 (§4). 0 is "disconnected" and belongs to no kind.
+    /// ethernet 3 (docs/gateway-protocol.md, "Messages"). 0 is "disconnected" and belongs to no
+    /// kind.
     pub fn event_value(&self) -> u8 {
         match self {
             ConnectionKind::Wifi => 1,

@@ -1,10 +1,11 @@
-//! The gateway protocol v1 (`shared/design/device-protocol.md`): the MQTT topics, the messages a
+//! The gateway protocol v1 (`docs/gateway-protocol.md`): the MQTT topics, the messages a
 //! gateway publishes and the command requests the cloud publishes, parsed and validated.
 //!
 //! Shared by the server (parses what gateways send, builds command requests) and the simulator
 //! (builds what gateways send, parses command requests). Pure and synchronous: no I/O, no clock
 //! (callers pass `now`). A message is accepted whole or rejected whole with a [`Rejection`] whose
-//! [`RejectReason`] labels the metric and whose description becomes the event text (§5, §10).
+//! [`RejectReason`] labels the metric and whose description becomes the event text
+//! (docs/gateway-protocol.md, "Messages" and "Event codes the cloud records").
 //! No input can make it panic or recurse without bound.
 
 #![forbid(unsafe_code)]

@@ -1,7 +1,7 @@
-//! What gateways send (device-protocol.md §4–§9): each topic's payload parsed and validated into
-//! a typed message, and written back by `to_payload` for the simulator.
+//! What gateways send (docs/gateway-protocol.md, "Messages" to "Commands"): each topic's payload
+//! parsed and validated into a typed message, and written back by `to_payload` for the simulator.
 //!
-//! Rules shared by every message: a message is accepted whole or refused whole (§5); unknown keys
+//! Rules shared by every message: a message is accepted whole or refused whole; unknown keys
 //! are ignored, so that newer gateway firmware can add keys without being refused; `null` counts
 //! as absent; no text anywhere may contain U+0000.
 
@@ -31,9 +31,9 @@ pub const MAX_BATCH: usize = 10_000;
 /// Which shapes a batch topic accepts at the top level.
 #[derive(Clone, Copy)]
 enum Shape {
-    /// One object or an array of objects (§5, §6).
+    /// One object or an array of objects (docs/gateway-protocol.md, "Messages").
     ObjectOrArray,
-    /// An array of objects only (§7).
+    /// An array of objects only (docs/gateway-protocol.md, "Messages").
     Array,
 }
 

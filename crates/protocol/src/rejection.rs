@@ -1,13 +1,16 @@
 //! The one error type of the crate: why a message from a gateway (or a command request, on the
-//! simulator side) is refused whole (device-protocol.md §5, §10).
+//! simulator side) is refused whole (docs/gateway-protocol.md, "Messages" and "Event codes the
+//! cloud records").
 
 use std::fmt;
 
 /// Why a message was refused. The server counts it under [`RejectReason::as_str`] and records
-/// [`Rejection::description`] as the `event_value_description` of the rejection event (§10).
+/// [`Rejection::description`] as the `event_value_description` of the rejection event
+/// (docs/gateway-protocol.md, "Event codes the cloud records").
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Rejection {
-    /// The payload bytes are not UTF-8, so they cannot be JSON (§1).
+    /// The payload bytes are not UTF-8, so they cannot be JSON (docs/gateway-protocol.md,
+    /// "Transport").
     #[error("payload is not UTF-8")]
     NotUtf8,
     /// serde_json refused the text; the message says where. Numbers too large for an `f64`
@@ -28,7 +31,8 @@ impl Rejection {
     /// The category, for metric labels.
     pub fn reason(&self) -> RejectReason {
         match self {
-            // Text that is not UTF-8 is not JSON either (§1: payloads are UTF-8 JSON).
+            // Text that is not UTF-8 is not JSON either (docs/gateway-protocol.md, "Transport":
+            // payloads are UTF-8 JSON).
             Rejection::NotUtf8 | Rejection::NotJson(_) => RejectReason::NotJson,
             Rejection::Invalid { reason, .. } => *reason,
         }

@@ -1,13 +1,15 @@
-//! The `ts` of measurements and events (device-protocol.md §5, §6): Unix seconds with a fraction,
-//! kept as whole seconds plus microseconds, rounded to the nearest microsecond (contract.md §5).
+//! The `ts` of measurements and events (docs/gateway-protocol.md, "Messages"): Unix seconds with a
+//! fraction, kept as whole seconds plus microseconds, rounded to the nearest microsecond
+//! (docs/gateway-protocol.md, "Messages").
 
 use serde_json::{Number, Value};
 
 use crate::rejection::{RejectReason, Rejection};
 
-/// 2000-01-01T00:00:00Z: no `ts` before it is accepted (§5).
+/// 2000-01-01T00:00:00Z: no `ts` before it is accepted (docs/gateway-protocol.md, "Messages").
 pub const MIN_SECONDS: i64 = 946_684_800;
-/// How far a `ts` may be ahead of the cloud's clock (§5: one day).
+/// How far a `ts` may be ahead of the cloud's clock (docs/gateway-protocol.md, "Messages": one
+/// day).
 pub const MAX_AHEAD_SECONDS: i64 = 86_400;
 
 const MICROS_PER_SECOND: u32 = 1_000_000;
@@ -28,9 +30,9 @@ impl Timestamp {
         (microseconds < MICROS_PER_SECOND).then_some(Timestamp { seconds, microseconds })
     }
 
-    /// Unix seconds with a fraction, rounded to the nearest microsecond (contract.md §5:
-    /// `.1` → 100000); a fraction that rounds up to a whole second carries into `seconds`
-    /// (`.9999996` → next second, 0). `None` for NaN, infinities and times outside `i64`.
+    /// Unix seconds with a fraction, rounded to the nearest microsecond (docs/gateway-protocol.md,
+    /// "Messages": `.1` → 100000); a fraction that rounds up to a whole second carries into
+    /// `seconds` (`.9999996` → next second, 0). `None` for NaN, infinities and times outside `i64`.
     pub fn from_unix_f64(unix: f64) -> Option<Timestamp> {
         // 2^63 as f64, exactly; the valid floors are [-2^63, 2^63).
         const LIMIT: f64 = 9_223_372_036_854_775_808.0;
@@ -69,8 +71,9 @@ impl Timestamp {
             .unwrap_or(approx)
     }
 
-    /// Reads a `ts` and checks it against the window [2000-01-01, now + 1 day] (§5). The bounds
-    /// apply to the rounded value. An integer is taken exactly; any other number is rounded.
+    /// Reads a `ts` and checks it against the window [2000-01-01, now + 1 day]
+    /// (docs/gateway-protocol.md, "Messages"). The bounds apply to the rounded value. An integer is
+    /// taken exactly; any other number is rounded.
     pub(crate) fn from_json(value: &Value, now: i64) -> Result<Timestamp, Rejection> {
         let bad = |detail: &str| Rejection::invalid(RejectReason::BadTimestamp, detail);
         let Value::Number(n) = value else {

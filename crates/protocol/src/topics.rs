@@ -1,5 +1,6 @@
-//! The MQTT topics of the protocol (device-protocol.md §3): what a gateway may publish to and
-//! subscribe to. Every topic is relative to the authenticated gateway, so none carries a serial.
+//! The MQTT topics of the protocol (docs/gateway-protocol.md, "Topics"): what a gateway may publish
+//! to and subscribe to. Every topic is relative to the authenticated gateway, so none carries a
+//! serial.
 
 /// Prefix of every topic of protocol v1.
 const PREFIX: &str = "v1/gateway/";
@@ -14,20 +15,21 @@ pub const COMMANDS_FILTER: &str = "v1/gateway/commands/+";
 /// Longest request id, in characters.
 pub const MAX_REQUEST_ID_LEN: usize = 64;
 
-/// A topic a gateway may publish to (§3).
+/// A topic a gateway may publish to (docs/gateway-protocol.md, "Topics").
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum GatewayTopic {
-    /// `v1/gateway/hello`, the birth message (§4).
+    /// `v1/gateway/hello`, the birth message (docs/gateway-protocol.md, "Messages").
     Hello,
-    /// `v1/gateway/measurements` (§5).
+    /// `v1/gateway/measurements` (docs/gateway-protocol.md, "Messages").
     Measurements,
-    /// `v1/gateway/events` (§6).
+    /// `v1/gateway/events` (docs/gateway-protocol.md, "Messages").
     Events,
-    /// `v1/gateway/devices`, the attached assets (§7).
+    /// `v1/gateway/devices`, the attached assets (docs/gateway-protocol.md, "Messages").
     Devices,
-    /// `v1/gateway/power`, power off (§8).
+    /// `v1/gateway/power`, power off (docs/gateway-protocol.md, "Messages").
     Power,
-    /// `v1/gateway/responses/<request_id>`, the answer to a command (§9).
+    /// `v1/gateway/responses/<request_id>`, the answer to a command (docs/gateway-protocol.md,
+    /// "Commands").
     Response {
         /// The id of the request being answered; always valid ([`is_valid_request_id`]).
         request_id: String,
@@ -35,8 +37,9 @@ pub enum GatewayTopic {
 }
 
 impl GatewayTopic {
-    /// Parses a topic a gateway publishes to (§3); `None` for any other topic (the server refuses
-    /// it). Exact match only: no trailing slash, no wildcard, no case folding.
+    /// Parses a topic a gateway publishes to (docs/gateway-protocol.md, "Topics"); `None` for any
+    /// other topic (the server refuses it). Exact match only: no trailing slash, no wildcard, no
+    /// case folding.
     pub fn parse(topic: &str) -> Option<GatewayTopic> {
         if let Some(id) = topic.strip_prefix(RESPONSES) {
             return is_valid_request_id(id).then(|| GatewayTopic::Response {
@@ -73,8 +76,9 @@ pub fn command_topic(request_id: &str) -> String {
     format!("{COMMANDS}{request_id}")
 }
 
-/// Whether a SUBSCRIBE filter is allowed (§3): exactly the commands filter or one
-/// `v1/gateway/commands/<id>` topic. Anything else (`#`, other prefixes) gets SUBACK 0x80.
+/// Whether a SUBSCRIBE filter is allowed (docs/gateway-protocol.md, "Topics"): exactly the commands
+/// filter or one `v1/gateway/commands/<id>` topic. Anything else (`#`, other prefixes) gets SUBACK
+/// 0x80.
 pub fn subscription_allowed(filter: &str) -> bool {
     filter == COMMANDS_FILTER || filter.strip_prefix(COMMANDS).is_some_and(is_valid_request_id)
 }

@@ -1,5 +1,5 @@
 //! One collection request read whole: filter, sort, page, fields and expand from the query
-//! string and an optional JSON body, with the contract's precedence (contract.md §5: the URL
+//! string and an optional JSON body, with the precedence of docs/api.md, "Collections" (the URL
 //! wins, the two filters are never merged).
 
 use serde_json::Value;
@@ -228,8 +228,8 @@ mod tests {
 
     #[test]
     fn the_body_fills_what_the_url_lacks() {
-        // The sheet's §5.8 request, under the contract: URL page and sort win, the body's filter
-        // and per-page apply.
+        // A JSON-body request (docs/api.md, "Collections"): URL page and sort win, the body's
+        // filter and per-page apply.
         let body = json!({"filter": {"id": {"in": [2, 5]}}, "per-page": 1});
         let q = parse("sort=-id&page=2", Some(body)).unwrap();
         assert_eq!(

@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum QueryError {
     /// The filter failed Yii2's `DataFilter` validation. The server answers HTTP 422
-    /// `[{"field":"filter","message": <this>}]` (yii2-rest-behavior.md §5.6, contract.md §4).
+    /// `[{"field":"filter","message": <this>}]` (docs/api.md, "Collections").
     #[error("{0}")]
     Filter(String),
     /// The request body cannot hold collection parameters. The server answers HTTP 400 with

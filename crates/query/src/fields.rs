@@ -1,5 +1,5 @@
 //! Yii2's `fields` / `expand` (`Serializer::getRequestedFields`, `ArrayableTrait::toArray`) on
-//! serde_json records (yii2-rest-behavior.md §4).
+//! serde_json records (docs/api.md, "Collections").
 
 use serde_json::{Map, Value};
 

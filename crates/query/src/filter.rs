@@ -1,5 +1,5 @@
 //! Yii2 `ActiveDataFilter`: the `filter` grammar (query-string tree or JSON body) validated and
-//! turned into a typed condition tree (yii2-rest-behavior.md §5).
+//! turned into a typed condition tree (docs/api.md, "Collections").
 
 mod eval;
 mod grammar;

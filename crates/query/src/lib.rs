@@ -3,7 +3,7 @@
 //!
 //! Pure and synchronous: the server turns a request into a [`CollectionQuery`], the store turns its
 //! [`Filter`] and [`SortKey`] into SQL, and [`links`] rebuilds the `_links` and `Link` header.
-//! Behaviour follows `shared/design/yii2-rest-behavior.md` §1–5, overridden by `contract.md` §4–5.
+//! Behaviour follows Yii2's REST conventions, with the decisions of docs/api.md, "Collections".
 //! No input can make it panic or recurse without bound.
 
 #![forbid(unsafe_code)]

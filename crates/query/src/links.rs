@@ -1,5 +1,5 @@
 //! Yii2 `Pagination::getLinks` / `createUrl`: the `_links` of a collection and the `Link`
-//! header, with the request's parameters carried along (yii2-rest-behavior.md §1–2).
+//! header, with the request's parameters carried along (docs/api.md, "Collections").
 
 use crate::pagination::Page;
 use crate::params::{Param, Params};
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn links_from_body_params_as_yii_builds_them() {
-        // yii2-rest-behavior.md §5.8, Yii's own behaviour when the body is the parameter source.
+        // docs/api.md, "Collections", Yii's own behaviour when the body is the parameter source.
         let body = json!({"filter": {"id": {"in": [2, 5]}}, "per-page": 1});
         let params = Params::from_json(&body).unwrap();
         let page = PageRequest::from_params(&params, 20, 50).resolve(2);

@@ -1,5 +1,5 @@
 //! Yii2 `Pagination`: `page` and `per-page` read with PHP integer casts and clamped, never an
-//! error (yii2-rest-behavior.md §2, contract.md §4).
+//! error (docs/api.md, "Collections").
 
 use crate::params::Params;
 use crate::php;
@@ -94,7 +94,7 @@ mod tests {
         PageRequest::from_params(&Params::parse_query(query.as_bytes()), 20, 50).resolve(total)
     }
 
-    /// (query, currentPage, perPage, pageCount) for 45 rows, yii2-rest-behavior.md §2.
+    /// (query, currentPage, perPage, pageCount) for 45 rows, docs/api.md, "Collections"
     #[test]
     fn table_of_the_sheet() {
         for (query, current, per, count) in [

@@ -1,5 +1,5 @@
 //! The few PHP scalar rules Yii2's behaviour rests on: `(int)` casts, numeric strings and
-//! integer array keys (PHP 8.2, as in yii2-rest-behavior.md).
+//! integer array keys (PHP 8.2, as Yii reads a query string).
 
 /// The bytes PHP's numeric-string parser treats as whitespace (`" \t\n\r\v\f"`).
 fn is_php_space(b: u8) -> bool {

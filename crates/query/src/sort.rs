@@ -1,5 +1,5 @@
 //! Yii2 `Sort` with multi-sort off: the first known name of the `sort` list is the order
-//! (yii2-rest-behavior.md §3; contract.md §4 makes "nothing known" mean the default order).
+//! (docs/api.md, "Collections": "nothing known" means the default order).
 
 use crate::params::Param;
 

@@ -8,7 +8,8 @@ use devicecloud_query::QueryError;
 use devicecloud_store::StoreError;
 use serde_json::{Value, json};
 
-/// One invalid field of a request body: Yii's `[{field, message}]` validation list (contract §2).
+/// One invalid field of a request body: Yii's `[{field, message}]` validation list (docs/api.md,
+/// "Errors").
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct FieldError {
     pub field: String,

@@ -1,7 +1,7 @@
-//! The catalogue of event codes, labels and value meanings (device-protocol §10, contract §5):
-//! it names the codes the cloud records and those gateways are documented to send, and gives
-//! every event record its `event_type_label`, `event_type_description`, `event_value_label`
-//! and `event_value_description`.
+//! The catalogue of event codes, labels and value meanings (docs/gateway-protocol.md, "Event codes
+//! the cloud records"; docs/api.md, "Events"): it names the codes the cloud records and those
+//! gateways are documented to send, and gives every event record its `event_type_label`,
+//! `event_type_description`, `event_value_label` and `event_value_description`.
 
 use crate::event_types;
 

@@ -1,5 +1,5 @@
-//! Event codes the cloud records itself (device-protocol §10). Gateways report their own codes;
-//! the catalogue served by the API describes both.
+//! Event codes the cloud records itself (docs/gateway-protocol.md, "Event codes the cloud
+//! records"). Gateways report their own codes; the catalogue served by the API describes both.
 
 /// Cloud connectivity change; value 0 connection lost, 1 Wi-Fi, 2 cellular, 3 Ethernet.
 pub const CONNECTIVITY: i64 = 208;
@@ -13,6 +13,6 @@ pub const MESSAGE_REJECTED: i64 = 212;
 /// status or `offline`, `timeout`, `disconnected`, `invalid response`, `not supported`), the
 /// caller and the request id.
 pub const COMMAND: i64 = 213;
-/// Z-wave node exclusion outcome, reported by the gateway on the node (contract §5): value 0
-/// excluded, 1 failed, 2 timed out.
+/// Z-wave node exclusion outcome, reported by the gateway on the node (docs/gateway-protocol.md,
+/// "Commands"): value 0 excluded, 1 failed, 2 timed out.
 pub const ZWAVE_EXCLUSION: i64 = 420;

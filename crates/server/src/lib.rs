@@ -36,7 +36,7 @@ pub fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &Canc
     webhooks::spawn_worker(state, tracker, shutdown);
     let (status_state, status_shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
-        // device_status is kept current by the service, not computed on read (contract §4).
+        // device_status is kept current by the service, not computed on read (docs/operations.md).
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tokio::select! {

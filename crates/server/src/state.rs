@@ -36,7 +36,8 @@ pub struct Settings {
     pub mqtt_max_packet_bytes: u32,
     /// How long one webhook request may take before it counts as failed.
     pub webhook_timeout: Duration,
-    /// How long a webhook batch is retried before it is marked failed (contract §5: 24 h).
+    /// How long a webhook batch is retried before it is marked failed (docs/api.md, "Deliveries":
+    /// 24 h).
     pub webhook_retry_window: Duration,
     /// Most records in one webhook request.
     pub webhook_batch_max: usize,

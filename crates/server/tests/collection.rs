@@ -1,6 +1,6 @@
 //! The collection engine on the group collection: envelope, `_links`, `_meta`, the pagination
 //! headers, page clamping, sort, `fields`, filters from the URL and from a JSON body, and the
-//! filter errors (yii2-rest-behavior.md §1–5 with contract §4–5).
+//! filter errors (docs/api.md, "Collections").
 
 mod common;
 
@@ -99,7 +99,7 @@ fn assert_consistent(app: &TestApp, reply: &Reply, body: &Value) {
         Some(header.join(", ").as_str()),
         "Link header equals _links"
     );
-    // Presence rules (yii2-rest-behavior.md §1).
+    // Presence rules (docs/api.md, "Collections").
     let (total, pages, current) = (
         meta["totalCount"].as_u64().unwrap(),
         meta["pageCount"].as_u64().unwrap(),
@@ -395,7 +395,8 @@ async fn fields_select_in_declaration_order() {
     }
 }
 
-/// Eight groups for the filter tests; returns (label → id) in creation order, and the two countries.
+/// Eight groups for the filter tests; returns (label → id) in creation order, and the two
+/// countries.
 async fn seed_filterable(app: &TestApp) -> (Vec<(String, String)>, String, String) {
     let (c1, c2) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
     let rows: [(&str, Option<&str>); 8] = [
@@ -489,7 +490,7 @@ async fn filters_from_the_query_string() {
             format!("filter[id_country][in][]={c1}&filter[id_country][in][]={c2}"),
             vec!["Alpha", "charlie", "a_b"],
         ),
-        // neq and nin leave NULLs out (SQL three-valued logic, §5.4).
+        // neq and nin leave NULLs out (SQL three-valued logic).
         (format!("filter[id_country][nin][]={c1}"), vec!["a_b"]),
         (format!("filter[id_country][neq]={c1}"), vec!["a_b"]),
         (

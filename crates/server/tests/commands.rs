@@ -1,7 +1,7 @@
-//! Commands over real HTTP and real MQTT (device-protocol §9, contract §4–§5): every command
-//! endpoint against simulated gateways, the offline, timeout, disconnect and malformed-body
-//! failures, callers racing on one gateway, rights, assets, Z-wave exclusion, and the events
-//! every command leaves behind.
+//! Commands over real HTTP and real MQTT (docs/gateway-protocol.md, "Commands"; docs/api.md,
+//! "Commands"): every command endpoint against simulated gateways, the offline, timeout, disconnect
+//! and malformed-body failures, callers racing on one gateway, rights, assets, Z-wave exclusion,
+//! and the events every command leaves behind.
 
 mod common;
 

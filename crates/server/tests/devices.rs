@@ -1,5 +1,5 @@
-//! Provisioning and managing gateways (contract §2): POST, GET, PATCH, DELETE (archive) and
-//! rotate-token on /api/v2/physical-device, with rights and validation.
+//! Provisioning and managing gateways (docs/api.md, "Management endpoints"): POST, GET, PATCH,
+//! DELETE (archive) and rotate-token on /api/v2/physical-device, with rights and validation.
 
 mod common;
 
@@ -119,7 +119,7 @@ async fn rights_decide_who_provisions_reads_and_edits() {
     let reply = provision(&app, &viewer, body.clone()).await;
     assert_eq!(reply.status, 401);
     assert_error(&reply.json(), 401);
-    // A group the caller cannot see is a field error (contract §5).
+    // A group the caller cannot see is a field error (docs/api.md, "Management endpoints").
     let reply = provision(&app, &stranger, body.clone()).await;
     assert_eq!(reply.status, 422);
     assert_eq!(reply.json()[0]["field"], "id_group");

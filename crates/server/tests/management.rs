@@ -1,5 +1,6 @@
-//! Management endpoints (contract §2, §5): create, edit and delete groups, create accounts,
-//! manage members; 201 with `Location`, 204 without a body, 422 lists of `{field, message}`.
+//! Management endpoints (docs/api.md, "Management endpoints"): create, edit and delete groups,
+//! create accounts, manage members; 201 with `Location`, 204 without a body, 422 lists of `{field,
+//! message}`.
 
 mod common;
 

@@ -267,7 +267,8 @@ async fn hello_and_measurements_are_stored_before_the_puback() {
     .await;
     assert_eq!(device_events, 1);
 
-    // A clean DISCONNECT: not connected, and the loss recorded (contract §5).
+    // A clean DISCONNECT: not connected, and the loss recorded (docs/gateway-protocol.md,
+    // "Acknowledgement and durability").
     client.disconnect().await.unwrap();
     let _ = until_closed(&mut events).await;
     wait_until_disconnected(&app, &admin, &gw.id).await;
@@ -291,7 +292,8 @@ async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
         let ts = first_second(m);
         json!([{"ts": ts, "values": {"1": m, "2": 1}}, {"ts": ts + 1, "values": {"1": m, "2": 2}}])
     };
-    // What each QoS 1 message is, in publish order: `Some(m)` the measurements of `measurements(m)`.
+    // What each QoS 1 message is, in publish order: `Some(m)` the measurements of
+    // `measurements(m)`.
     let mut published: Vec<Option<i64>> = Vec::new();
     let messages = 80;
     for m in 0..messages {

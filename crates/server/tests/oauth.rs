@@ -1,5 +1,5 @@
-//! `POST /oauth2/token` (specification, Authentication; contract §4, §5) and the bearer check
-//! of every `/api/v2/` route, over real HTTP.
+//! `POST /oauth2/token` (specification, Authentication; docs/api.md, "Authentication") and the
+//! bearer check of every `/api/v2/` route, over real HTTP.
 
 mod common;
 
@@ -77,7 +77,7 @@ async fn password_grant_with_an_urlencoded_body() {
     // The token works on the API.
     let token = body["access_token"].as_str().unwrap();
     send(app.get("/api/v2/group/index", token)).await.expect(200);
-    // A second grant gives another token (allowed, contract §4).
+    // A second grant gives another token (allowed, docs/api.md, "Authentication").
     let again = app
         .token_reply(&password_form(&app, &user, PASSWORD))
         .await

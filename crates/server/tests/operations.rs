@@ -1,5 +1,5 @@
-//! Operations endpoints (contract §4, §5): health, readiness, metrics and the OpenAPI document,
-//! all without a token.
+//! Operations endpoints (docs/operations.md, "Probes" and "Metrics"): health, readiness, metrics
+//! and the OpenAPI document, all without a token.
 
 mod common;
 

@@ -1,5 +1,5 @@
-//! Rights (contract §2): what each role sees and may do on groups and their members, deleted
-//! groups, and role changes taking effect at once.
+//! Rights (docs/api.md, "Rights"): what each role sees and may do on groups and their members,
+//! deleted groups, and role changes taking effect at once.
 
 mod common;
 

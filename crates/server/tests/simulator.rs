@@ -1,6 +1,6 @@
 //! The simulated fleet against the real service: GO, CORE and PLUS gateways stream
 //! measurements of their assets, announce those assets, and GO modules that power off and on
-//! close and open data sessions (device-protocol §4–§8).
+//! close and open data sessions (docs/gateway-protocol.md, "Messages").
 
 mod common;
 

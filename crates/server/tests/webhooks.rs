@@ -280,7 +280,8 @@ async fn measurements_arrive_signed_in_order_with_the_fields_of_the_data_endpoin
     let result = std::panic::catch_unwind(|| assert_signed(&forged, &secret));
     assert!(result.is_err(), "a changed body must not verify");
 
-    // The attempt log has one successful attempt per request, every field of contract §3.
+    // The attempt log has one successful attempt per request, every field of docs/api.md,
+    // "Webhooks".
     let log = s.logged_attempts(id, "", got.len()).await;
     let list = log["items"].as_array().unwrap();
     assert_eq!(list.len(), got.len());
@@ -549,7 +550,7 @@ async fn rights_follow_the_group_roles() {
         assert_eq!(reply.status, 401);
         let reply = send(app.request(Method::DELETE, &format!("/api/v2/webhook/{id}"), token)).await;
         assert_eq!(reply.status, 401);
-        // Viewers read everything in the group (contract §2).
+        // Viewers read everything in the group (docs/api.md, "Rights").
         send(app.get(&format!("/api/v2/webhook/{id}"), token)).await.expect(200);
         send(app.get(&format!("/api/v2/webhook/{id}/attempt"), token))
             .await

@@ -1,6 +1,7 @@
-//! One simulated gateway on the wire (device-protocol §2–§9) with rumqttc: connect, hello,
-//! assets, commands subscription, measurements at its rate, an answer to every command, and
-//! the effects that follow (restart reconnects, GO power cycles, Z-wave outcome events).
+//! One simulated gateway on the wire (docs/gateway-protocol.md, "Transport" to "Commands") with
+//! rumqttc: connect, hello, assets, commands subscription, measurements at its rate, an answer to
+//! every command, and the effects that follow (restart reconnects, GO power cycles, Z-wave outcome
+//! events).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -180,7 +181,8 @@ async fn connected(
                 stats.measurements.fetch_add(readings.len() as u64, Ordering::Relaxed);
             }
             () = &mut power_cycle => {
-                // "The device is turned off": the data session closes; turned on again, a new one opens.
+                // "The device is turned off": the data session closes; turned on again, a new one
+                // opens.
                 let off = Power { state: PowerState::Off };
                 publish(client, GatewayTopic::Power, off.to_payload()).await;
                 stats.power_cycles.fetch_add(1, Ordering::Relaxed);

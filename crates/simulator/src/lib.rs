@@ -1,4 +1,4 @@
-//! A fleet of simulated gateways speaking the gateway protocol (`device-protocol.md`) over MQTT
+//! A fleet of simulated gateways speaking the gateway protocol (`docs/gateway-protocol.md`) over MQTT
 //! against any devicecloud server: GO, CORE and PLUS modules with assets behind them, signals
 //! that trend and counters that reset, and an answer to every command — Modbus registers that
 //! a write really changes, Wi-Fi that can be disabled, restarts that reconnect, GO power cycles,

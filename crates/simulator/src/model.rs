@@ -1,5 +1,6 @@
-//! What one simulated gateway is and does, without any I/O: its assets, its signals, and its
-//! answer to every command of device-protocol §9. The MQTT side (`gateway`) only carries it.
+//! What one simulated gateway is and does, without any I/O: its assets, its signals, and its answer
+//! to every command of docs/gateway-protocol.md, "Commands". The MQTT side (`gateway`) only carries
+//! it.
 
 use std::collections::BTreeMap;
 
@@ -35,7 +36,7 @@ pub mod datatype {
     pub const NODE_TEMPERATURE: u32 = 30;
 }
 
-/// Outcome code of event 420 (contract §5).
+/// Outcome code of event 420 (docs/gateway-protocol.md, "Commands").
 pub const ZWAVE_EXCLUDED: &str = "0";
 /// Event type of the Z-wave exclusion outcome.
 pub const ZWAVE_EXCLUSION_EVENT: i64 = 420;
@@ -127,7 +128,7 @@ impl Model {
         format!("{}-S1", self.serial)
     }
 
-    /// The birth message (device-protocol §4).
+    /// The birth message (docs/gateway-protocol.md, "Messages").
     pub fn hello(&self) -> Hello {
         let connection = match (self.kind, &self.wifi_ssid) {
             (ModuleKind::Go, _) => ConnectionKind::Cellular,
@@ -148,7 +149,7 @@ impl Model {
         hello
     }
 
-    /// The assets behind the gateway (device-protocol §7).
+    /// The assets behind the gateway (docs/gateway-protocol.md, "Messages").
     pub fn assets(&self) -> Vec<Asset> {
         let mut assets = Vec::new();
         if self.kind == ModuleKind::Go {
@@ -234,7 +235,7 @@ impl Model {
         self.registers.get(&datatype).copied()
     }
 
-    /// Answers one command (device-protocol §9) and says what follows it.
+    /// Answers one command (docs/gateway-protocol.md, "Commands") and says what follows it.
     pub fn answer(&mut self, request: &CommandRequest, now: f64) -> (CommandResponse, Option<FollowUp>) {
         let success = |payload: Value| CommandResponse::success(payload);
         match request.method {

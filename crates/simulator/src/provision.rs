@@ -1,5 +1,5 @@
-//! Gateways for a fleet, provisioned through the REST API (contract §2) with a bearer token of
-//! a manager (or an administrator, who may also create the group).
+//! Gateways for a fleet, provisioned through the REST API (docs/api.md, "Management endpoints")
+//! with a bearer token of a manager (or an administrator, who may also create the group).
 
 use devicecloud_protocol::ModuleKind;
 use serde_json::{Value, json};

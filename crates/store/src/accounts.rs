@@ -1,4 +1,4 @@
-//! Accounts: the people who use the API and the dashboard (contract §2).
+//! Accounts: the people who use the API and the dashboard (docs/api.md, "Rights").
 
 use crate::db::{Db, on_pool};
 use crate::{Result, StoreError, new_id};

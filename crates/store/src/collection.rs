@@ -4,7 +4,7 @@
 //! One translation serves every collection of the API. Each resource describes its filterable
 //! attributes as [`Column`]s and hands a base select (its table, its columns and the caller's
 //! visibility scope) to [`list`]; ties are always broken by the primary key so that pages never
-//! overlap (contract §4).
+//! overlap (docs/api.md, "Collections").
 
 use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Page, PageRequest, Scalar, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Func, LikeExpr, Order, SelectStatement};
@@ -19,7 +19,7 @@ use crate::{Result, StoreError};
 
 /// One attribute of a collection and the SQL column behind it. The attribute's kind types its
 /// filter values; text (`AttrKind::String`) sorts case-insensitively ("strings sort naturally",
-/// contract §5).
+/// docs/api.md, "Collections").
 #[derive(Clone, Copy, Debug)]
 pub struct Column {
     pub attr: &'static str,

@@ -1,5 +1,5 @@
 //! The physical-device collection (`GET /api/v2/physical-device`) and the related records its
-//! expand options embed (contract §4), each loaded for a whole page at once.
+//! expand options embed (docs/api.md, "Physical devices"), each loaded for a whole page at once.
 
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 
@@ -94,7 +94,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<DeviceRow>> {
 }
 
 /// What a device carries besides its specification fields: the JSON documents from hello and
-/// the last self-test (device-protocol §4, contract §4).
+/// the last self-test (docs/gateway-protocol.md, "Messages"; docs/api.md, "Physical devices").
 #[derive(Clone, Debug, Default, sqlx::FromRow)]
 pub struct DeviceDocuments {
     pub id_physical_device: String,

@@ -1,5 +1,5 @@
 //! The last self-test payload of a gateway (`GET …/status`), kept as its `deviceInfo` with the
-//! time it was received (contract §4: the `deviceInfo` expand).
+//! time it was received (docs/api.md, "Physical devices": the `deviceInfo` expand).
 
 use crate::Result;
 use crate::db::{Db, on_pool};

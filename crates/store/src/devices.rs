@@ -213,7 +213,7 @@ pub async fn archive(db: &Db, id: &str, by: &str, now: i64) -> Result<bool> {
     Ok(n > 0)
 }
 
-/// What a hello (birth message) sets on its gateway (device-protocol §4).
+/// What a hello (birth message) sets on its gateway (docs/gateway-protocol.md, "Messages").
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HelloUpdate<'a> {
     pub connection: &'a str,
@@ -313,8 +313,9 @@ pub enum Child {
     Taken,
 }
 
-/// The asset of `gateway` with `serial`, created on first sight (`id_parent` = the gateway,
-/// same group) and updated with `device_type` and `label` when given (device-protocol §5, §7).
+/// The asset of `gateway` with `serial`, created on first sight (`id_parent` = the gateway, same
+/// group) and updated with `device_type` and `label` when given (docs/gateway-protocol.md,
+/// "Messages").
 pub async fn child(
     db: &Db,
     gateway: &str,
@@ -378,9 +379,10 @@ pub async fn child(
     }
 }
 
-/// Brings every live device's `device_status` up to date at `now` (contract §4): 0 expected
-/// off; 1 expected on and on (connected, or heard from within `expected_offline_interval`);
-/// 2 expected on but silent for longer. Returns how many devices changed.
+/// Brings every live device's `device_status` up to date at `now` (docs/api.md, "Management
+/// endpoints"): 0 expected off; 1 expected on and on (connected, or heard from within
+/// `expected_offline_interval`); 2 expected on but silent for longer. Returns how many devices
+/// changed.
 pub async fn refresh_status(db: &Db, now: i64) -> Result<u64> {
     let greatest = match db.backend() {
         crate::Backend::Sqlite => "max",

@@ -1,6 +1,6 @@
 //! Downsampled data (`GET /api/v2/data-downsampled`): per-container buckets read from the
 //! minute, hour and day rollups the ingest transaction keeps, or raw points for short
-//! intervals, or a data session cut into 500 equal buckets (specification, contract §4–5).
+//! intervals, or a data session cut into 500 equal buckets (specification; docs/api.md, "Downsampled data").
 //!
 //! Every variant is one inner select with the same output columns, wrapped as `t`; filters,
 //! sort and pages apply to `t` through the shared collection code. Both databases inline such a
@@ -49,7 +49,7 @@ impl Resolution {
 
 const HOUR: f64 = 3600.0;
 const DAY: f64 = 86_400.0;
-/// A data session is cut into this many equal buckets (contract §4).
+/// A data session is cut into this many equal buckets (docs/api.md, "Downsampled data").
 pub const SESSION_BUCKETS: i64 = 500;
 
 /// One downsampled point.
@@ -161,9 +161,9 @@ pub fn time_bounds(filter: Option<&Filter>) -> (Option<f64>, Option<f64>) {
     (lower, upper)
 }
 
-/// The resolution rule (contract §5): L = upper − lower; L > 21 days → day; 1 day < L ≤ 21
-/// days → hour; 1 hour < L ≤ 1 day → minute; L ≤ 1 hour → raw. No lower bound → day; only a
-/// lower bound → the upper bound is `now`.
+/// The resolution rule (docs/api.md, "Downsampled data"): L = upper − lower; L > 21 days → day; 1
+/// day < L ≤ 21 days → hour; 1 hour < L ≤ 1 day → minute; L ≤ 1 hour → raw. No lower bound → day;
+/// only a lower bound → the upper bound is `now`.
 pub fn resolution(filter: Option<&Filter>, now: f64) -> Resolution {
     let (lower, upper) = time_bounds(filter);
     Resolution::between(lower, upper, now)

@@ -1,5 +1,5 @@
 //! The event collection (`GET /api/v2/event`): events of the groups a caller may see, latest
-//! first (contract §4).
+//! first (docs/api.md, "Events").
 
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 

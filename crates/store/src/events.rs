@@ -20,7 +20,7 @@ pub struct NewEvent<'a> {
 }
 
 /// Records events in one transaction, each queued in that transaction for the active events
-/// webhooks of its group (contract §3); returns how many.
+/// webhooks of its group (docs/api.md, "Webhooks"); returns how many.
 pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
     let sql = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, datatype, \
                value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";

@@ -21,7 +21,7 @@ pub struct GroupRow {
     pub deleted_at: Option<i64>,
 }
 
-/// Which groups a caller may see (contract §2).
+/// Which groups a caller may see (docs/api.md, "Rights").
 #[derive(Clone, Debug)]
 pub enum GroupScope<'a> {
     /// Administrators: every group, deleted ones included.
@@ -43,7 +43,7 @@ impl GroupScope<'_> {
     }
 }
 
-/// The groups a user holds a role in, deleted ones left out (contract §2).
+/// The groups a user holds a role in, deleted ones left out (docs/api.md, "Rights").
 pub fn visible_groups(id_user: &str) -> sea_query::SelectStatement {
     Query::select()
         .column(("memberships", "id_group"))

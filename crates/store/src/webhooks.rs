@@ -1,4 +1,4 @@
-//! Webhooks (contract §3): the webhook records, the durable outbox the ingest transaction
+//! Webhooks (docs/api.md, "Webhooks"): the webhook records, the durable outbox the ingest transaction
 //! writes, the deliveries (batches) cut from it, and the log of delivery attempts.
 //!
 //! The outbox holds compact rows (a point, or a reference to an event), written in the
@@ -223,7 +223,7 @@ pub async fn delete(db: &Db, id_webhook: &str) -> Result<bool> {
     Ok(n > 0)
 }
 
-/// One logged delivery attempt (contract §3).
+/// One logged delivery attempt (docs/api.md, "Webhooks").
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
 pub struct AttemptRow {
     pub id_attempt: i64,
@@ -363,7 +363,7 @@ pub struct DeliveryRow {
 }
 
 /// The oldest pending delivery of a webhook: a batch cut before a failure or a restart, which
-/// goes out again before anything newer (order of the data, contract §3).
+/// goes out again before anything newer (order of the data, docs/api.md, "Webhooks").
 pub async fn pending_delivery(db: &Db, id_webhook: &str) -> Result<Option<DeliveryRow>> {
     let sql = "SELECT id_delivery, id_webhook, body, content_type, item_count, attempts, next_attempt_ms, created_ms \
                FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'pending' \

@@ -1,5 +1,6 @@
 //! The body of `PUT /api/v2/physical-device/<id>/modbus-write` (API specification, "Commands to
-//! Modbus devices") and the `writes` of the `modbus-write` request (device-protocol.md §9).
+//! Modbus devices") and the `writes` of the `modbus-write` request (docs/gateway-protocol.md,
+//! "Commands").
 
 use serde_json::{Map, Value};
 

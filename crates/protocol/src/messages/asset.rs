@@ -1,5 +1,5 @@
-//! `v1/gateway/devices` (device-protocol.md §7): the assets attached to a gateway, each created
-//! or updated as a child physical device.
+//! `v1/gateway/devices` (docs/gateway-protocol.md, "Messages"): the assets attached to a gateway,
+//! each created or updated as a child physical device.
 
 use serde_json::{Map, Value};
 

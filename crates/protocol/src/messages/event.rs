@@ -1,5 +1,5 @@
-//! `v1/gateway/events` (device-protocol.md §6): coded events of the gateway or of an asset behind
-//! it, one object or a batch, stored with `from_device` 1.
+//! `v1/gateway/events` (docs/gateway-protocol.md, "Messages"): coded events of the gateway or of an
+//! asset behind it, one object or a batch, stored with `from_device` 1.
 
 use serde_json::{Map, Value};
 
@@ -54,10 +54,10 @@ pub fn events_payload(events: &[Event]) -> Vec<u8> {
 }
 
 /// Parses an events payload: one object or an array (`[]` gives no event). Refused whole when
-/// anything is invalid: `type` missing or not an integer, `value` missing ([`RejectReason::BadField`])
-/// or neither a string nor a number ([`RejectReason::BadValue`]), `datatype` not a non-negative
-/// 32-bit integer ([`RejectReason::BadDatatype`]), and `device` / `ts` / batch size as for
-/// measurements ([`super::parse_measurements`]).
+/// anything is invalid: `type` missing or not an integer, `value` missing
+/// ([`RejectReason::BadField`]) or neither a string nor a number ([`RejectReason::BadValue`]),
+/// `datatype` not a non-negative 32-bit integer ([`RejectReason::BadDatatype`]), and `device` /
+/// `ts` / batch size as for measurements ([`super::parse_measurements`]).
 pub fn parse_events(payload: &[u8], now: i64) -> Result<Vec<Event>, Rejection> {
     batch(payload, Shape::ObjectOrArray, "an events message", |map| {
         event(map, now)

@@ -1,5 +1,5 @@
-//! `v1/gateway/hello` (device-protocol.md §4): the birth message a gateway sends after every
-//! CONNACK; it marks the gateway connected and feeds the device expands.
+//! `v1/gateway/hello` (docs/gateway-protocol.md, "Messages"): the birth message a gateway sends
+//! after every CONNACK; it marks the gateway connected and feeds the device expands.
 
 use serde_json::{Map, Value};
 
@@ -11,7 +11,7 @@ use crate::rejection::Rejection;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hello {
     /// The module kind; the server refuses the connection when it differs from the provisioned
-    /// kind (contract.md §5).
+    /// kind (docs/gateway-protocol.md, "Messages").
     pub kind: ModuleKind,
     /// The link in use, recorded as event 208 ([`ConnectionKind::event_value`]).
     pub connection: ConnectionKind,

@@ -1,5 +1,5 @@
-//! `v1/gateway/measurements` (device-protocol.md §5): datatype → value pairs of the gateway or of
-//! one asset behind it, one object or a batch.
+//! `v1/gateway/measurements` (docs/gateway-protocol.md, "Messages"): datatype → value pairs of the
+//! gateway or of one asset behind it, one object or a batch.
 
 use serde_json::{Map, Value};
 
@@ -12,7 +12,7 @@ use crate::timestamp::Timestamp;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measurement {
     /// `serial_hardware` of the source asset; `None` is the gateway itself. An unknown serial
-    /// onboards a new child device (§5).
+    /// onboards a new child device (docs/gateway-protocol.md, "Messages").
     pub device: Option<String>,
     /// When it was measured; `None`: when the cloud received it.
     pub ts: Option<Timestamp>,
@@ -54,12 +54,12 @@ pub fn measurements_payload(measurements: &[Measurement]) -> Vec<u8> {
 }
 
 /// Parses a measurements payload: one object or an array (a batch; `[]` gives no measurement).
-/// Refused whole when anything is invalid (§5): not JSON, a value that is not a finite number
-/// ([`RejectReason::BadValue`]), a key of `values` that is not a canonical datatype
-/// ([`RejectReason::BadDatatype`]), a `ts` before 2000-01-01T00:00:00Z or more than one day after
-/// `now` (Unix seconds of the cloud's clock; [`RejectReason::BadTimestamp`]), a bad `device` or
-/// `values` that is missing or not an object ([`RejectReason::BadField`]), more than
-/// [`super::MAX_BATCH`] items ([`RejectReason::TooLarge`]).
+/// Refused whole when anything is invalid (docs/gateway-protocol.md, "Messages"): not JSON, a value
+/// that is not a finite number ([`RejectReason::BadValue`]), a key of `values` that is not a
+/// canonical datatype ([`RejectReason::BadDatatype`]), a `ts` before 2000-01-01T00:00:00Z or more
+/// than one day after `now` (Unix seconds of the cloud's clock; [`RejectReason::BadTimestamp`]), a
+/// bad `device` or `values` that is missing or not an object ([`RejectReason::BadField`]), more
+/// than [`super::MAX_BATCH`] items ([`RejectReason::TooLarge`]).
 pub fn parse_measurements(payload: &[u8], now: i64) -> Result<Vec<Measurement>, Rejection> {
     batch(payload, Shape::ObjectOrArray, "a measurements message", |map| {
         measurement(map, now)

@@ -1,5 +1,5 @@
-//! `v1/gateway/power` (device-protocol.md §8): the module says it is turning off, which closes a
-//! GO module's data session before it disconnects.
+//! `v1/gateway/power` (docs/gateway-protocol.md, "Messages"): the module says it is turning off,
+//! which closes a GO module's data session before it disconnects.
 
 use serde_json::{Map, Value};
 

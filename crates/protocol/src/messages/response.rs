@@ -1,5 +1,5 @@
-//! `v1/gateway/responses/<request_id>` (device-protocol.md §9): a gateway's answer to a command,
-//! in the envelope the HTTP API passes through.
+//! `v1/gateway/responses/<request_id>` (docs/gateway-protocol.md, "Commands"): a gateway's answer
+//! to a command, in the envelope the HTTP API passes through.
 
 use serde_json::{Map, Value};
 
@@ -21,8 +21,9 @@ impl CommandResponse {
         CommandResponse { status: 200, payload }
     }
 
-    /// A failure as §9 writes it: `{"result": "failed", "cause": …}` with the given status (for
-    /// example 501 with cause `Wifi disabled`).
+    /// A failure as docs/gateway-protocol.md (docs/gateway-protocol.md, "Commands") writes it:
+    /// `{"result": "failed", "cause": …}` with the given status (for example 501 with cause `Wifi
+    /// disabled`).
     pub fn failure(status: u16, cause: &str) -> CommandResponse {
         let mut payload = Map::new();
         payload.insert("result".into(), Value::from("failed"));

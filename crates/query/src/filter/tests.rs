@@ -1,4 +1,4 @@
-//! Tests of the filter grammar against yii2-rest-behavior.md §5 (query-string and JSON forms).
+//! Tests of the filter grammar against docs/api.md, "Collections" (query-string and JSON forms).
 
 use serde_json::{Value, json};
 
@@ -71,7 +71,7 @@ fn ints(vs: &[i64]) -> Vec<Scalar> {
     vs.iter().map(|&v| Scalar::Int(v)).collect()
 }
 
-// §5.3 query-string forms.
+// Query-string forms.
 
 #[test]
 fn equality() {
@@ -181,7 +181,7 @@ fn numbers_and_booleans_are_typed() {
     assert_eq!(ok("filter[id][lte]=3"), int("id", CompareOp::Lte, 3));
 }
 
-// §5.4 semantics.
+// Semantics.
 
 #[test]
 fn null_means_sql_null() {
@@ -318,7 +318,7 @@ fn empty_filters_set_no_condition() {
     assert_eq!(okj(json!({"or": [{"id": 1}]})), int("id", CompareOp::Eq, 1));
 }
 
-// §5.6 errors, every row of the table.
+// Errors: every message Yii gives.
 
 #[test]
 fn error_table() {

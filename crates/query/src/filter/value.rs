@@ -13,7 +13,7 @@ pub(super) enum Operand {
     /// SQL NULL: JSON null or the exact string "NULL" (`DataFilter::$nullValue`, Yii ≥ 2.0.40).
     Null,
     /// Skipped by the validator (`skipOnEmpty`): an empty container, or "" on a non-string
-    /// attribute. What it matches is decided by the operator (yii2-rest-behavior.md §5.4).
+    /// attribute. What it matches is decided by the operator (docs/api.md, "Collections").
     Empty,
     /// A valid, typed value.
     Value(Scalar),
@@ -25,7 +25,7 @@ pub(super) fn operand(attr: &Attribute, v: &Value) -> Result<Operand, QueryError
         Value::Null => Ok(Operand::Null),
         Value::String(s) if s == "NULL" => Ok(Operand::Null),
         // Validator::isEmpty: '' and [] skip validation. "" is still a real value for a string
-        // column (`name = ''`); for other types the contract makes it match nothing.
+        // column (`name = ''`); for other types it matches nothing (docs/api.md, "Collections").
         Value::String(s) if s.is_empty() && attr.kind != AttrKind::String => Ok(Operand::Empty),
         Value::Array(a) if a.is_empty() => Ok(Operand::Empty),
         Value::Object(o) if o.is_empty() => Ok(Operand::Empty),

@@ -1,5 +1,5 @@
 //! PHP's `http_build_query` (RFC 1738 form encoding), with which Yii2's `UrlManager` writes the
-//! query of every link (yii2-rest-behavior.md §1).
+//! query of every link (docs/api.md, "Collections").
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 

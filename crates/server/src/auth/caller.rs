@@ -51,7 +51,7 @@ impl Caller {
     }
 
     /// The role held in a group record, `None` when the group is invisible to the caller.
-    /// Deleted groups are visible to administrators only (contract §5).
+    /// Deleted groups are visible to administrators only (docs/api.md, "Rights").
     pub fn role_in(&self, group: &GroupRow) -> Option<Role> {
         if self.is_admin {
             return Some(Role::Manager);
@@ -72,7 +72,7 @@ impl Caller {
     }
 
     /// A group the caller must be able to see with at least `need`: 404 when invisible (or
-    /// absent), 401 when visible with a lower role (contract §2).
+    /// absent), 401 when visible with a lower role (docs/api.md, "Rights").
     pub fn require(&self, group: Option<GroupRow>, id: &str, need: Role) -> Result<GroupRow, ApiError> {
         let group = group.ok_or_else(|| ApiError::not_found("Group", id))?;
         match self.role_in(&group) {

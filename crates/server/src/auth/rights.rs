@@ -1,5 +1,5 @@
-//! Roles and what they allow (contract §2): viewer reads, operator also commands, manager also
-//! provisions, edits the group and its webhooks. Administrators hold every right everywhere.
+//! Roles and what they allow (docs/api.md, "Rights"): viewer reads, operator also commands, manager
+//! also provisions, edits the group and its webhooks. Administrators hold every right everywhere.
 
 use std::collections::HashMap;
 

@@ -1,5 +1,5 @@
 //! Secrets handed out and checked by the service: random tokens stored as SHA-256 hashes, and
-//! passwords stored with argon2 (contract §2, §4).
+//! passwords stored with argon2 (docs/api.md, "Authentication").
 
 use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use rand::RngCore;
@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 /// A fresh random secret of 256 bits, as 64 lowercase hex characters.
 ///
-/// Tokens are opaque (contract §4): nothing in them can be decoded, so a stolen database of
+/// Tokens are opaque (docs/api.md, "Authentication"): nothing in them can be decoded, so a stolen database of
 /// hashes yields nothing usable.
 pub fn random_token() -> String {
     let mut bytes = [0u8; 32];

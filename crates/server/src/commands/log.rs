@@ -1,7 +1,7 @@
-//! Every command sent through the API is recorded as a cloud event (device-protocol §10):
-//! type 213, value the method, description the outcome, the caller and the request id.
-//! Recorded off the request path by one writer that inserts what queued up in one transaction,
-//! so that commands cost no store write of their own.
+//! Every command sent through the API is recorded as a cloud event (docs/gateway-protocol.md,
+//! "Event codes the cloud records"): type 213, value the method, description the outcome, the
+//! caller and the request id. Recorded off the request path by one writer that inserts what queued
+//! up in one transaction, so that commands cost no store write of their own.
 
 use devicecloud_store::Db;
 use devicecloud_store::events::{self, NewEvent};

@@ -1,6 +1,7 @@
-//! The command router (device-protocol §9, contract §4–§5): an API command becomes a request
-//! with a fresh id, queued to the gateway's live connection on this node, which publishes it at
-//! QoS 1 and hands back the response published on `v1/gateway/responses/<request_id>`.
+//! The command router (docs/gateway-protocol.md, "Commands"; docs/api.md, "Commands"): an API
+//! command becomes a request with a fresh id, queued to the gateway's live connection on this
+//! node, which publishes it at QoS 1 and hands back the response published on
+//! `v1/gateway/responses/<request_id>`.
 //!
 //! Waiting callers live in the connection that carries their request ([`Pending`]): when the
 //! connection ends, its waiters fail at once; a caller that gives up (timeout) drops its end,
@@ -45,7 +46,8 @@ pub enum CommandError {
     /// No answer within the command timeout.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
-    /// The answer was not a command response (device-protocol §9); the text says why.
+    /// The answer was not a command response (docs/gateway-protocol.md, "Commands"); the text says
+    /// why.
     #[error("invalid answer: {0}")]
     BadResponse(String),
 }

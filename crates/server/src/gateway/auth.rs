@@ -1,6 +1,6 @@
-//! Gateway authentication (device-protocol §2): serial and device token, compared in constant
-//! time against the stored hash; archived gateways and gateways of deleted groups are refused
-//! as "not authorized".
+//! Gateway authentication (docs/gateway-protocol.md, "Transport"): serial and device token,
+//! compared in constant time against the stored hash; archived gateways and gateways of deleted
+//! groups are refused as "not authorized".
 
 use devicecloud_protocol::ModuleKind;
 use devicecloud_store::devices;

@@ -1,6 +1,6 @@
-//! A connected gateway as the service sees it, whatever transport carries its messages (MQTT,
-//! or HTTP for gateways that cannot speak MQTT): authentication, and the effect of every
-//! message of the gateway protocol (device-protocol §4–§8, §10).
+//! A connected gateway as the service sees it, whatever transport carries its messages (MQTT, or
+//! HTTP for gateways that cannot speak MQTT): authentication, and the effect of every message of
+//! the gateway protocol (docs/gateway-protocol.md, "Messages" and "Event codes the cloud records").
 
 mod auth;
 
@@ -23,10 +23,12 @@ use crate::state::AppState;
 /// Why a message had no effect.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    /// Refused whole (§5); already counted and recorded. Over MQTT still acknowledged.
+    /// Refused whole (docs/gateway-protocol.md, "Messages"); already counted and recorded. Over
+    /// MQTT still acknowledged.
     #[error("message rejected: {0}")]
     Rejected(Rejection),
-    /// A hello with another module kind than provisioned (contract §5): close the connection.
+    /// A hello with another module kind than provisioned (docs/gateway-protocol.md, "Messages"):
+    /// close the connection.
     #[error("hello with module kind {0}, provisioned as another kind")]
     KindMismatch(String),
     /// The data could not be committed: not acknowledged, so the gateway sends it again.
@@ -131,7 +133,8 @@ impl Gateway {
         events::insert(&state.db, &[event], now).await.map(drop)
     }
 
-    /// Hello (§4): device fields, event 208, and for a GO module a data session.
+    /// Hello (docs/gateway-protocol.md, "Messages"): device fields, event 208, and for a GO module
+    /// a data session.
     pub async fn hello(&mut self, state: &AppState, payload: &[u8], client_id: &str) -> Result<(), GatewayError> {
         let hello: Hello = match parse_hello(payload) {
             Ok(h) => h,
@@ -207,8 +210,8 @@ impl Gateway {
         Ok(key)
     }
 
-    /// Measurements (§5): validated whole, then stored through the ingest queue; returns once
-    /// every point is durably committed.
+    /// Measurements (docs/gateway-protocol.md, "Messages"): validated whole, then stored through
+    /// the ingest queue; returns once every point is durably committed.
     pub async fn measurements(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
         let (count, receipt) = self.queue_measurements(state, payload).await?;
         receipt.await?;
@@ -254,7 +257,8 @@ impl Gateway {
         Ok((count, state.ingest.enqueue(points, touched).await?))
     }
 
-    /// Events (§6): stored with `from_device` 1 on their source device.
+    /// Events (docs/gateway-protocol.md, "Messages"): stored with `from_device` 1 on their source
+    /// device.
     pub async fn events(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
         const TOPIC: &str = "v1/gateway/events";
         let (now, _) = now_parts();
@@ -286,7 +290,8 @@ impl Gateway {
         Ok(events::insert(&state.db, &records, now).await? as usize)
     }
 
-    /// Attached assets (§7): created or updated as children of the gateway.
+    /// Attached assets (docs/gateway-protocol.md, "Messages"): created or updated as children of
+    /// the gateway.
     pub async fn devices(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
         let assets = match parse_devices(payload) {
             Ok(a) => a,
@@ -322,8 +327,8 @@ impl Gateway {
         Ok(assets.len())
     }
 
-    /// Power off (§8): a GO module's data session is closed; the disconnect that follows is
-    /// expected and records no connection loss.
+    /// Power off (docs/gateway-protocol.md, "Messages"): a GO module's data session is closed; the
+    /// disconnect that follows is expected and records no connection loss.
     pub async fn power(&mut self, state: &AppState, payload: &[u8]) -> Result<(), GatewayError> {
         if let Err(r) = parse_power(payload) {
             return Err(self.reject(state, "v1/gateway/power", r).await);
@@ -337,8 +342,9 @@ impl Gateway {
     }
 
     /// The connection ended. `lost`: without power-off (TCP close, keep-alive expiry, clean
-    /// DISCONNECT, token rotated or device archived) — event 208 with value 0. A take-over by a
-    /// new connection records nothing and leaves `is_connected` alone (contract §5).
+    /// DISCONNECT, token rotated or device archived) — event 208 with value 0. A take-over by a new
+    /// connection records nothing and leaves `is_connected` alone (docs/gateway-protocol.md,
+    /// "Transport").
     pub async fn ended(&self, state: &AppState, taken_over: bool) {
         if taken_over {
             return;

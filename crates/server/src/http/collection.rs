@@ -1,6 +1,6 @@
 //! The collection envelope of every list endpoint: request parsing (query string or JSON
 //! body), `items` / `_links` / `_meta`, the `X-Pagination-*` and `Link` headers, HEAD, and
-//! Yii's `fields` / `expand` selection of each record (yii2-rest-behavior.md §1–4).
+//! Yii's `fields` / `expand` selection of each record (docs/api.md, "Collections").
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -87,7 +87,7 @@ impl FromRequest<AppState> for RawCollection {
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 None
             } else {
-                // Yii's message for a body its JSON parser refuses (§5.8).
+                // Yii's message for a body its JSON parser refuses (docs/api.md, "Errors").
                 Some(
                     serde_json::from_slice::<Value>(&bytes)
                         .map_err(|_| ApiError::BadRequest("Invalid JSON data in request body: Syntax error".into()))?,

@@ -1,6 +1,6 @@
 //! Commands to gateways and the assets behind them (specification "Commands to connectivity
-//! modules" and "Commands to Modbus devices", contract §4–§5): rights, body validation, the
-//! request through the command router, and the answer — the device's `{status, payload}` passed
+//! modules" and "Commands to Modbus devices", docs/api.md, "Commands"): rights, body validation,
+//! the request through the command router, and the answer — the device's `{status, payload}` passed
 //! through, or the specification's error body for offline (404, 400 for the counter resets),
 //! timeout (504) and malformed requests (400).
 
@@ -73,11 +73,11 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/zwave-node"), delete(zwave_node))
 }
 
-/// The message of the offline answer (contract §4).
+/// The message of the offline answer (docs/api.md, "Commands").
 const OFFLINE: &str = "Device is not online";
 
 /// The addressed device and the gateway that carries its commands (itself, or its parent for
-/// an asset, contract §5).
+/// an asset, docs/api.md, "Commands").
 struct Target {
     device: DeviceRow,
     gateway: DeviceRow,
@@ -366,7 +366,8 @@ pub async fn zwave_node(
         return Ok(answer);
     }
     let node = &target.device.id_physical_device;
-    // What the event 420 values mean (contract §5), from the event catalogue.
+    // What the event 420 values mean (docs/gateway-protocol.md, "Commands"), from the event
+    // catalogue.
     let tips: Vec<Value> = crate::event_catalogue::lookup(crate::event_types::ZWAVE_EXCLUSION)
         .map(|t| t.values)
         .unwrap_or_default()

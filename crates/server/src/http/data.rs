@@ -15,7 +15,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Page sizes: specification Limits (500 by default) and contract §4 (at most 10000).
+/// Page sizes: specification Limits (500 by default) and docs/api.md, "Reading" (at most 10000).
 const RAW_SPEC: CollectionSpec = CollectionSpec {
     attributes: &raw_data::ATTRIBUTES,
     sortable: &raw_data::SORTABLE,

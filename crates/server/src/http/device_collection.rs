@@ -1,6 +1,7 @@
 //! `GET|HEAD /api/v2/physical-device`: the device collection with its `expand`, `labels` and
 //! `deviceStatuses` keys, and the expand options of devices (specification, Physical Device;
-//! contract §4 says what each relation holds). Relations are loaded for a whole page at once.
+//! docs/api.md, "Physical devices" says what each relation holds). Relations are loaded for a whole
+//! page at once.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,7 +22,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Default page size 20 (specification Limits), largest 1000 (contract §4).
+/// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
 const SPEC: CollectionSpec = CollectionSpec {
     attributes: &store::ATTRIBUTES,
     sortable: store::SORTABLE,
@@ -58,7 +59,7 @@ fn labels() -> Value {
 }
 
 /// The `deviceStatuses` key: the names of `expected_live_status` 0/1 and `device_status`
-/// 0/1/2, in code order (contract §4).
+/// 0/1/2, in code order (docs/api.md, "Physical devices").
 fn device_statuses() -> Value {
     json!({
         "expectedStatuses": ["ALWAYS_OFF", "ALWAYS_ON"],

@@ -1,5 +1,6 @@
-//! Physical devices: provisioning of gateways and their management (contract §2), and the
-//! single-record view. Gateways authenticate over MQTT with the `device_token` handed out here.
+//! Physical devices: provisioning of gateways and their management (docs/api.md, "Management
+//! endpoints"), and the single-record view. Gateways authenticate over MQTT with the `device_token`
+//! handed out here.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -79,7 +80,7 @@ fn render(row: &DeviceRow, selection: &Selection) -> Value {
 }
 
 /// A device the caller may see, with at least `need` in its group: 404 when the device or
-/// its group is invisible, 401 when the role is too low (contract §2).
+/// its group is invisible, 401 when the role is too low (docs/api.md, "Rights").
 pub async fn require_device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow, ApiError> {
     let not_found = || ApiError::not_found("Physical device", id);
     let device = devices::get(&state.db, id).await?.ok_or_else(not_found)?;
@@ -129,7 +130,8 @@ pub async fn provision(
         kind.unwrap_or_default(),
     );
 
-    // A group the caller cannot see is a field error, not a 404 (contract §5).
+    // A group the caller cannot see is a field error, not a 404 (docs/api.md, "Management
+    // endpoints").
     let group = groups::get(&state.db, &id_group).await?;
     match group.as_ref().and_then(|g| caller.role_in(g)) {
         None => return Err(ApiError::invalid("id_group", "Group not found.")),

@@ -1,5 +1,5 @@
 //! Events: `GET /api/v2/event` (specification, Events) and the catalogue of event codes,
-//! `GET /api/v2/event-type` (contract §5).
+//! `GET /api/v2/event-type` (docs/api.md, "Events").
 
 use axum::Router;
 use axum::extract::State;
@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::event_catalogue::{self, CATALOGUE, EventType};
 use crate::state::AppState;
 
-/// Page sizes: contract §4 (largest 10000 on event), default as Yii's 20.
+/// Page sizes: docs/api.md, "Reading" (largest 10000 on event), default as Yii's 20.
 const SPEC: CollectionSpec = CollectionSpec {
     attributes: &event_collection::ATTRIBUTES,
     sortable: &event_collection::SORTABLE,

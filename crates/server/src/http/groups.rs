@@ -1,5 +1,6 @@
 //! Groups: `GET /api/v2/group/index`, `GET|HEAD /api/v2/group`, `GET /api/v2/group/<id>`
-//! (specification, Groups) and their management: create, edit, delete, members (contract §2).
+//! (specification, Groups) and their management: create, edit, delete, members (docs/api.md,
+//! "Management endpoints").
 
 use axum::Router;
 use axum::body::Bytes;
@@ -30,7 +31,8 @@ pub const GROUP_TYPES: &[(&str, &str)] = &[
     ("4", "Fleet"),
 ];
 
-/// Page sizes: contract §4 (largest 1000 outside the data endpoints); default as Yii's 20.
+/// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints); default as Yii's
+/// 20.
 const SPEC: CollectionSpec = CollectionSpec {
     attributes: &groups::ATTRIBUTES,
     sortable: &groups::SORTABLE,

@@ -1,5 +1,5 @@
-//! Operations endpoints without a token (contract §5): `/healthz` (the process answers),
-//! `/readyz` (the store answers), `/metrics` (Prometheus text format).
+//! Operations endpoints without a token (docs/operations.md, "Probes"): `/healthz` (the process
+//! answers), `/readyz` (the store answers), `/metrics` (Prometheus text format).
 
 use axum::Router;
 use axum::extract::State;

@@ -1,6 +1,6 @@
 //! `POST /oauth2/token`: the password grant and the refresh grant of the specification's
 //! Authentication section, with form bodies (url-encoded or multipart) and the OAuth 2.0 error
-//! fields of RFC 6749 §5.2 added to the specification's error body (contract §5).
+//! fields of RFC 6749 §5.2 added to the specification's error body (docs/api.md, "Authentication").
 
 use std::collections::HashMap;
 

@@ -1,6 +1,6 @@
 //! Data sessions of GO modules: `GET /api/v2/data-session` with its expands and labels, one
 //! session, and `GET /api/v2/data-session/<id>/download-csv` (specification, Data sessions;
-//! contract §4 gives the CSV layout).
+//! docs/api.md, "Data sessions" gives the CSV layout).
 
 use axum::Router;
 use axum::body::Body;
@@ -20,7 +20,7 @@ use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Default page size 20 (specification Limits), largest 1000 (contract §4).
+/// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
 const SPEC: CollectionSpec = CollectionSpec {
     attributes: &store::ATTRIBUTES,
     sortable: store::SORTABLE,

@@ -1,5 +1,5 @@
-//! Accounts over the API: `POST /api/v2/user` (administrators, contract §2) and
-//! `GET /api/v2/user/<id>` (administrators, or the account itself).
+//! Accounts over the API: `POST /api/v2/user` (administrators, docs/api.md, "Management endpoints")
+//! and `GET /api/v2/user/<id>` (administrators, or the account itself).
 
 use axum::Router;
 use axum::body::Bytes;

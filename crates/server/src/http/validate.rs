@@ -1,5 +1,5 @@
 //! Reading JSON request bodies into typed fields with Yii-style validation messages
-//! (`[{field, message}]`, first error per attribute, contract §2).
+//! (`[{field, message}]`, first error per attribute, docs/api.md, "Errors").
 
 use axum::body::Bytes;
 use serde_json::{Map, Value};

@@ -1,6 +1,7 @@
-//! Webhooks (contract §3): `POST|GET /api/v2/webhook`, `GET|PATCH|DELETE /api/v2/webhook/<id>`,
-//! the attempt log `GET /api/v2/webhook/<id>/attempt` and `GET /api/v2/webhook-formatter`.
-//! Viewers of the group read them; managers create, change and delete them (contract §2).
+//! Webhooks (docs/api.md, "Webhooks"): `POST|GET /api/v2/webhook`, `GET|PATCH|DELETE
+//! /api/v2/webhook/<id>`, the attempt log `GET /api/v2/webhook/<id>/attempt` and `GET
+//! /api/v2/webhook-formatter`. Viewers of the group read them; managers create, change and delete
+//! them (docs/api.md, "Rights").
 
 use axum::Router;
 use axum::body::Bytes;
@@ -23,7 +24,7 @@ use crate::state::AppState;
 use crate::webhooks::address::{self, AddressError, MAX_URL_CHARS};
 use crate::webhooks::format::{FORMATTERS, formatter};
 
-/// Page sizes: contract §4 (largest 1000 outside the data endpoints).
+/// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints).
 const SPEC: CollectionSpec = CollectionSpec {
     attributes: &webhooks::ATTRIBUTES,
     sortable: &webhooks::SORTABLE,
@@ -51,7 +52,7 @@ pub fn router() -> Router<AppState> {
 }
 
 /// The `authorization` value as shown: its scheme, and the last four characters of a long
-/// credential, never the whole (contract §3).
+/// credential, never the whole (docs/api.md, "Webhooks").
 pub fn mask(authorization: &str) -> String {
     let (scheme, credential) = match authorization.split_once(' ') {
         Some((scheme, rest)) if scheme.len() <= 20 => (Some(scheme), rest),
@@ -127,7 +128,7 @@ fn attempt_fields(row: &AttemptRow) -> Map<String, Value> {
 }
 
 /// A webhook the caller may act on with `need`: 404 when it or its group is invisible, 401
-/// when the role is too low (contract §2).
+/// when the role is too low (docs/api.md, "Rights").
 async fn visible(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<WebhookRow, ApiError> {
     let not_found = || ApiError::not_found("Webhook", id);
     let row = webhooks::get(&state.db, id).await?.ok_or_else(not_found)?;
@@ -140,7 +141,7 @@ async fn visible(state: &AppState, caller: &Caller, id: &str, need: Role) -> Res
 }
 
 /// A URL field checked for form and, unless private addresses are allowed, for where it
-/// resolves (contract §1).
+/// resolves (docs/operations.md).
 async fn check_url(state: &AppState, url: &str) -> Result<(), ApiError> {
     let parsed = address::parse(url).map_err(|e| ApiError::invalid("url", e.to_string()))?;
     if !state.settings.webhook_allow_private {
@@ -281,7 +282,8 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let body = read_webhook(&json_object(&body)?, true)?;
     let id_group = body.id_group.unwrap_or_default();
-    // A group the caller cannot see is a field error, as for provisioning (contract §5).
+    // A group the caller cannot see is a field error, as for provisioning (docs/api.md, "Management
+    // endpoints").
     let group = groups::get(&state.db, &id_group).await?;
     match group.as_ref().and_then(|g| caller.role_in(g)) {
         None => return Err(ApiError::invalid("id_group", "Group not found.")),

@@ -1,6 +1,6 @@
-//! One gateway connection: version detection, CONNECT and its authentication, then packets
-//! until the connection ends (device-protocol §1–§3). Meaning lives in `gateway`; this file
-//! only frames, acknowledges and enforces the transport rules.
+//! One gateway connection: version detection, CONNECT and its authentication, then packets until
+//! the connection ends (docs/gateway-protocol.md, "Transport" and "Topics"). Meaning lives in
+//! `gateway`; this file only frames, acknowledges and enforces the transport rules.
 
 use std::num::NonZeroU16;
 use std::time::Duration;
@@ -105,8 +105,9 @@ pub(super) async fn run<S: Stream>(
     metrics::gauge!("devicecloud_mqtt_connections").increment(1.0);
     release_buffers(&mut framed);
 
-    // Keep-alive: no packet within 1.5 times the interval closes the connection (§1).
-    // The deadline moves with inbound packets only: commands the cloud publishes do not count.
+    // Keep-alive: no packet within 1.5 times the interval closes the connection
+    // (docs/gateway-protocol.md, "Transport"). The deadline moves with inbound packets only:
+    // commands the cloud publishes do not count.
     let silence = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
     let mut last_inbound = tokio::time::Instant::now();
     let mut taken_over = false;
@@ -259,7 +260,8 @@ async fn queue_measurements(
 ) -> bool {
     match gateway.queue_measurements(state, payload).await {
         Ok((_, receipt)) => acks.push(packet_id, Some(receipt)),
-        // A rejected message is still acknowledged, so it is not sent again (§5).
+        // A rejected message is still acknowledged, so it is not sent again
+        // (docs/gateway-protocol.md, "Messages").
         Err(GatewayError::Rejected(_)) => acks.push(packet_id, None),
         Err(e) => {
             tracing::warn!(gateway = %gateway.serial, error = %e, "message not stored");
@@ -362,11 +364,13 @@ async fn handle<S: Stream>(
                 },
             };
             match outcome {
-                // A rejected message is still acknowledged, so it is not sent again (§5).
+                // A rejected message is still acknowledged, so it is not sent again
+                // (docs/gateway-protocol.md, "Messages").
                 Ok(()) | Err(GatewayError::Rejected(_)) => {}
                 Err(GatewayError::KindMismatch(_)) => return Ok(false),
                 Err(e) => {
-                    // Not committed: no PUBACK; closing makes the gateway resend after reconnecting.
+                    // Not committed: no PUBACK; closing makes the gateway resend after
+                    // reconnecting.
                     tracing::warn!(gateway = %gateway.serial, error = %e, "message not stored");
                     return Ok(false);
                 }

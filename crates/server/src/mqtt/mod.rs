@@ -1,6 +1,6 @@
-//! The gateway endpoint over MQTT (device-protocol §1–§3), inside the service: no external
-//! broker. `serve_mqtt` accepts plain TCP connections and `serve_mqtts` TLS ones until
-//! shutdown; each connection is one task, and both speak the same protocol.
+//! The gateway endpoint over MQTT (docs/gateway-protocol.md, "Transport" and "Topics"), inside the
+//! service: no external broker. `serve_mqtt` accepts plain TCP connections and `serve_mqtts` TLS
+//! ones until shutdown; each connection is one task, and both speak the same protocol.
 
 mod acks;
 mod connection;

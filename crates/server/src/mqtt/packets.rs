@@ -25,8 +25,8 @@ pub enum Inbound {
         keep_alive: u16,
     },
     Publish {
-        /// The gateway topic published to, parsed once as the packet is read (no copy of the
-        /// name); `None` for a topic outside the gateway's own (§3).
+        /// The gateway topic published to, parsed once as the packet is read (no copy of the name);
+        /// `None` for a topic outside the gateway's own (docs/gateway-protocol.md, "Topics").
         topic: Option<GatewayTopic>,
         payload: Bytes,
         qos: QoS,
@@ -218,7 +218,7 @@ pub fn pingresp(version: Version) -> MqttPacket {
     }
 }
 
-/// A QoS 1 PUBLISH from the cloud (a command request, device-protocol §9).
+/// A QoS 1 PUBLISH from the cloud (a command request, docs/gateway-protocol.md, "Commands").
 pub fn publish(version: Version, topic: String, payload: Vec<u8>, packet_id: NonZeroU16) -> MqttPacket {
     let publish = Box::new(rmqtt_codec::types::Publish {
         dup: false,

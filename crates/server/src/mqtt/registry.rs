@@ -1,7 +1,7 @@
-//! The live gateway connections of this node, by device id: a second connection of the same
-//! gateway takes over from the first (device-protocol §1), a rotated token or an archived
-//! device ends the connection at once (contract §2), and commands reach the live connection
-//! through its queue (device-protocol §9).
+//! The live gateway connections of this node, by device id: a second connection of the same gateway
+//! takes over from the first (docs/gateway-protocol.md, "Transport"), a rotated token or an
+//! archived device ends the connection at once (docs/api.md, "Rights"), and commands reach the live
+//! connection through its queue (docs/gateway-protocol.md, "Commands").
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,5 +1,5 @@
 //! Webhook URLs: their form, and the rule that they must not reach the service's own network
-//! (contract §1, `DEVICECLOUD_WEBHOOK_ALLOW_PRIVATE`): refused at creation and checked again
+//! (docs/operations.md, `DEVICECLOUD_WEBHOOK_ALLOW_PRIVATE`): refused at creation and checked again
 //! before every delivery, since a name may resolve elsewhere later.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

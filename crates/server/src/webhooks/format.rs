@@ -1,5 +1,5 @@
-//! Webhook formatters (contract §3): how a batch of records becomes one request body. Records
-//! carry the fields of the `data` and `event` endpoints (specification, Raw data point and
+//! Webhook formatters (docs/api.md, "Webhooks"): how a batch of records becomes one request body.
+//! Records carry the fields of the `data` and `event` endpoints (specification, Raw data point and
 //! Event), so a receiver parses webhook items and API items alike.
 
 use devicecloud_store::webhooks::{QueuedEvent, QueuedPoint, WebhookRow};

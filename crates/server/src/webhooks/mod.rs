@@ -1,7 +1,7 @@
-//! Webhooks (contract §3): records pushed to customer endpoints, at least once. The ingest
-//! transaction queues records in the outbox; the worker here cuts them into batches, signs and
-//! posts them, and retries with backoff (contract §5) until the receiver accepts or the retry
-//! window closes.
+//! Webhooks (docs/api.md, "Webhooks"): records pushed to customer endpoints, at least once. The
+//! ingest transaction queues records in the outbox; the worker here cuts them into batches, signs
+//! and posts them, and retries with backoff (docs/api.md, "Deliveries") until the receiver accepts
+//! or the retry window closes.
 
 pub mod address;
 pub mod format;

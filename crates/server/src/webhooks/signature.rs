@@ -1,6 +1,6 @@
-//! `X-Devicecloud-Signature` (contract §3): `sha256=` and the hex HMAC-SHA256 of the exact
-//! body bytes, keyed with the UTF-8 bytes of the webhook's secret, so that a receiver can tell
-//! a delivery from the service apart from a forged one.
+//! `X-Devicecloud-Signature` (docs/api.md, "Webhooks"): `sha256=` and the hex HMAC-SHA256 of the
+//! exact body bytes, keyed with the UTF-8 bytes of the webhook's secret, so that a receiver can
+//! tell a delivery from the service apart from a forged one.
 
 use hmac::{KeyInit, Mac};
 

@@ -6,7 +6,7 @@
 //! cuts a new batch from the outbox (the records queued at that moment, up to the batch bound:
 //! records arriving while a delivery is in flight make the next batch, so batches grow with
 //! the load and latency stays one round trip), posts it, logs the attempt, and on failure waits
-//! out the backoff (contract §5).
+//! out the backoff (docs/api.md, "Deliveries").
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,9 +23,9 @@ use tokio_util::task::TaskTracker;
 use super::{WebhookHub, address, format, signature};
 use crate::state::{AppState, Settings};
 
-/// First retry delay, doubled per failure up to [`BACKOFF_MAX`] (contract §5).
+/// First retry delay, doubled per failure up to [`BACKOFF_MAX`] (docs/api.md, "Deliveries").
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
-/// Longest retry delay (contract §5).
+/// Longest retry delay (docs/api.md, "Deliveries").
 const BACKOFF_MAX: Duration = Duration::from_secs(600);
 /// How often an idle lane looks at its queue unprompted: events are queued by other writers
 /// than the ingest queue, and other nodes may queue records too.

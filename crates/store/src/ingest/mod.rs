@@ -90,9 +90,9 @@ pub struct Routed {
     pub queued: usize,
 }
 
-/// Stores a batch as [`write`] does and, in the same transaction, queues every newly stored
-/// point for each active measurements webhook of its group (contract §3: queued durably in the
-/// transaction that stores the data). Resent points were queued when first stored and are not
+/// Stores a batch as [`write`] does and, in the same transaction, queues every newly stored point
+/// for each active measurements webhook of its group (docs/api.md, "Webhooks": queued durably in
+/// the transaction that stores the data). Resent points were queued when first stored and are not
 /// queued again.
 pub async fn write_routed(db: &Db, batch: Batch, routes: &Routes) -> Result<Routed> {
     let table = routes.table(db).await?;

@@ -64,8 +64,8 @@ pub struct DatatypeName {
     pub unit: String,
 }
 
-/// Labels and units by datatype from a Modbus template (device-protocol §4: `registers` with
-/// `datatype`, `label`, `unit`); datatypes it does not name are absent.
+/// Labels and units by datatype from a Modbus template (docs/gateway-protocol.md, "Messages":
+/// `registers` with `datatype`, `label`, `unit`); datatypes it does not name are absent.
 pub fn datatype_names(template_json: Option<&str>) -> HashMap<i64, DatatypeName> {
     let Some(template) = template_json.and_then(|t| serde_json::from_str::<Value>(t).ok()) else {
         return HashMap::new();

@@ -69,7 +69,8 @@ pub async fn page(
     let session = require_session(&state, &viewer.caller, &id).await?;
     let now = unix_now();
     let end = session.end.unwrap_or(now);
-    // Fewer points than buckets come back raw; otherwise 500 equal buckets (contract §4).
+    // Fewer points than buckets come back raw; otherwise 500 equal buckets (docs/api.md,
+    // "Downsampled data").
     let step = (session.datapoint_count >= SESSION_BUCKETS)
         .then(|| ((end - session.start).max(1) as f64) / SESSION_BUCKETS as f64);
     let (all, truncated) = series::load(&state, &viewer.caller, &json!({"id_data_session": id})).await?;
