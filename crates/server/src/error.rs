@@ -4,26 +4,15 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use devicecloud_protocol::CommandMethod;
 use devicecloud_query::QueryError;
 use devicecloud_store::StoreError;
 use serde_json::{Value, json};
 
-/// One invalid field of a request body: Yii's `[{field, message}]` validation list (docs/api.md,
-/// "Errors").
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
+use crate::commands::CommandError;
+use crate::service::ServiceError;
 
-impl FieldError {
-    pub fn new(field: &str, message: impl Into<String>) -> FieldError {
-        FieldError {
-            field: field.to_string(),
-            message: message.into(),
-        }
-    }
-}
+pub use crate::service::FieldError;
 
 /// Errors of the HTTP layer.
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +75,7 @@ impl From<StoreError> for ApiError {
         match err {
             StoreError::Conflict(field) => ApiError::invalid(
                 field,
-                format!("{} has already been taken.", crate::http::validate::label_of(field)),
+                format!("{} has already been taken.", crate::service::validate::label_of(field)),
             ),
             StoreError::InvalidText(_) => {
                 ApiError::BadRequest("The request contains characters that cannot be stored (such as NUL).".into())
@@ -96,6 +85,42 @@ impl From<StoreError> for ApiError {
                 ApiError::Busy("The store did not answer in time; the request was cancelled.".into())
             }
             other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(err: ServiceError) -> ApiError {
+        match err {
+            ServiceError::NotFound { what, id } => ApiError::not_found(what, &id),
+            ServiceError::NotAllowed => ApiError::forbidden(),
+            ServiceError::Invalid(list) => ApiError::Validation(list),
+            ServiceError::BadInput(message) => ApiError::BadRequest(message),
+            ServiceError::Command { method, error } => command_error(method, error),
+            ServiceError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// The answer to a command that failed before the device answered (docs/api.md, "Commands").
+fn command_error(method: CommandMethod, error: CommandError) -> ApiError {
+    // The counter resets answer 400 where the others answer 404 (specification, Errors).
+    let offline_status = match method {
+        CommandMethod::ResetMainCounter | CommandMethod::ResetDailyCounter => StatusCode::BAD_REQUEST,
+        _ => StatusCode::NOT_FOUND,
+    };
+    match error {
+        CommandError::Offline => ApiError::Status(offline_status, "Device is not online".into()),
+        CommandError::Disconnected => ApiError::Status(
+            offline_status,
+            "Device is not online: it disconnected before answering".into(),
+        ),
+        CommandError::Timeout(limit) => ApiError::Status(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("The device did not answer within {} ms.", limit.as_millis()),
+        ),
+        CommandError::BadResponse(why) => {
+            ApiError::Status(StatusCode::BAD_GATEWAY, format!("The device answered invalidly: {why}"))
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
+pub mod service;
 pub mod state;
 pub mod webhooks;
 

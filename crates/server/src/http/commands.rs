@@ -10,18 +10,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use devicecloud_protocol::{
-    CommandMethod, CommandRequest, CommandResponse, ModuleKind, parse_modbus_writes, zwave_exclude,
-};
-use devicecloud_store::devices::{self, DeviceRow};
-use devicecloud_store::{device_info, unix_now};
+use devicecloud_protocol::{CommandMethod, CommandRequest, CommandResponse};
 use serde_json::{Map, Value, json};
 
-use super::devices::require_device;
-use super::validate::json_object;
-use crate::auth::{Caller, Role};
-use crate::commands::{self, CommandError, CommandRecord};
+use super::body::json_object;
+use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::service::commands as service;
 use crate::state::AppState;
 
 /// HEAD on a command that is read with GET: refused rather than served by the GET handler
@@ -73,107 +68,9 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/zwave-node"), delete(zwave_node))
 }
 
-/// The message of the offline answer (docs/api.md, "Commands").
-const OFFLINE: &str = "Device is not online";
-
-/// The addressed device and the gateway that carries its commands (itself, or its parent for
-/// an asset, docs/api.md, "Commands").
-struct Target {
-    device: DeviceRow,
-    gateway: DeviceRow,
-    kind: Option<ModuleKind>,
-}
-
-/// The device `id` as the caller may command it: 404 when invisible, 401 below operator.
-async fn target(state: &AppState, caller: &Caller, id: &str) -> Result<Target, ApiError> {
-    let device = require_device(state, caller, id, Role::Operator).await?;
-    let gateway = match &device.id_parent {
-        Some(parent) => devices::get(&state.db, parent)
-            .await?
-            .ok_or_else(|| ApiError::not_found("Physical device", id))?,
-        None => device.clone(),
-    };
-    let kind = gateway.kind.as_deref().and_then(|k| k.parse().ok());
-    Ok(Target { device, gateway, kind })
-}
-
-/// Sends `request` to the target's gateway, records the command, and answers.
-async fn run(
-    state: &AppState,
-    caller: &Caller,
-    target: &Target,
-    request: CommandRequest,
-) -> Result<Response, ApiError> {
-    let method = request.method;
-    let request_id = commands::request_id();
-    let mut record = CommandRecord {
-        id_group: target.device.id_group.clone(),
-        source_device: target.device.id_physical_device.clone(),
-        method: method.as_str(),
-        caller: caller.id_user.clone(),
-        request_id: request_id.clone(),
-        outcome: String::new(),
-        occurred_at: unix_now(),
-    };
-    // A kind without the method (Wi-Fi on a GO module) answers as the device layer would: the
-    // specification's only Wi-Fi failure, 501 `Wifi disabled`. Nothing is published.
-    if target.kind.is_some_and(|kind| !method.supported_by(kind)) {
-        record.outcome = "not supported".into();
-        state.command_log.record(record).await;
-        return Ok(device_answer(&CommandResponse::failure(501, "Wifi disabled")));
-    }
-    let outcome = commands::send(state, &target.gateway.id_physical_device, request_id, &request).await;
-    record.outcome = match &outcome {
-        Ok(response) => response.status.to_string(),
-        Err(e) => e.outcome().to_string(),
-    };
-    // The gateway chooses its status: outside 100–599 it counts as one label, so a gateway
-    // cannot grow the metric without bound.
-    let label = match &outcome {
-        Ok(response) if !(100..=599).contains(&response.status) => "other".to_owned(),
-        _ => record.outcome.clone(),
-    };
-    metrics::counter!("devicecloud_commands_total", "method" => method.as_str(), "outcome" => label).increment(1);
-    state.command_log.record(record).await;
-    let response = outcome.map_err(|e| command_error(method, e))?;
-    if method == CommandMethod::Status && response.status == 200 && response.payload.is_object() {
-        device_info::set(
-            &state.db,
-            &target.gateway.id_physical_device,
-            &response.payload.to_string(),
-            unix_now(),
-        )
-        .await?;
-    }
-    Ok(device_answer(&response))
-}
-
-/// The HTTP answer of a command that failed before the device answered.
-fn command_error(method: CommandMethod, error: CommandError) -> ApiError {
-    // The counter resets answer 400 where the others answer 404 (specification, Errors).
-    let offline_status = match method {
-        CommandMethod::ResetMainCounter | CommandMethod::ResetDailyCounter => StatusCode::BAD_REQUEST,
-        _ => StatusCode::NOT_FOUND,
-    };
-    match error {
-        CommandError::Offline => ApiError::Status(offline_status, OFFLINE.into()),
-        CommandError::Disconnected => ApiError::Status(
-            offline_status,
-            "Device is not online: it disconnected before answering".into(),
-        ),
-        CommandError::Timeout(limit) => ApiError::Status(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!("The device did not answer within {} ms.", limit.as_millis()),
-        ),
-        CommandError::BadResponse(why) => {
-            ApiError::Status(StatusCode::BAD_GATEWAY, format!("The device answered invalidly: {why}"))
-        }
-    }
-}
-
 /// The device's envelope `{status, payload}` under its own status. A status HTTP cannot carry
 /// with a body (1xx, 204, 205, 304) becomes 502.
-fn device_answer(response: &CommandResponse) -> Response {
+pub fn device_answer(response: &CommandResponse) -> Response {
     let status = StatusCode::from_u16(response.status)
         .ok()
         .filter(|s| s.as_u16() >= 200 && !matches!(s.as_u16(), 204 | 205 | 304));
@@ -193,8 +90,9 @@ fn device_answer(response: &CommandResponse) -> Response {
 
 /// A command without parameters to the device `id`.
 async fn simple(state: AppState, caller: Caller, id: String, method: CommandMethod) -> Result<Response, ApiError> {
-    let target = target(&state, &caller, &id).await?;
-    run(&state, &caller, &target, CommandRequest::new(method)).await
+    let target = service::target(&state, &caller, &id).await?;
+    let response = service::run(&state, &caller, &target, CommandRequest::new(method)).await?;
+    Ok(device_answer(&response))
 }
 
 /// `GET …/ping`: `{data: "pong", result: "success"}` from an online module.
@@ -277,22 +175,9 @@ pub async fn wifi_connect(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let target = target(&state, &caller, &id).await?;
-    let body = json_object(&body)?;
-    let ssid = match body.get("ssid") {
-        Some(Value::String(ssid)) if !ssid.is_empty() => ssid,
-        _ => {
-            return Err(ApiError::BadRequest(
-                "ssid is required and must be a non-empty string.".into(),
-            ));
-        }
-    };
-    let password = match body.get("password") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(p)) => Some(p.as_str()),
-        Some(_) => return Err(ApiError::BadRequest("password must be a string.".into())),
-    };
-    run(&state, &caller, &target, CommandRequest::wifi_connect(ssid, password)).await
+    let target = service::target(&state, &caller, &id).await?;
+    let request = service::wifi_connect(&json_object(&body)?)?;
+    Ok(device_answer(&service::run(&state, &caller, &target, request).await?))
 }
 
 /// `PUT …/reset-main-counter`: `{"status": 200, "payload": {"status": "200"}}`.
@@ -331,11 +216,11 @@ pub async fn modbus_write(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let target = target(&state, &caller, &id).await?;
+    let target = service::target(&state, &caller, &id).await?;
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("Invalid JSON data in request body: {e}")))?;
-    let writes = parse_modbus_writes(&body).map_err(|message| ApiError::BadRequest(format!("{message}.")))?;
-    run(&state, &caller, &target, CommandRequest::modbus_write(&writes)).await
+    let request = service::modbus_write(&body)?;
+    Ok(device_answer(&service::run(&state, &caller, &target, request).await?))
 }
 
 /// `DELETE …/zwave-node`: asks the node's gateway to exclude it. The gateway's acceptance is
@@ -354,16 +239,11 @@ pub async fn zwave_node(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let target = target(&state, &caller, &id).await?;
-    let kind = target.device.id_device_type.to_ascii_lowercase();
-    if target.device.id_parent.is_none() || !matches!(kind.as_str(), "zwave" | "asset") {
-        return Err(ApiError::BadRequest(format!(
-            "Physical device {id} is not a Z-wave node behind a gateway."
-        )));
-    }
-    let answer = run(&state, &caller, &target, zwave_exclude(&target.device.serial_hardware)).await?;
-    if answer.status() != StatusCode::OK {
-        return Ok(answer);
+    let target = service::target(&state, &caller, &id).await?;
+    let request = service::zwave_exclude(&target)?;
+    let response = service::run(&state, &caller, &target, request).await?;
+    if response.status != 200 {
+        return Ok(device_answer(&response));
     }
     let node = &target.device.id_physical_device;
     // What the event 420 values mean (docs/gateway-protocol.md, "Commands"), from the event

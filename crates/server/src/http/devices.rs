@@ -12,13 +12,14 @@ use devicecloud_store::devices::{self, DeviceChanges, DeviceRow, NewGateway};
 use devicecloud_store::{groups, unix_now};
 use serde_json::{Map, Value, json};
 
+use super::body::json_object;
 use super::collection::Selection;
 use super::device_collection::{self, render_one};
 use super::origin::Origin;
-use super::validate::{Fields, json_object};
 use crate::auth::secrets::{random_token, token_hash};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::service::validate::Fields;
 use crate::state::AppState;
 
 /// Module kinds a gateway may be provisioned as (specification: GO, CORE, PLUS).

@@ -14,12 +14,13 @@ use devicecloud_store::{ListArgs, accounts, memberships, unix_now};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
+use super::body::json_object;
 use super::collection::{CollectionPage, RawCollection, Selection, items_json};
 use super::origin::Origin;
 use super::page_cache::{CachedPage, PageCache};
-use super::validate::{Fields, json_object};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::service::validate::Fields;
 use crate::state::AppState;
 
 /// Group types: the numeric code (as text, specification) and its human-readable label.

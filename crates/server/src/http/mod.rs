@@ -1,6 +1,7 @@
 //! The HTTP side of the service: one module per resource, each owning its `router()`, put
 //! together here with the layers every route shares (error bodies, panics, body limit, metrics).
 
+pub mod body;
 pub mod collection;
 pub mod commands;
 pub mod dashboard;
@@ -20,7 +21,6 @@ pub mod origin;
 pub mod page_cache;
 pub mod sessions;
 pub mod users;
-pub mod validate;
 pub mod webhooks;
 
 use axum::Router;

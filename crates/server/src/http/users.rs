@@ -12,11 +12,12 @@ use devicecloud_store::accounts::{self, AccountRow};
 use devicecloud_store::unix_now;
 use serde_json::{Value, json};
 
+use super::body::json_object;
 use super::origin::Origin;
-use super::validate::{Fields, json_object};
 use crate::auth::Caller;
 use crate::auth::secrets::hash_password;
 use crate::error::ApiError;
+use crate::service::validate::Fields;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {

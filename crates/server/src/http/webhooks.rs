@@ -14,12 +14,13 @@ use devicecloud_store::webhooks::{self, AttemptRow, FORWARDING_TYPES, NewWebhook
 use devicecloud_store::{groups, unix_now};
 use serde_json::{Map, Value, json};
 
+use super::body::json_object;
 use super::collection::{CollectionPage, RawCollection, Selection, items_json};
 use super::origin::Origin;
-use super::validate::{Fields, json_object};
 use crate::auth::secrets::random_token;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::service::validate::Fields;
 use crate::state::AppState;
 use crate::webhooks::address::{self, AddressError, MAX_URL_CHARS};
 use crate::webhooks::format::{FORMATTERS, formatter};

@@ -1,16 +1,16 @@
-//! The command panel of a device page and `POST /devices/<id>/command`, which runs the
-//! API's own command handler for the chosen command (same rights, validation, routing,
+//! The command panel of a device page and `POST /devices/<id>/command`, which sends the chosen
+//! command through the service layer the JSON API uses (same rights, validation, routing,
 //! timeout and event record) and shows the device's answer as a table.
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{Html, Response};
+use axum::http::HeaderMap;
+use axum::response::{Html, IntoResponse, Response};
+use devicecloud_protocol::{CommandMethod, CommandRequest, CommandResponse};
 use devicecloud_store::devices::DeviceRow;
 use maud::{Markup, html};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::PageError;
 use super::layout::{self, Section};
@@ -18,12 +18,9 @@ use super::series::DatatypeName;
 use super::session::{Posted, Viewer};
 use crate::error::ApiError;
 use crate::http::commands;
+use crate::service::ServiceError;
+use crate::service::commands as service;
 use crate::state::AppState;
-
-/// Whether the device is a Z-wave node behind a gateway (what `DELETE …/zwave-node` accepts).
-fn is_zwave_node(device: &DeviceRow) -> bool {
-    device.id_parent.is_some() && matches!(device.id_device_type.to_ascii_lowercase().as_str(), "zwave" | "asset")
-}
 
 /// One command button (with its extra inputs) posting to the device's command route.
 fn form(viewer: &Viewer, id: &str, command: &str, label: &str, inputs: Markup) -> Markup {
@@ -72,7 +69,7 @@ pub fn panel(viewer: &Viewer, device: &DeviceRow, names: &HashMap<i64, DatatypeN
                     input name="value" placeholder="value" aria-label="Value" size="8";
                 }))
             }
-            @if is_zwave_node(device) {
+            @if service::Target::is_zwave_node(device) {
                 (form(viewer, id, "zwave-exclude", "Exclude Z-wave node", html! {}))
             }
         }
@@ -121,70 +118,76 @@ fn number_or_text(text: &str) -> Value {
         .map_or_else(|| json!(text), |f| json!(f))
 }
 
-/// Runs the API handler of `command`.
-async fn call(state: &AppState, viewer: &Viewer, id: &str, command: &str, form: &Posted) -> Result<Response, ApiError> {
-    let (s, c, p) = (State(state.clone()), viewer.caller.clone(), Path(id.to_string()));
-    match command {
-        "ping" => commands::ping(s, c, p).await,
-        "restart" => commands::restart(s, c, p).await,
-        "status" => commands::status(s, c, p).await,
-        "request-measurement" => commands::request_measurement(s, c, p).await,
-        "wifi-scan" => commands::wifi_scan(s, c, p).await,
-        "wifi-disconnect" => commands::wifi_disconnect(s, c, p).await,
+/// The command request the form asks for, built as the JSON API builds it (same validation).
+fn request(target: &service::Target, command: &str, form: &Posted) -> Result<CommandRequest, ServiceError> {
+    let simple = match command {
+        "ping" => CommandMethod::Ping,
+        "restart" => CommandMethod::Restart,
+        "status" => CommandMethod::Status,
+        "request-measurement" => CommandMethod::RequestMeasurement,
+        "wifi-scan" => CommandMethod::WifiScan,
+        "wifi-disconnect" => CommandMethod::WifiDisconnect,
+        "reset-main-counter" => CommandMethod::ResetMainCounter,
+        "reset-daily-counter" => CommandMethod::ResetDailyCounter,
         "wifi-connect" => {
-            let mut body = json!({"ssid": form.field("ssid")});
+            let mut input = Map::new();
+            input.insert("ssid".into(), json!(form.field("ssid")));
             if !form.raw_field("password").is_empty() {
-                body["password"] = json!(form.raw_field("password"));
+                input.insert("password".into(), json!(form.raw_field("password")));
             }
-            commands::wifi_connect(s, c, p, Bytes::from(body.to_string())).await
+            return service::wifi_connect(&input);
         }
-        "reset-main-counter" => commands::reset_main_counter(s, c, p).await,
-        "reset-daily-counter" => commands::reset_daily_counter(s, c, p).await,
         "modbus-write" => {
-            let body = json!({"datatype": number_or_text(form.field("datatype")), "value": number_or_text(form.field("value"))});
-            commands::modbus_write(s, c, p, Bytes::from(body.to_string())).await
+            let input = json!({"datatype": number_or_text(form.field("datatype")), "value": number_or_text(form.field("value"))});
+            return service::modbus_write(&input);
         }
-        "zwave-exclude" => commands::zwave_node(s, c, p).await,
-        other => Err(ApiError::BadRequest(format!("Unknown command: {other}"))),
-    }
+        "zwave-exclude" => return service::zwave_exclude(target),
+        other => return Err(ServiceError::BadInput(format!("Unknown command: {other}"))),
+    };
+    Ok(CommandRequest::new(simple))
 }
 
-/// The outcome as a person reads it: what the device answered, or why it could not.
-async fn outcome(command: &str, result: Result<Response, ApiError>) -> Result<Markup, PageError> {
-    let (status, body) = match result {
-        Ok(response) => {
-            let status = response.status();
-            let bytes = axum::body::to_bytes(response.into_body(), 4 * 1024 * 1024)
-                .await
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-            (status, serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null))
-        }
+/// Sends the command of the form through the service layer, as the JSON API does.
+async fn call(
+    state: &AppState,
+    viewer: &Viewer,
+    id: &str,
+    command: &str,
+    form: &Posted,
+) -> Result<CommandResponse, ServiceError> {
+    let target = service::target(state, &viewer.caller, id).await?;
+    let request = request(&target, command, form)?;
+    service::run(state, &viewer.caller, &target, request).await
+}
+
+/// The outcome as a person reads it: what the device answered, or why it could not, with the
+/// HTTP status the JSON API answers for the same outcome.
+fn outcome(command: &str, result: Result<CommandResponse, ServiceError>) -> Result<Markup, PageError> {
+    let (http, device, body) = match result {
+        Ok(response) => (
+            commands::device_answer(&response).status(),
+            Some(response.status),
+            response.payload,
+        ),
         // Rights and absence are the page's refusal, as for any other page.
-        Err(e @ (ApiError::Unauthorized(_) | ApiError::NotFound(_) | ApiError::Internal(_))) => return Err(e.into()),
+        Err(e @ (ServiceError::NotFound { .. } | ServiceError::NotAllowed | ServiceError::Store(_))) => {
+            return Err(ApiError::from(e).into());
+        }
         Err(e) => {
-            let status = match &e {
-                ApiError::Status(status, _) => *status,
-                _ => StatusCode::BAD_REQUEST,
-            };
-            (status, json!({"message": e.to_string()}))
+            let error = ApiError::from(e);
+            let message = error.to_string();
+            (error.into_response().status(), None, json!({"message": message}))
         }
     };
-    let ok = status.is_success()
-        && body
-            .get("status")
-            .and_then(Value::as_i64)
-            .is_none_or(|s| (200..300).contains(&s));
+    let ok = http.is_success() && device.is_none_or(|s| (200..300).contains(&s));
     Ok(html! {
         div.card {
             p class=(if ok { "" } else { "error" }) {
                 strong { (command) } ": "
                 @if ok { "done" } @else { "failed" }
-                " (HTTP " (status.as_u16()) @if let Some(s) = body.get("status").and_then(Value::as_i64) { ", device status " (s) } ")"
+                " (HTTP " (http.as_u16()) @if let Some(s) = device { ", device status " (s) } ")"
             }
-            @match body.get("payload") {
-                Some(payload) => (json_table(payload)),
-                None => (json_table(&body)),
-            }
+            (json_table(&body))
         }
     })
 }
@@ -199,7 +202,7 @@ pub async fn run(
 ) -> Result<Response, PageError> {
     let command = posted.field("command").to_string();
     let result = call(&state, &posted.viewer, &id, &command, &posted).await;
-    let markup = outcome(&command, result).await?;
+    let markup = outcome(&command, result)?;
     let fragment = headers.get("x-fragment").is_some();
     let body = if fragment {
         markup.into_string()

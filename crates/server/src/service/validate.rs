@@ -1,22 +1,10 @@
-//! Reading JSON request bodies into typed fields with Yii-style validation messages
-//! (`[{field, message}]`, first error per attribute, docs/api.md, "Errors").
+//! Validating an operation's input fields with Yii's messages (`[{field, message}]`, first
+//! error per attribute, docs/api.md, "Errors"), so that the JSON API and the dashboard's forms
+//! refuse the same input with the same words.
 
-use axum::body::Bytes;
 use serde_json::{Map, Value};
 
-use crate::error::{ApiError, FieldError};
-
-/// The JSON object of a request body; 400 in the specification's body otherwise.
-pub fn json_object(body: &Bytes) -> Result<Map<String, Value>, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::BadRequest("The request body must be a JSON object.".into())),
-        Err(e) => Err(ApiError::BadRequest(format!("Invalid JSON data in request body: {e}"))),
-    }
-}
+use super::{FieldError, ServiceError};
 
 /// Yii's attribute label: `serial_hardware` → "Serial Hardware".
 pub fn label_of(field: &str) -> String {
@@ -137,12 +125,12 @@ impl<'a> Fields<'a> {
         self.fail(field, message.into());
     }
 
-    /// Ok when every field was valid, else the 422 list.
-    pub fn finish(self) -> Result<(), ApiError> {
+    /// Ok when every field was valid, else the list of invalid fields.
+    pub fn finish(self) -> Result<(), ServiceError> {
         if self.errors.is_empty() {
             Ok(())
         } else {
-            Err(ApiError::Validation(self.errors))
+            Err(ServiceError::Invalid(self.errors))
         }
     }
 }
@@ -166,7 +154,7 @@ mod tests {
         assert_eq!(f.integer("n", false, 0, 10), None);
         assert_eq!(f.boolean("flag"), None);
         assert_eq!(f.string("missing", true, 10), None);
-        let Err(ApiError::Validation(list)) = f.finish() else {
+        let Err(ServiceError::Invalid(list)) = f.finish() else {
             panic!("expected errors")
         };
         let messages: Vec<_> = list.iter().map(|e| e.message.as_str()).collect();

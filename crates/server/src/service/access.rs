@@ -1,0 +1,73 @@
+//! The one ownership check: load the record, load its group, require the caller's role in it.
+//! A record whose group the caller cannot see is "not found", never "forbidden", so that ids of
+//! other tenants cannot be probed (docs/api.md, "Rights").
+
+use devicecloud_store::devices::{self, DeviceRow};
+use devicecloud_store::groups::{self, GroupRow};
+use devicecloud_store::webhooks::{self, WebhookRow};
+
+use super::ServiceError;
+use crate::auth::{Caller, Role};
+use crate::state::AppState;
+
+/// The group `id_group` with the caller's role in it at least `need`: `Err(None)` when the
+/// group is absent or invisible, `Err(Some(NotAllowed))` when the role is too low.
+async fn group_with_role(
+    state: &AppState,
+    caller: &Caller,
+    id_group: &str,
+    need: Role,
+) -> Result<GroupRow, Option<ServiceError>> {
+    let group = groups::get(&state.db, id_group)
+        .await
+        .map_err(|e| Some(e.into()))?
+        .ok_or(None)?;
+    match caller.role_in(&group) {
+        None => Err(None),
+        Some(role) if role < need => Err(Some(ServiceError::NotAllowed)),
+        Some(_) => Ok(group),
+    }
+}
+
+/// A record of a group, checked: `what` names it in the not-found answer.
+async fn owned<T>(
+    state: &AppState,
+    caller: &Caller,
+    (what, id): (&'static str, &str),
+    record: Option<T>,
+    id_group: impl Fn(&T) -> &str,
+    need: Role,
+) -> Result<T, ServiceError> {
+    let record = record.ok_or_else(|| ServiceError::not_found(what, id))?;
+    match group_with_role(state, caller, id_group(&record), need).await {
+        Ok(_) => Ok(record),
+        Err(None) => Err(ServiceError::not_found(what, id)),
+        Err(Some(e)) => Err(e),
+    }
+}
+
+/// The device `id` as the caller may act on it with `need`.
+pub async fn device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow, ServiceError> {
+    let row = devices::get(&state.db, id).await?;
+    owned(state, caller, ("Physical device", id), row, |d| &d.id_group, need).await
+}
+
+/// The webhook `id` as the caller may act on it with `need`.
+pub async fn webhook(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<WebhookRow, ServiceError> {
+    let row = webhooks::get(&state.db, id).await?;
+    owned(state, caller, ("Webhook", id), row, |w| &w.id_group, need).await
+}
+
+/// The group `id_group` named in an operation's input (a new device's, a new webhook's): a
+/// group the caller cannot see is a field error on `id_group`, not a 404 (docs/api.md,
+/// "Management endpoints").
+pub async fn input_group(
+    state: &AppState,
+    caller: &Caller,
+    id_group: &str,
+    need: Role,
+) -> Result<GroupRow, ServiceError> {
+    group_with_role(state, caller, id_group, need)
+        .await
+        .map_err(|e| e.unwrap_or_else(|| ServiceError::invalid("id_group", "Group not found.")))
+}

@@ -1,0 +1,63 @@
+//! The service layer's one error type: what went wrong in the terms of the operation. Each
+//! transport says it in its own way (the JSON API as the specification's error bodies, see
+//! `crate::error`; the dashboard as a page).
+
+use devicecloud_protocol::CommandMethod;
+use devicecloud_store::StoreError;
+
+use crate::commands::CommandError;
+
+/// One invalid field of an operation's input: Yii's `[{field, message}]` validation list
+/// (docs/api.md, "Errors").
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: &str, message: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Why an operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The record does not exist or the caller cannot see it (the two are not told apart).
+    #[error("{what} not found: {id}")]
+    NotFound { what: &'static str, id: String },
+    /// The caller sees the record but their role is too low for the operation.
+    #[error("You are not allowed to perform this action.")]
+    NotAllowed,
+    /// Invalid input fields, every one reported.
+    #[error("data validation failed")]
+    Invalid(Vec<FieldError>),
+    /// Input that cannot be read as the operation's input at all.
+    #[error("{0}")]
+    BadInput(String),
+    /// A command that did not get an answer from its gateway.
+    #[error("{method:?}: {error}")]
+    Command { method: CommandMethod, error: CommandError },
+    /// The store failed (or ran past the query timeout).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ServiceError {
+    /// A record that does not exist or is invisible to the caller.
+    pub fn not_found(what: &'static str, id: &str) -> ServiceError {
+        ServiceError::NotFound {
+            what,
+            id: id.to_string(),
+        }
+    }
+
+    /// A single-field validation error.
+    pub fn invalid(field: &str, message: impl Into<String>) -> ServiceError {
+        ServiceError::Invalid(vec![FieldError::new(field, message)])
+    }
+}

@@ -1,0 +1,13 @@
+//! The service layer: the typed operations the transports share. The JSON API (`http`) and the
+//! dashboard turn their input into a call `(state, caller, input) -> Result<output,
+//! ServiceError>` here; the operation owns its effects (store writes, metrics, the command log,
+//! cache invalidation), so that neither transport calls the other (docs/ARCHITECTURE.md).
+
+pub mod access;
+
+pub mod commands;
+mod error;
+
+pub mod validate;
+
+pub use error::{FieldError, ServiceError};
