@@ -1,6 +1,7 @@
 //! Yii2 `ActiveDataFilter`: the `filter` grammar (query-string tree or JSON body) validated and
 //! turned into a typed condition tree (docs/api.md, "Collections").
 
+mod analysis;
 mod eval;
 mod grammar;
 mod label;
@@ -192,42 +193,6 @@ pub const MAX_VALUES: usize = 10_000;
 /// Most comparisons one filter may hold. SQLite refuses expressions deeper than 1000 levels and
 /// reads `a OR b OR …` as a chain, so a longer filter could only fail in the database.
 pub const MAX_CONDITIONS: usize = 250;
-
-impl Filter {
-    /// How many comparisons (leaves) the filter holds.
-    pub fn condition_count(&self) -> usize {
-        match self {
-            Filter::And(parts) | Filter::Or(parts) => parts.iter().map(Filter::condition_count).sum(),
-            Filter::Not(inner) => inner.condition_count(),
-            _ => 1,
-        }
-    }
-
-    /// Whether any comparison of the filter is on an attribute `wanted` accepts (a collection
-    /// joins a related table only when its filter names one of its attributes).
-    pub fn mentions(&self, wanted: &impl Fn(&str) -> bool) -> bool {
-        match self {
-            Filter::And(parts) | Filter::Or(parts) => parts.iter().any(|p| p.mentions(wanted)),
-            Filter::Not(inner) => inner.mentions(wanted),
-            Filter::Never => false,
-            Filter::Compare { attr, .. }
-            | Filter::Like { attr, .. }
-            | Filter::In { attr, .. }
-            | Filter::IsNull { attr }
-            | Filter::IsNotNull { attr } => wanted(attr),
-        }
-    }
-
-    /// How many values (SQL parameters) the filter holds.
-    pub fn value_count(&self) -> usize {
-        match self {
-            Filter::And(parts) | Filter::Or(parts) => parts.iter().map(Filter::value_count).sum(),
-            Filter::Not(inner) => inner.value_count(),
-            Filter::In { values, .. } => values.len(),
-            _ => 1,
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

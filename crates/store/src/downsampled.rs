@@ -7,7 +7,7 @@
 //! derived table, so a `timestamp_seconds` bound reaches the rollup's primary key
 //! (container, bucket).
 
-use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Scalar, SortKey};
+use devicecloud_query::{AttrKind, Attribute, Filter, Scalar, SortKey};
 use sea_query::{Alias, Condition, Expr, ExprTrait, Query, SelectStatement};
 
 use crate::Result;
@@ -112,53 +112,11 @@ pub const ATTRIBUTES: [Attribute; 10] = attributes(&COLUMNS);
 pub const SORTABLE: &[&str] = NAMES.split_at(9).0;
 const NAMES: [&str; 10] = names(&COLUMNS);
 
-/// The parts of a filter's top-level conjunction, nested `and`s flattened (several operators
-/// on one attribute arrive as an `and` of their own).
-fn conjuncts(filter: &Filter) -> Vec<&Filter> {
-    match filter {
-        Filter::And(parts) => parts.iter().flat_map(conjuncts).collect(),
-        other => vec![other],
-    }
-}
-
-fn number(value: &Scalar) -> Option<f64> {
-    match value {
-        Scalar::Int(i) => Some(*i as f64),
-        Scalar::Float(f) => Some(*f),
-        Scalar::Str(s) => s.trim().parse().ok(),
-        Scalar::Bool(_) => None,
-    }
-}
-
 /// The `timestamp_seconds` interval the top-level conjunction of `filter` asks for: the
 /// tightest lower and upper bounds. Bounds inside `or` / `not` are not an interval and are left
 /// out (the request is then read as unbounded on that side).
 pub fn time_bounds(filter: Option<&Filter>) -> (Option<f64>, Option<f64>) {
-    let (mut lower, mut upper): (Option<f64>, Option<f64>) = (None, None);
-    for part in filter.map(conjuncts).unwrap_or_default() {
-        let Filter::Compare {
-            attr: "timestamp_seconds",
-            op,
-            value,
-        } = part
-        else {
-            continue;
-        };
-        let Some(v) = number(value) else { continue };
-        let (lo, hi) = match op {
-            CompareOp::Gt | CompareOp::Gte => (Some(v), None),
-            CompareOp::Lt | CompareOp::Lte => (None, Some(v)),
-            CompareOp::Eq => (Some(v), Some(v)),
-            CompareOp::Neq => (None, None),
-        };
-        if let Some(lo) = lo {
-            lower = Some(lower.map_or(lo, |l| l.max(lo)));
-        }
-        if let Some(hi) = hi {
-            upper = Some(upper.map_or(hi, |u| u.min(hi)));
-        }
-    }
-    (lower, upper)
+    filter.map_or((None, None), |f| f.numeric_bounds("timestamp_seconds"))
 }
 
 /// The resolution rule (docs/api.md, "Downsampled data"): L = upper − lower; L > 21 days → day; 1
@@ -190,41 +148,19 @@ impl Resolution {
 
 /// The `id_data_session` a filter names by equality at its top level.
 pub fn session_id(filter: Option<&Filter>) -> Option<String> {
-    filter
-        .map(conjuncts)
-        .unwrap_or_default()
-        .into_iter()
-        .find_map(|part| match part {
-            Filter::Compare {
-                attr: "id_data_session",
-                op: CompareOp::Eq,
-                value: Scalar::Str(s),
-            } => Some(s.clone()),
-            Filter::Compare {
-                attr: "id_data_session",
-                op: CompareOp::Eq,
-                value: Scalar::Int(i),
-            } => Some(i.to_string()),
-            _ => None,
-        })
+    filter?.equal_values("id_data_session").find_map(|value| match value {
+        Scalar::Str(s) => Some(s.clone()),
+        Scalar::Int(i) => Some(i.to_string()),
+        _ => None,
+    })
 }
 
 /// `filter` without its `id_data_session` comparisons (they select the session instead).
 fn without_session(filter: &Filter) -> Option<Filter> {
-    match filter {
-        Filter::And(parts) => {
-            let parts: Vec<Filter> = parts.iter().filter_map(without_session).collect();
-            (!parts.is_empty()).then_some(Filter::And(parts))
-        }
-        Filter::Compare {
-            attr: "id_data_session",
-            ..
-        } => None,
-        other => Some(other.clone()),
-    }
+    filter.without_comparisons("id_data_session")
 }
 
-/// Whether a filter mentions `id_data_session` anywhere but as a top-level equality.
+/// Whether a filter mentions `id_data_session` anywhere but as a top-level comparison.
 fn session_elsewhere(filter: &Filter) -> bool {
     without_session(filter)
         .as_ref()
@@ -434,6 +370,8 @@ pub async fn list(db: &Db, args: ListArgs<'_>, now: i64) -> Result<Listing<Bucke
 
 #[cfg(test)]
 mod tests {
+    use devicecloud_query::CompareOp;
+
     use super::*;
 
     fn cmp(op: CompareOp, v: i64) -> Filter {

@@ -87,16 +87,7 @@ const FIRST_WINDOW_MARGIN: f64 = 1.25;
 
 /// Whether every comparison of `filter` names a container attribute.
 fn names_only_containers(filter: &Filter) -> bool {
-    match filter {
-        Filter::And(parts) | Filter::Or(parts) => parts.iter().all(names_only_containers),
-        Filter::Not(inner) => names_only_containers(inner),
-        Filter::Never => true,
-        Filter::Compare { attr, .. }
-        | Filter::Like { attr, .. }
-        | Filter::In { attr, .. }
-        | Filter::IsNull { attr }
-        | Filter::IsNotNull { attr } => CONTAINER_ATTRS.contains(attr),
-    }
+    filter.mentions_only(&|attr| CONTAINER_ATTRS.contains(&attr))
 }
 
 /// The containers a request covers: visible to the caller and, when the filter names only
