@@ -92,12 +92,13 @@ impl From<StoreError> for ApiError {
 impl From<ServiceError> for ApiError {
     fn from(err: ServiceError) -> ApiError {
         match err {
-            ServiceError::NotFound { what, id } => ApiError::not_found(what, &id),
+            ServiceError::NotFound(message) => ApiError::NotFound(message),
             ServiceError::NotAllowed => ApiError::forbidden(),
             ServiceError::Invalid(list) => ApiError::Validation(list),
             ServiceError::BadInput(message) => ApiError::BadRequest(message),
             ServiceError::Command { method, error } => command_error(method, error),
             ServiceError::Store(e) => e.into(),
+            ServiceError::Internal(detail) => ApiError::Internal(detail),
         }
     }
 }

@@ -19,6 +19,7 @@ use super::origin::Origin;
 use crate::auth::secrets::{random_token, token_hash};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::service::access;
 use crate::service::validate::Fields;
 use crate::state::AppState;
 
@@ -78,19 +79,6 @@ fn render(row: &DeviceRow, selection: &Selection) -> Value {
         Vec::new(),
         Some(device_links(&row.id_physical_device)),
     )
-}
-
-/// A device the caller may see, with at least `need` in its group: 404 when the device or
-/// its group is invisible, 401 when the role is too low (docs/api.md, "Rights").
-pub async fn require_device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow, ApiError> {
-    let not_found = || ApiError::not_found("Physical device", id);
-    let device = devices::get(&state.db, id).await?.ok_or_else(not_found)?;
-    let group = groups::get(&state.db, &device.id_group).await?;
-    match caller.require(group, &device.id_group, need) {
-        Ok(_) => Ok(device),
-        Err(ApiError::NotFound(_)) => Err(not_found()),
-        Err(other) => Err(other),
-    }
 }
 
 /// Serials: printable, no spaces, at most 64 characters (they are MQTT user names too).
@@ -164,7 +152,7 @@ pub async fn view(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let device = require_device(&state, &caller, &id, Role::Viewer).await?;
+    let device = access::device(&state, &caller, &id, Role::Viewer).await?;
     let selection = Selection::from_query(query.as_deref());
     Ok(axum::Json(render_one(&state, device, &selection).await?))
 }
@@ -180,7 +168,7 @@ pub async fn update(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<axum::Json<Value>, ApiError> {
-    require_device(&state, &caller, &id, Role::Manager).await?;
+    access::device(&state, &caller, &id, Role::Manager).await?;
     let body = json_object(&body)?;
     let mut f = Fields::new(&body);
     let label = f.string("label", false, 255).map(str::to_string);
@@ -210,7 +198,7 @@ pub async fn archive(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    require_device(&state, &caller, &id, Role::Manager).await?;
+    access::device(&state, &caller, &id, Role::Manager).await?;
     if !devices::archive(&state.db, &id, &caller.id_user, unix_now()).await? {
         return Err(ApiError::not_found("Physical device", &id));
     }
@@ -227,7 +215,7 @@ pub async fn rotate_token(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    require_device(&state, &caller, &id, Role::Manager).await?;
+    access::device(&state, &caller, &id, Role::Manager).await?;
     let token = random_token();
     if !devices::rotate_token(&state.db, &id, &token_hash(&token)).await? {
         return Err(ApiError::not_found("Physical device", &id));

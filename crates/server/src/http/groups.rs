@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use devicecloud_query::CollectionSpec;
 use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
-use devicecloud_store::{ListArgs, accounts, memberships, unix_now};
+use devicecloud_store::{ListArgs, unix_now};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -20,6 +20,7 @@ use super::origin::Origin;
 use super::page_cache::{CachedPage, PageCache};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::service::memberships;
 use crate::service::validate::Fields;
 use crate::state::AppState;
 
@@ -263,23 +264,7 @@ pub async fn put_member(
     Path((id, id_user)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Json, ApiError> {
-    caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
-    let body = json_object(&body)?;
-    let mut f = Fields::new(&body);
-    let role = f.string("role", true, 32).map(str::to_string);
-    if let Some(name) = &role
-        && Role::parse(name).is_none()
-    {
-        f.error("role", "Role must be one of viewer, operator, manager.");
-    }
-    f.finish()?;
-    let role = role.unwrap_or_default();
-    accounts::get(&state.db, &id_user)
-        .await?
-        .ok_or_else(|| ApiError::not_found("User", &id_user))?;
-    memberships::put(&state.db, &id, &id_user, &role).await?;
-    state.auth.forget_roles(&id_user);
-    state.pages.invalidate();
+    let role = memberships::put(&state, &caller, &id, &id_user, &json_object(&body)?).await?;
     Ok(axum::Json(json!({"id_group": id, "id_user": id_user, "role": role})))
 }
 
@@ -290,13 +275,6 @@ pub async fn remove_member(
     caller: Caller,
     Path((id, id_user)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
-    if !memberships::remove(&state.db, &id, &id_user).await? {
-        return Err(ApiError::NotFound(format!(
-            "User {id_user} holds no role in group {id}"
-        )));
-    }
-    state.auth.forget_roles(&id_user);
-    state.pages.invalidate();
+    memberships::remove(&state, &caller, &id, &id_user).await?;
     Ok(StatusCode::NO_CONTENT)
 }

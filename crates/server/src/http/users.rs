@@ -9,15 +9,13 @@ use axum::http::header::LOCATION;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use devicecloud_store::accounts::{self, AccountRow};
-use devicecloud_store::unix_now;
 use serde_json::{Value, json};
 
 use super::body::json_object;
 use super::origin::Origin;
 use crate::auth::Caller;
-use crate::auth::secrets::hash_password;
 use crate::error::ApiError;
-use crate::service::validate::Fields;
+use crate::service::accounts as accounts_service;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -38,22 +36,7 @@ pub async fn create(
     origin: Origin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let body = json_object(&body)?;
-    let mut f = Fields::new(&body);
-    let username = f.string("username", true, 255).map(str::to_string);
-    let password = f.string("password", true, 1024).map(str::to_string);
-    if password.as_ref().is_some_and(|p| p.chars().count() < 8) {
-        f.error("password", "Password should contain at least 8 characters.");
-    }
-    let is_admin = f.boolean("is_admin").unwrap_or(false);
-    f.finish()?;
-    let (username, password) = (username.unwrap_or_default(), password.unwrap_or_default());
-    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(ApiError::Internal)?;
-    let row = accounts::create(&state.db, &username, &hash, is_admin, unix_now()).await?;
+    let row = accounts_service::create(&state, &caller, &json_object(&body)?).await?;
     Ok((
         StatusCode::CREATED,
         [(LOCATION, origin.url(&format!("/api/v2/user/{}", row.id_user)))],

@@ -6,24 +6,22 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header::LOCATION};
+use axum::http::{StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use devicecloud_query::CollectionSpec;
-use devicecloud_store::webhooks::{self, AttemptRow, FORWARDING_TYPES, NewWebhook, WebhookChanges, WebhookRow};
-use devicecloud_store::{groups, unix_now};
+use devicecloud_store::webhooks::{self, AttemptRow, WebhookRow};
 use serde_json::{Map, Value, json};
 
 use super::body::json_object;
 use super::collection::{CollectionPage, RawCollection, Selection, items_json};
 use super::origin::Origin;
-use crate::auth::secrets::random_token;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
-use crate::service::validate::Fields;
+use crate::service::access;
+use crate::service::webhooks as service;
 use crate::state::AppState;
-use crate::webhooks::address::{self, AddressError, MAX_URL_CHARS};
-use crate::webhooks::format::{FORMATTERS, formatter};
+use crate::webhooks::format::FORMATTERS;
 
 /// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints).
 const SPEC: CollectionSpec = CollectionSpec {
@@ -39,9 +37,6 @@ const ATTEMPT_SPEC: CollectionSpec = CollectionSpec {
     default_per_page: 20,
     max_per_page: 1000,
 };
-
-/// Longest `authorization` value accepted.
-const MAX_AUTHORIZATION_CHARS: usize = 4096;
 
 /// The routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -72,7 +67,7 @@ pub fn mask(authorization: &str) -> String {
 }
 
 /// A webhook record: every stored field except the secret, the authorization masked.
-fn webhook_fields(row: &WebhookRow) -> Map<String, Value> {
+pub fn webhook_fields(row: &WebhookRow) -> Map<String, Value> {
     let mut map = Map::new();
     map.insert("id".into(), json!(row.id_webhook));
     map.insert("id_webhook".into(), json!(row.id_webhook));
@@ -128,116 +123,6 @@ fn attempt_fields(row: &AttemptRow) -> Map<String, Value> {
     map
 }
 
-/// A webhook the caller may act on with `need`: 404 when it or its group is invisible, 401
-/// when the role is too low (docs/api.md, "Rights").
-async fn visible(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<WebhookRow, ApiError> {
-    let not_found = || ApiError::not_found("Webhook", id);
-    let row = webhooks::get(&state.db, id).await?.ok_or_else(not_found)?;
-    let group = groups::get(&state.db, &row.id_group).await?;
-    match group.as_ref().and_then(|g| caller.role_in(g)) {
-        None => Err(not_found()),
-        Some(role) if role < need => Err(ApiError::forbidden()),
-        Some(_) => Ok(row),
-    }
-}
-
-/// A URL field checked for form and, unless private addresses are allowed, for where it
-/// resolves (docs/operations.md).
-async fn check_url(state: &AppState, url: &str) -> Result<(), ApiError> {
-    let parsed = address::parse(url).map_err(|e| ApiError::invalid("url", e.to_string()))?;
-    if !state.settings.webhook_allow_private {
-        address::check_public(&parsed).await.map_err(|e| {
-            ApiError::invalid(
-                "url",
-                match e {
-                    AddressError::Private => e.to_string(),
-                    other => other.to_string(),
-                },
-            )
-        })?;
-    }
-    Ok(())
-}
-
-/// The fields a body may set, validated (`creating` requires the mandatory ones).
-struct WebhookBody {
-    id_group: Option<String>,
-    label: Option<String>,
-    forwarding_type: Option<String>,
-    formatter: Option<String>,
-    url: Option<String>,
-    /// `Some(None)`: removed (null or empty).
-    authorization: Option<Option<String>>,
-    is_active: Option<bool>,
-}
-
-fn read_webhook(body: &Map<String, Value>, creating: bool) -> Result<WebhookBody, ApiError> {
-    let mut f = Fields::new(body);
-    let id_group = if creating {
-        f.string("id_group", true, 64).map(str::to_string)
-    } else {
-        if body.contains_key("id_group") {
-            f.error("id_group", "Id Group cannot be changed.");
-        }
-        None
-    };
-    let label = f
-        .string("label", creating || body.contains_key("label"), 255)
-        .map(str::to_string);
-    let forwarding_type = if creating {
-        let kind = f.string("forwarding_type", true, 32).map(str::to_string);
-        if kind.as_deref().is_some_and(|k| !FORWARDING_TYPES.contains(&k)) {
-            f.error(
-                "forwarding_type",
-                "Forwarding Type must be one of measurements, events.",
-            );
-        }
-        kind
-    } else {
-        if body.contains_key("forwarding_type") {
-            f.error("forwarding_type", "Forwarding Type cannot be changed.");
-        }
-        None
-    };
-    let name = f
-        .string("formatter", creating || body.contains_key("formatter"), 32)
-        .map(str::to_string);
-    if name.as_deref().is_some_and(|n| formatter(n).is_none()) {
-        let names: Vec<&str> = FORMATTERS.iter().map(|f| f.name).collect();
-        f.error("formatter", format!("Formatter must be one of {}.", names.join(", ")));
-    }
-    let url = f
-        .string("url", creating || body.contains_key("url"), MAX_URL_CHARS)
-        .map(str::to_string);
-    let authorization = if body.contains_key("authorization") {
-        let value = f
-            .string("authorization", false, MAX_AUTHORIZATION_CHARS)
-            .map(str::to_string)
-            .filter(|v| !v.is_empty());
-        // Sent verbatim as a header: it must be one.
-        if value.as_deref().is_some_and(|v| HeaderValue::from_str(v).is_err()) {
-            f.error(
-                "authorization",
-                "Authorization must be printable text without line breaks.",
-            );
-        }
-        Some(value)
-    } else {
-        None
-    };
-    let is_active = f.boolean("is_active");
-    f.finish()?;
-    Ok(WebhookBody {
-        id_group,
-        label,
-        forwarding_type,
-        formatter: name,
-        url,
-        authorization,
-        is_active,
-    })
-}
-
 #[utoipa::path(get, path = "/api/v2/webhook", tag = "webhooks",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of Webhook records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
@@ -265,7 +150,7 @@ pub async fn view(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let row = visible(&state, &caller, &id, Role::Viewer).await?;
+    let row = access::webhook(&state, &caller, &id, Role::Viewer).await?;
     Ok(axum::Json(
         render(&state, &row, &Selection::from_query(query.as_deref())).await?,
     ))
@@ -281,38 +166,12 @@ pub async fn create(
     origin: Origin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let body = read_webhook(&json_object(&body)?, true)?;
-    let id_group = body.id_group.unwrap_or_default();
-    // A group the caller cannot see is a field error, as for provisioning (docs/api.md, "Management
-    // endpoints").
-    let group = groups::get(&state.db, &id_group).await?;
-    match group.as_ref().and_then(|g| caller.role_in(g)) {
-        None => return Err(ApiError::invalid("id_group", "Group not found.")),
-        Some(role) if role < Role::Manager => return Err(ApiError::forbidden()),
-        Some(_) => {}
-    }
-    let url = body.url.unwrap_or_default();
-    check_url(&state, &url).await?;
-    let secret = random_token();
-    let authorization = body.authorization.flatten();
-    let new = NewWebhook {
-        id_group: &id_group,
-        label: body.label.as_deref().unwrap_or_default(),
-        forwarding_type: body.forwarding_type.as_deref().unwrap_or_default(),
-        formatter: body.formatter.as_deref().unwrap_or_default(),
-        url: &url,
-        authorization_header: authorization.as_deref(),
-        secret: &secret,
-        is_active: body.is_active.unwrap_or(true),
-        created_by: &caller.id_user,
-    };
-    let row = webhooks::create(&state.db, &new, unix_now()).await?;
-    state.webhooks.webhook_changed();
-    let mut record = render(&state, &row, &Selection::default()).await?;
+    let created = service::create(&state, &caller, &json_object(&body)?).await?;
+    let mut record = render(&state, &created.row, &Selection::default()).await?;
     if let Value::Object(map) = &mut record {
-        map.insert("secret".into(), json!(secret));
+        map.insert("secret".into(), json!(created.secret));
     }
-    let location = origin.url(&format!("/api/v2/webhook/{}", row.id_webhook));
+    let location = origin.url(&format!("/api/v2/webhook/{}", created.row.id_webhook));
     Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
 }
 
@@ -327,22 +186,8 @@ pub async fn update(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<axum::Json<Value>, ApiError> {
-    visible(&state, &caller, &id, Role::Manager).await?;
-    let body = read_webhook(&json_object(&body)?, false)?;
-    if let Some(url) = &body.url {
-        check_url(&state, url).await?;
-    }
-    let changes = WebhookChanges {
-        label: body.label.as_deref(),
-        formatter: body.formatter.as_deref(),
-        url: body.url.as_deref(),
-        authorization_header: body.authorization.as_ref().map(|a| a.as_deref()),
-        is_active: body.is_active,
-    };
-    let row = webhooks::update(&state.db, &id, &changes, unix_now())
-        .await?
-        .ok_or_else(|| ApiError::not_found("Webhook", &id))?;
-    state.webhooks.webhook_changed();
+    let input = json_object(&body)?;
+    let row = service::update(&state, &caller, &id, &input).await?;
     Ok(axum::Json(
         render(&state, &row, &Selection::from_query(query.as_deref())).await?,
     ))
@@ -356,9 +201,7 @@ pub async fn remove(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    visible(&state, &caller, &id, Role::Manager).await?;
-    webhooks::delete(&state.db, &id).await?;
-    state.webhooks.webhook_changed();
+    service::delete(&state, &caller, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -371,7 +214,7 @@ pub async fn attempts(
     Path(id): Path<String>,
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
-    visible(&state, &caller, &id, Role::Viewer).await?;
+    access::webhook(&state, &caller, &id, Role::Viewer).await?;
     let query = raw.parse(&ATTEMPT_SPEC)?;
     let listing = webhooks::attempts(
         &state.db,

@@ -46,6 +46,13 @@ async fn owned<T>(
     }
 }
 
+/// The group `id` as the caller may act on it with `need`.
+pub async fn group(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<GroupRow, ServiceError> {
+    group_with_role(state, caller, id, need)
+        .await
+        .map_err(|e| e.unwrap_or_else(|| ServiceError::not_found("Group", id)))
+}
+
 /// The device `id` as the caller may act on it with `need`.
 pub async fn device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow, ServiceError> {
     let row = devices::get(&state.db, id).await?;

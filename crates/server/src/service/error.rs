@@ -28,8 +28,8 @@ impl FieldError {
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     /// The record does not exist or the caller cannot see it (the two are not told apart).
-    #[error("{what} not found: {id}")]
-    NotFound { what: &'static str, id: String },
+    #[error("{0}")]
+    NotFound(String),
     /// The caller sees the record but their role is too low for the operation.
     #[error("You are not allowed to perform this action.")]
     NotAllowed,
@@ -45,15 +45,15 @@ pub enum ServiceError {
     /// The store failed (or ran past the query timeout).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Something that should not happen (a worker thread that died).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl ServiceError {
     /// A record that does not exist or is invisible to the caller.
     pub fn not_found(what: &'static str, id: &str) -> ServiceError {
-        ServiceError::NotFound {
-            what,
-            id: id.to_string(),
-        }
+        ServiceError::NotFound(format!("{what} not found: {id}"))
     }
 
     /// A single-field validation error.

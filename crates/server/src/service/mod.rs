@@ -4,10 +4,13 @@
 //! cache invalidation), so that neither transport calls the other (docs/ARCHITECTURE.md).
 
 pub mod access;
+pub mod accounts;
 
 pub mod commands;
 mod error;
+pub mod memberships;
 
 pub mod validate;
+pub mod webhooks;
 
 pub use error::{FieldError, ServiceError};

@@ -4,21 +4,19 @@
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_store::{accounts, clients, memberships};
 use maud::{Markup, html};
-use serde_json::json;
+use serde_json::{Map, json};
 
 use super::layout::{self, Section};
 use super::session::{Posted, Viewer};
 use super::{PageError, format, visible_groups};
 use crate::auth::secrets::register_client;
-use crate::error::{ApiError, FieldError};
-use crate::http::origin::Origin;
-use crate::http::{groups as groups_api, users as users_api};
+use crate::error::FieldError;
+use crate::service::{ServiceError, accounts as account_service, memberships as membership_service};
 use crate::state::AppState;
 
 const ROLES: [&str; 3] = ["viewer", "operator", "manager"];
@@ -104,10 +102,10 @@ fn respond(viewer: &Viewer, status: StatusCode, content: Markup) -> Response {
 }
 
 /// The page after a form: 200 with its notice, 422 with its field errors.
-async fn after(state: &AppState, viewer: &Viewer, result: Result<Outcome, ApiError>) -> Result<Response, PageError> {
+async fn after(state: &AppState, viewer: &Viewer, result: Result<Outcome, ServiceError>) -> Result<Response, PageError> {
     let (status, outcome) = match result {
         Ok(outcome) => (StatusCode::OK, outcome),
-        Err(ApiError::Validation(errors)) => (
+        Err(ServiceError::Invalid(errors)) => (
             StatusCode::UNPROCESSABLE_ENTITY,
             Outcome {
                 errors,
@@ -126,19 +124,17 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Result<Respo
 }
 
 /// `POST /admin/users`
-pub async fn create_user(State(state): State<AppState>, origin: Origin, posted: Posted) -> Result<Response, PageError> {
-    let body = json!({"username": posted.field("username"), "password": posted.raw_field("password"), "is_admin": posted.field("is_admin") == "1"});
-    let result = users_api::create(
-        State(state.clone()),
-        posted.viewer.caller.clone(),
-        origin,
-        Bytes::from(body.to_string()),
-    )
-    .await
-    .map(|_| Outcome {
-        notice: Some(format!("Account {} created.", posted.field("username"))),
-        ..Outcome::default()
-    });
+pub async fn create_user(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
+    let mut input = Map::new();
+    input.insert("username".into(), json!(posted.field("username")));
+    input.insert("password".into(), json!(posted.raw_field("password")));
+    input.insert("is_admin".into(), json!(posted.field("is_admin") == "1"));
+    let result = account_service::create(&state, &posted.viewer.caller, &input)
+        .await
+        .map(|row| Outcome {
+            notice: Some(format!("Account {} created.", row.username)),
+            ..Outcome::default()
+        });
     after(&state, &posted.viewer, result).await
 }
 
@@ -146,35 +142,25 @@ pub async fn create_user(State(state): State<AppState>, origin: Origin, posted: 
 pub async fn put_member(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
     // The API lets managers change their group's members; this page is for administrators.
     posted.viewer.caller.require_admin()?;
-    let path = Path((
-        posted.field("id_group").to_string(),
-        posted.field("id_user").to_string(),
-    ));
-    let body = json!({"role": posted.field("role")});
-    let result = groups_api::put_member(
-        State(state.clone()),
-        posted.viewer.caller.clone(),
-        path,
-        Bytes::from(body.to_string()),
-    )
-    .await
-    .map(|_| Outcome {
-        notice: Some("Role saved.".into()),
-        ..Outcome::default()
-    });
+    let mut input = Map::new();
+    input.insert("role".into(), json!(posted.field("role")));
+    let (id_group, id_user) = (posted.field("id_group"), posted.field("id_user"));
+    let result = membership_service::put(&state, &posted.viewer.caller, id_group, id_user, &input)
+        .await
+        .map(|_| Outcome {
+            notice: Some("Role saved.".into()),
+            ..Outcome::default()
+        });
     after(&state, &posted.viewer, result).await
 }
 
 /// `POST /admin/members/remove`
 pub async fn remove_member(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
     posted.viewer.caller.require_admin()?;
-    let path = Path((
-        posted.field("id_group").to_string(),
-        posted.field("id_user").to_string(),
-    ));
-    let result = groups_api::remove_member(State(state.clone()), posted.viewer.caller.clone(), path)
+    let (id_group, id_user) = (posted.field("id_group"), posted.field("id_user"));
+    let result = membership_service::remove(&state, &posted.viewer.caller, id_group, id_user)
         .await
-        .map(|_| Outcome {
+        .map(|()| Outcome {
             notice: Some("Role removed.".into()),
             ..Outcome::default()
         });
@@ -184,10 +170,12 @@ pub async fn remove_member(State(state): State<AppState>, posted: Posted) -> Res
 /// `POST /admin/clients`: the secret is shown this once.
 pub async fn create_client(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
     let result = async {
-        posted.viewer.caller.require_admin()?;
+        if !posted.viewer.caller.is_admin {
+            return Err(ServiceError::NotAllowed);
+        }
         let name = posted.field("name");
         if name.is_empty() || name.chars().count() > 255 {
-            return Err(ApiError::invalid("name", "Name must be 1 to 255 characters."));
+            return Err(ServiceError::invalid("name", "Name must be 1 to 255 characters."));
         }
         let (client, secret) = register_client(&state.db, name).await?;
         Ok(Outcome {

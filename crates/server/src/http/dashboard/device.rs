@@ -22,7 +22,8 @@ use super::series::{DatatypeName, datatype_names, datatype_title};
 use super::session::Viewer;
 use super::{PageError, events, filter, format, list_args, status_badge};
 use crate::auth::Role;
-use crate::http::devices::{device_fields, require_device};
+use crate::http::devices::device_fields;
+use crate::service::access;
 use crate::state::AppState;
 
 /// The chart ranges offered, with their length in seconds.
@@ -94,7 +95,7 @@ pub async fn latest(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Html<String>, PageError> {
-    let device = require_device(&state, &viewer.caller, &id, Role::Viewer).await?;
+    let device = access::device(&state, &viewer.caller, &id, Role::Viewer).await?;
     let rows = device_collection::latest_of_devices(&state.db, &[id.as_str()]).await?;
     let (_, names) = documents(&state, &device).await?;
     Ok(Html(latest_table(&rows, &names, unix_now()).into_string()))
@@ -151,7 +152,7 @@ pub async fn page(
     Path(id): Path<String>,
     Query(q): Query<DeviceQuery>,
 ) -> Result<Html<String>, PageError> {
-    let device = require_device(&state, &viewer.caller, &id, Role::Viewer).await?;
+    let device = access::device(&state, &viewer.caller, &id, Role::Viewer).await?;
     let now = unix_now();
     let range = q.range.as_deref().unwrap_or("1d");
     let (range_key, _, range_s) = RANGES.iter().copied().find(|r| r.0 == range).unwrap_or(RANGES[1]);

@@ -26,6 +26,12 @@ pub enum PageError {
     Api(#[from] ApiError),
 }
 
+impl From<crate::service::ServiceError> for PageError {
+    fn from(e: crate::service::ServiceError) -> PageError {
+        PageError::Api(e.into())
+    }
+}
+
 impl From<devicecloud_store::StoreError> for PageError {
     fn from(e: devicecloud_store::StoreError) -> PageError {
         PageError::Api(e.into())

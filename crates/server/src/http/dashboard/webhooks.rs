@@ -1,10 +1,9 @@
 //! The webhooks of the viewer's groups: list, create, edit, enable / disable, delete, and the
-//! delivery attempts with their status codes. Every change goes through the API's own
-//! handler with the form turned into its JSON body, so validation (field errors, the private
-//! address rule) and rights are the API's; field errors come back on the form.
+//! delivery attempts with their status codes. Every change goes through the service layer the
+//! JSON API uses, with the form as its input, so validation (field errors, the private address
+//! rule) and rights are the same; field errors come back on the form.
 
-use axum::body::Bytes;
-use axum::extract::{Path, Query, RawQuery, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_query::SortKey;
@@ -18,8 +17,9 @@ use super::session::{Posted, Viewer};
 use super::{PageError, PageQuery, format, list_args, page_request, pager, visible_groups};
 use crate::auth::Role;
 use crate::error::{ApiError, FieldError};
-use crate::http::origin::Origin;
 use crate::http::webhooks as api;
+use crate::service::webhooks as service;
+use crate::service::{ServiceError, access};
 use crate::state::AppState;
 use crate::webhooks::format::FORMATTERS;
 
@@ -163,39 +163,23 @@ pub async fn new_form(State(state): State<AppState>, viewer: Viewer) -> Result<H
     ))
 }
 
-/// Reads a JSON response body.
-async fn json_of(response: Response) -> Result<Value, PageError> {
-    let bytes = axum::body::to_bytes(response.into_body(), 1024 * 1024)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
-
 /// `POST /webhooks`: shows the signing secret this once.
-pub async fn create(State(state): State<AppState>, origin: Origin, posted: Posted) -> Result<Response, PageError> {
+pub async fn create(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
     let body = body_of(&posted, true);
-    let result = api::create(
-        State(state.clone()),
-        posted.viewer.caller.clone(),
-        origin,
-        Bytes::from(Value::Object(body.clone()).to_string()),
-    )
-    .await;
     let viewer = &posted.viewer;
-    match result {
-        Ok(response) => {
-            let record = json_of(response).await?;
-            let id = record["id_webhook"].as_str().unwrap_or_default().to_string();
+    match service::create(&state, &viewer.caller, &body).await {
+        Ok(created) => {
+            let id = &created.row.id_webhook;
             let content = html! {
                 p.notice { "The webhook was created. Its signing secret is shown this once: keep it to check "
                     code { "X-Devicecloud-Signature" } "." }
-                p.secret { (record["secret"].as_str().unwrap_or_default()) }
+                p.secret { (created.secret) }
                 p { a href=(format!("/webhooks/{id}")) { "Open the webhook →" } }
             };
             let page = layout::page(viewer, Section::Webhooks, "Webhook created", content);
             Ok((StatusCode::CREATED, Html(page.into_string())).into_response())
         }
-        Err(ApiError::Validation(errors)) => {
+        Err(ServiceError::Invalid(errors)) => {
             let groups = manageable_groups(&state, viewer).await?;
             let draft = Draft { values: body, errors };
             let content = form(viewer, &draft, &groups, None);
@@ -214,29 +198,28 @@ async fn render_page(
     draft: Option<Draft>,
     page: Option<i64>,
 ) -> Result<Markup, PageError> {
-    let axum::Json(record) = api::view(
-        State(state.clone()),
-        viewer.caller.clone(),
-        Path(id.to_string()),
-        RawQuery(Some("expand=backlog".into())),
-    )
-    .await?;
-    let id_group = record["id_group"].as_str().unwrap_or_default();
-    let manager = viewer.caller.role_in_group(id_group) >= Some(Role::Manager);
+    let row = access::webhook(state, &viewer.caller, id, Role::Viewer).await?;
+    let (queued, pending, failed) = store::backlog(&state.db, id).await?;
+    let mut record = api::webhook_fields(&row);
+    record.insert(
+        "backlog".into(),
+        json!({"queued_items": queued, "pending_deliveries": pending, "failed_deliveries": failed}),
+    );
+    let manager = viewer.caller.role_in_group(&row.id_group) >= Some(Role::Manager);
     let newest_first = SortKey {
         attr: "id_attempt",
         descending: true,
     };
     let attempts = store::attempts(&state.db, id, None, Some(&newest_first), page_request(page, 50), false).await?;
-    let active = record["is_active"].as_i64() == Some(1);
+    let active = row.is_active == 1;
     let draft = draft.unwrap_or_else(|| Draft {
-        values: record.as_object().cloned().unwrap_or_default(),
+        values: record.clone(),
         errors: Vec::new(),
     });
     let now = unix_now();
     Ok(html! {
         dl.fields {
-            @for (key, value) in record.as_object().into_iter().flatten() {
+            @for (key, value) in &record {
                 dt { (key) }
                 dd { @match value { Value::Null => span.muted { "null" }, Value::String(s) => (s), other => (other.to_string()) } }
             }
@@ -292,19 +275,6 @@ pub async fn page(
     ))
 }
 
-/// Runs the API's PATCH with `body`.
-async fn patch(state: &AppState, viewer: &Viewer, id: &str, body: &Map<String, Value>) -> Result<(), ApiError> {
-    api::update(
-        State(state.clone()),
-        viewer.caller.clone(),
-        Path(id.to_string()),
-        RawQuery(None),
-        Bytes::from(Value::Object(body.clone()).to_string()),
-    )
-    .await
-    .map(|_| ())
-}
-
 /// `POST /webhooks/<id>`: the edit form.
 pub async fn update(
     State(state): State<AppState>,
@@ -312,9 +282,9 @@ pub async fn update(
     posted: Posted,
 ) -> Result<Response, PageError> {
     let body = body_of(&posted, false);
-    match patch(&state, &posted.viewer, &id, &body).await {
-        Ok(()) => Ok(see_other(&format!("/webhooks/{id}"))),
-        Err(ApiError::Validation(errors)) => {
+    match service::update(&state, &posted.viewer.caller, &id, &body).await {
+        Ok(_) => Ok(see_other(&format!("/webhooks/{id}"))),
+        Err(ServiceError::Invalid(errors)) => {
             let draft = Draft { values: body, errors };
             let content = render_page(&state, &posted.viewer, &id, Some(draft), None).await?;
             let page = layout::page(&posted.viewer, Section::Webhooks, "Webhook", content);
@@ -330,16 +300,8 @@ pub async fn toggle(
     Path(id): Path<String>,
     posted: Posted,
 ) -> Result<Response, PageError> {
-    let axum::Json(record) = api::view(
-        State(state.clone()),
-        posted.viewer.caller.clone(),
-        Path(id.clone()),
-        RawQuery(None),
-    )
-    .await?;
-    let mut body = Map::new();
-    body.insert("is_active".into(), json!(record["is_active"].as_i64() != Some(1)));
-    patch(&state, &posted.viewer, &id, &body).await?;
+    service::toggle(&state, &posted.viewer.caller, &id)
+        .await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }
 
@@ -349,6 +311,7 @@ pub async fn delete(
     Path(id): Path<String>,
     posted: Posted,
 ) -> Result<Response, PageError> {
-    api::remove(State(state), posted.viewer.caller.clone(), Path(id)).await?;
+    service::delete(&state, &posted.viewer.caller, &id)
+        .await?;
     Ok(see_other("/webhooks"))
 }

@@ -1,0 +1,191 @@
+//! Webhooks (docs/api.md, "Webhooks"): creating, changing and deleting a group's webhooks, with
+//! the validation both the JSON API and the dashboard's forms apply, the address check, and the
+//! wake-up of the delivery workers after each change.
+
+use axum::http::HeaderValue;
+use devicecloud_store::unix_now;
+use devicecloud_store::webhooks::{self, FORWARDING_TYPES, NewWebhook, WebhookChanges, WebhookRow};
+use serde_json::{Map, Value};
+
+use super::validate::Fields;
+use super::{ServiceError, access};
+use crate::auth::secrets::random_token;
+use crate::auth::{Caller, Role};
+use crate::state::AppState;
+use crate::webhooks::address::{self, AddressError, MAX_URL_CHARS};
+use crate::webhooks::format::{FORMATTERS, formatter};
+
+/// Longest `authorization` value accepted.
+const MAX_AUTHORIZATION_CHARS: usize = 4096;
+
+/// A URL field checked for form and, unless private addresses are allowed, for where it
+/// resolves (docs/operations.md).
+async fn check_url(state: &AppState, url: &str) -> Result<(), ServiceError> {
+    let parsed = address::parse(url).map_err(|e| ServiceError::invalid("url", e.to_string()))?;
+    if !state.settings.webhook_allow_private {
+        address::check_public(&parsed).await.map_err(|e| {
+            ServiceError::invalid(
+                "url",
+                match e {
+                    AddressError::Private => e.to_string(),
+                    other => other.to_string(),
+                },
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The fields a body may set, validated (`creating` requires the mandatory ones).
+struct WebhookBody {
+    id_group: Option<String>,
+    label: Option<String>,
+    forwarding_type: Option<String>,
+    formatter: Option<String>,
+    url: Option<String>,
+    /// `Some(None)`: removed (null or empty).
+    authorization: Option<Option<String>>,
+    is_active: Option<bool>,
+}
+
+fn read_webhook(body: &Map<String, Value>, creating: bool) -> Result<WebhookBody, ServiceError> {
+    let mut f = Fields::new(body);
+    let id_group = if creating {
+        f.string("id_group", true, 64).map(str::to_string)
+    } else {
+        if body.contains_key("id_group") {
+            f.error("id_group", "Id Group cannot be changed.");
+        }
+        None
+    };
+    let label = f
+        .string("label", creating || body.contains_key("label"), 255)
+        .map(str::to_string);
+    let forwarding_type = if creating {
+        let kind = f.string("forwarding_type", true, 32).map(str::to_string);
+        if kind.as_deref().is_some_and(|k| !FORWARDING_TYPES.contains(&k)) {
+            f.error(
+                "forwarding_type",
+                "Forwarding Type must be one of measurements, events.",
+            );
+        }
+        kind
+    } else {
+        if body.contains_key("forwarding_type") {
+            f.error("forwarding_type", "Forwarding Type cannot be changed.");
+        }
+        None
+    };
+    let name = f
+        .string("formatter", creating || body.contains_key("formatter"), 32)
+        .map(str::to_string);
+    if name.as_deref().is_some_and(|n| formatter(n).is_none()) {
+        let names: Vec<&str> = FORMATTERS.iter().map(|f| f.name).collect();
+        f.error("formatter", format!("Formatter must be one of {}.", names.join(", ")));
+    }
+    let url = f
+        .string("url", creating || body.contains_key("url"), MAX_URL_CHARS)
+        .map(str::to_string);
+    let authorization = if body.contains_key("authorization") {
+        let value = f
+            .string("authorization", false, MAX_AUTHORIZATION_CHARS)
+            .map(str::to_string)
+            .filter(|v| !v.is_empty());
+        // Sent verbatim as a header: it must be one.
+        if value.as_deref().is_some_and(|v| HeaderValue::from_str(v).is_err()) {
+            f.error(
+                "authorization",
+                "Authorization must be printable text without line breaks.",
+            );
+        }
+        Some(value)
+    } else {
+        None
+    };
+    let is_active = f.boolean("is_active");
+    f.finish()?;
+    Ok(WebhookBody {
+        id_group,
+        label,
+        forwarding_type,
+        formatter: name,
+        url,
+        authorization,
+        is_active,
+    })
+}
+
+/// A created webhook and its signing secret, shown this once.
+pub struct Created {
+    pub row: WebhookRow,
+    pub secret: String,
+}
+
+/// Creates a webhook from `{label, id_group, forwarding_type, formatter, url, authorization?,
+/// is_active?}`; the caller must be a manager of the group.
+pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value>) -> Result<Created, ServiceError> {
+    let body = read_webhook(input, true)?;
+    let id_group = body.id_group.unwrap_or_default();
+    access::input_group(state, caller, &id_group, Role::Manager).await?;
+    let url = body.url.unwrap_or_default();
+    check_url(state, &url).await?;
+    let secret = random_token();
+    let authorization = body.authorization.flatten();
+    let new = NewWebhook {
+        id_group: &id_group,
+        label: body.label.as_deref().unwrap_or_default(),
+        forwarding_type: body.forwarding_type.as_deref().unwrap_or_default(),
+        formatter: body.formatter.as_deref().unwrap_or_default(),
+        url: &url,
+        authorization_header: authorization.as_deref(),
+        secret: &secret,
+        is_active: body.is_active.unwrap_or(true),
+        created_by: &caller.id_user,
+    };
+    let row = webhooks::create(&state.db, &new, unix_now()).await?;
+    state.webhooks.webhook_changed();
+    Ok(Created { row, secret })
+}
+
+/// Changes a webhook with `{label?, formatter?, url?, authorization?, is_active?}`; the caller
+/// must be a manager of its group.
+pub async fn update(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    input: &Map<String, Value>,
+) -> Result<WebhookRow, ServiceError> {
+    access::webhook(state, caller, id, Role::Manager).await?;
+    let body = read_webhook(input, false)?;
+    if let Some(url) = &body.url {
+        check_url(state, url).await?;
+    }
+    let changes = WebhookChanges {
+        label: body.label.as_deref(),
+        formatter: body.formatter.as_deref(),
+        url: body.url.as_deref(),
+        authorization_header: body.authorization.as_ref().map(|a| a.as_deref()),
+        is_active: body.is_active,
+    };
+    let row = webhooks::update(&state.db, id, &changes, unix_now())
+        .await?
+        .ok_or_else(|| ServiceError::not_found("Webhook", id))?;
+    state.webhooks.webhook_changed();
+    Ok(row)
+}
+
+/// Enables a disabled webhook or disables an enabled one.
+pub async fn toggle(state: &AppState, caller: &Caller, id: &str) -> Result<WebhookRow, ServiceError> {
+    let row = access::webhook(state, caller, id, Role::Manager).await?;
+    let mut input = Map::new();
+    input.insert("is_active".into(), Value::Bool(row.is_active != 1));
+    update(state, caller, id, &input).await
+}
+
+/// Deletes a webhook with its queue and attempts; the caller must be a manager of its group.
+pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<(), ServiceError> {
+    access::webhook(state, caller, id, Role::Manager).await?;
+    webhooks::delete(&state.db, id).await?;
+    state.webhooks.webhook_changed();
+    Ok(())
+}
