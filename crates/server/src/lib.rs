@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod commands;
+pub mod dashboard;
 pub mod error;
 pub mod event_catalogue;
 pub mod event_types;
@@ -11,6 +12,7 @@ pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
+pub mod page_cache;
 pub mod service;
 pub mod state;
 pub mod webhooks;

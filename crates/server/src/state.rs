@@ -10,11 +10,11 @@ use ipnet::IpNet;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::cache::AuthCache;
+use crate::auth::login_limit::LoginLimiter;
 use crate::commands::CommandLog;
-use crate::http::dashboard::login_limit::LoginLimiter;
-use crate::http::page_cache::PageCache;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
+use crate::page_cache::PageCache;
 use crate::webhooks::WebhookHub;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

@@ -3,6 +3,7 @@
 pub mod cache;
 pub mod caller;
 pub mod login;
+pub mod login_limit;
 pub mod rights;
 pub mod secrets;
 

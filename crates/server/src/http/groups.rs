@@ -17,9 +17,9 @@ use std::sync::Arc;
 use super::body::json_object;
 use super::collection::{CollectionPage, RawCollection, Selection, items_json};
 use super::origin::Origin;
-use super::page_cache::{CachedPage, PageCache};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::page_cache::{CachedPage, PageCache};
 use crate::service::memberships;
 use crate::service::validate::Fields;
 use crate::state::AppState;
@@ -103,7 +103,7 @@ pub async fn index(
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
     let query = raw.parse(&SPEC)?;
-    let key = PageCache::key("group", &caller, &raw);
+    let key = PageCache::key("group", &caller, raw.query_bytes(), &raw.body_text());
     let cached = match key.as_deref().and_then(|key| state.pages.get(key)) {
         Some(hit) => hit,
         // HEAD counts only (no rows fetched), and a page without rows is not remembered.

@@ -4,7 +4,6 @@
 pub mod body;
 pub mod collection;
 pub mod commands;
-pub mod dashboard;
 pub mod data;
 pub mod device_collection;
 pub mod devices;
@@ -18,7 +17,6 @@ pub mod listener;
 pub mod oauth;
 pub mod openapi;
 pub mod origin;
-pub mod page_cache;
 pub mod sessions;
 pub mod users;
 pub mod webhooks;
@@ -60,7 +58,7 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(openapi::router())
         .merge(webhooks::router())
-        .merge(dashboard::router())
+        .merge(crate::dashboard::router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), limits::guard))

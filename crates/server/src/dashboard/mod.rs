@@ -12,7 +12,6 @@ mod events;
 mod format;
 mod group;
 mod layout;
-pub mod login_limit;
 mod overview;
 mod series;
 mod session;

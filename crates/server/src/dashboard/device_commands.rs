@@ -170,7 +170,12 @@ fn outcome(command: &str, result: Result<CommandResponse, ServiceError>) -> Resu
             response.payload,
         ),
         // Rights and absence are the page's refusal, as for any other page.
-        Err(e @ (ServiceError::NotFound(_) | ServiceError::NotAllowed | ServiceError::Store(_) | ServiceError::Internal(_))) => {
+        Err(
+            e @ (ServiceError::NotFound(_)
+            | ServiceError::NotAllowed
+            | ServiceError::Store(_)
+            | ServiceError::Internal(_)),
+        ) => {
             return Err(ApiError::from(e).into());
         }
         Err(e) => {

@@ -102,7 +102,11 @@ fn respond(viewer: &Viewer, status: StatusCode, content: Markup) -> Response {
 }
 
 /// The page after a form: 200 with its notice, 422 with its field errors.
-async fn after(state: &AppState, viewer: &Viewer, result: Result<Outcome, ServiceError>) -> Result<Response, PageError> {
+async fn after(
+    state: &AppState,
+    viewer: &Viewer,
+    result: Result<Outcome, ServiceError>,
+) -> Result<Response, PageError> {
     let (status, outcome) = match result {
         Ok(outcome) => (StatusCode::OK, outcome),
         Err(ServiceError::Invalid(errors)) => (

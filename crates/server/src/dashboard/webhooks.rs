@@ -300,8 +300,7 @@ pub async fn toggle(
     Path(id): Path<String>,
     posted: Posted,
 ) -> Result<Response, PageError> {
-    service::toggle(&state, &posted.viewer.caller, &id)
-        .await?;
+    service::toggle(&state, &posted.viewer.caller, &id).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }
 
@@ -311,7 +310,6 @@ pub async fn delete(
     Path(id): Path<String>,
     posted: Posted,
 ) -> Result<Response, PageError> {
-    service::delete(&state, &posted.viewer.caller, &id)
-        .await?;
+    service::delete(&state, &posted.viewer.caller, &id).await?;
     Ok(see_other("/webhooks"))
 }

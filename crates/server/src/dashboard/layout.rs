@@ -7,8 +7,8 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::session::{CSRF_FIELD, Viewer};
 
-const CSS: &str = include_str!("../../../assets/dashboard.css");
-const JS: &str = include_str!("../../../assets/dashboard.js");
+const CSS: &str = include_str!("../../assets/dashboard.css");
+const JS: &str = include_str!("../../assets/dashboard.js");
 
 /// The sections of the navigation bar.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use devicecloud_query::Page;
 
-use super::collection::RawCollection;
 use crate::auth::Caller;
 
 /// How long a remembered page may be served.
@@ -77,10 +76,10 @@ impl PageCache {
         }
     }
 
-    /// The key of a request: the resource, who asks, and exactly what they ask; `None` when
-    /// the request is too long to be worth remembering.
-    pub fn key(resource: &str, caller: &Caller, raw: &RawCollection) -> Option<String> {
-        let (query, body) = (raw.query_bytes(), raw.body_text());
+    /// The key of a request: the resource, who asks, and exactly what they ask (the query
+    /// string and the JSON body text); `None` when the request is too long to be worth
+    /// remembering.
+    pub fn key(resource: &str, caller: &Caller, query: &[u8], body: &str) -> Option<String> {
         if query.len() + body.len() > MAX_KEY_BYTES {
             return None;
         }
