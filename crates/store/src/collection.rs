@@ -14,7 +14,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use crate::db::{Backend, Db, on_pool};
-use crate::groups::GroupScope;
+use crate::scope::GroupScope;
 use crate::{Result, StoreError};
 
 /// One attribute of a collection and the SQL column behind it. The attribute's kind types its

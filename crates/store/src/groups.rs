@@ -21,41 +21,7 @@ pub struct GroupRow {
     pub deleted_at: Option<i64>,
 }
 
-/// Which groups a caller may see (docs/api.md, "Rights").
-#[derive(Clone, Debug)]
-pub enum GroupScope<'a> {
-    /// Administrators: every group, deleted ones included.
-    All,
-    /// A normal user: the groups where they hold a role, deleted ones left out.
-    MemberOf(&'a str),
-}
-
-impl GroupScope<'_> {
-    /// The condition that keeps rows whose `table.column` names a group this scope may see;
-    /// `None` for administrators, who see every group.
-    pub fn condition(&self, table: &'static str, column: &'static str) -> Option<Condition> {
-        match self {
-            GroupScope::All => None,
-            GroupScope::MemberOf(id_user) => {
-                Some(Condition::all().add(Expr::col((table, column)).in_subquery(visible_groups(id_user))))
-            }
-        }
-    }
-}
-
-/// The groups a user holds a role in, deleted ones left out (docs/api.md, "Rights").
-pub fn visible_groups(id_user: &str) -> sea_query::SelectStatement {
-    Query::select()
-        .column(("memberships", "id_group"))
-        .from("memberships")
-        .inner_join(
-            "groups",
-            Expr::col(("groups", "id_group")).equals(("memberships", "id_group")),
-        )
-        .and_where(Expr::col(("memberships", "id_user")).eq(id_user))
-        .and_where(Expr::col(("groups", "deleted_at")).is_null())
-        .to_owned()
-}
+pub use crate::scope::{GroupScope, visible_groups};
 
 /// Fields of a new group.
 #[derive(Clone, Debug)]

@@ -15,7 +15,7 @@ use sea_query::{Condition, Expr, ExprTrait, Func, Order, Query, SelectStatement}
 use crate::Result;
 use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, filter_cond, names};
 use crate::db::Db;
-use crate::groups::GroupScope;
+use crate::scope::GroupScope;
 
 /// A raw data point with every field of the specification.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]

@@ -13,12 +13,10 @@ mod pending;
 use std::time::Duration;
 
 use devicecloud_protocol::{CommandRequest, CommandResponse};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 pub use log::{CommandLog, CommandRecord};
 pub use pending::Pending;
-
-use crate::state::AppState;
 
 /// What the gateway sent back for one request: the response, or why it could not be read.
 pub type Reply = Result<CommandResponse, String>;
@@ -70,18 +68,17 @@ pub fn request_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// Sends `request` to the live connection of `gateway` and waits for its answer, at most the
-/// configured command timeout (queueing included).
+/// Sends `request` through `queue`, the command queue of a gateway's live connection (`None`:
+/// not connected), and waits for its answer, at most `limit` (queueing included).
 pub async fn send(
-    state: &AppState,
-    gateway: &str,
+    queue: Option<mpsc::Sender<Box<Outbound>>>,
+    limit: Duration,
     request_id: String,
     request: &CommandRequest,
 ) -> Result<CommandResponse, CommandError> {
-    let Some(queue) = state.gateways.commands(gateway) else {
+    let Some(queue) = queue else {
         return Err(CommandError::Offline);
     };
-    let limit = state.settings.command_timeout;
     let (reply, answer) = oneshot::channel();
     let outbound = Box::new(Outbound {
         request_id,

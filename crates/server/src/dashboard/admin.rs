@@ -12,7 +12,8 @@ use maud::{Markup, html};
 use serde_json::{Map, json};
 
 use super::layout::{self, Section};
-use super::session::{Posted, Viewer};
+use super::session::Posted;
+use super::viewer::Viewer;
 use super::{PageError, format, visible_groups};
 use crate::auth::secrets::register_client;
 use crate::error::FieldError;

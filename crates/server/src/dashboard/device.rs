@@ -19,10 +19,10 @@ use super::chart::{self, Chart, Point};
 use super::device_commands::{self, json_table};
 use super::layout::{self, Section};
 use super::series::{DatatypeName, datatype_names, datatype_title};
-use super::session::Viewer;
+use super::viewer::Viewer;
 use super::{PageError, events, filter, format, list_args, status_badge};
 use crate::auth::Role;
-use crate::http::devices::device_fields;
+use crate::http::device_collection::device_fields;
 use crate::service::access;
 use crate::state::AppState;
 

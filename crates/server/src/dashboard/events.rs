@@ -11,7 +11,7 @@ use time::PrimitiveDateTime;
 use time::macros::format_description;
 
 use super::layout::{self, Section};
-use super::session::Viewer;
+use super::viewer::Viewer;
 use super::{PageError, filter, format, list_args, pager};
 use crate::event_catalogue::{self, CATALOGUE};
 use crate::state::AppState;

@@ -12,7 +12,7 @@ use maud::html;
 use serde_json::json;
 
 use super::layout::{self, Section};
-use super::session::Viewer;
+use super::viewer::Viewer;
 use super::{PageError, filter, format, list_args, pager, role_name, status_badge};
 use crate::auth::Role;
 use crate::state::AppState;

@@ -5,7 +5,7 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::IntoResponse;
 use maud::{DOCTYPE, Markup, html};
 
-use super::session::{CSRF_FIELD, Viewer};
+use super::viewer::{CSRF_FIELD, Viewer};
 
 const CSS: &str = include_str!("../../assets/dashboard.css");
 const JS: &str = include_str!("../../assets/dashboard.js");

@@ -16,6 +16,7 @@ mod overview;
 mod series;
 mod session;
 mod sessions;
+mod viewer;
 mod webhooks;
 
 use axum::Router;

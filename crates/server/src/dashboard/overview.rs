@@ -10,7 +10,7 @@ use devicecloud_store::groups;
 use maud::html;
 
 use super::layout::{self, Section};
-use super::session::Viewer;
+use super::viewer::Viewer;
 use super::{PageError, PageQuery, list_args, pager, role_name};
 use crate::state::AppState;
 

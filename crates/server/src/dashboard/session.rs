@@ -20,6 +20,7 @@ use maud::html;
 
 use super::error::PageError;
 use super::layout;
+use super::viewer::{CSRF_FIELD, Viewer};
 use crate::auth::Caller;
 use crate::auth::login::check_password;
 use crate::auth::secrets::{random_token, same_hash, token_hash};
@@ -30,16 +31,6 @@ use crate::state::AppState;
 pub const SESSION_LIFETIME_S: i64 = 12 * 3600;
 const SESSION_COOKIE: &str = "dc_session";
 const LOGIN_COOKIE: &str = "dc_login";
-/// The hidden field of every form.
-pub const CSRF_FIELD: &str = "_csrf";
-
-/// The signed-in account behind a page request, with the same rights as its API tokens.
-pub struct Viewer {
-    pub caller: Caller,
-    pub username: String,
-    pub csrf: String,
-    session_hash: String,
-}
 
 /// A cookie of the request by name.
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

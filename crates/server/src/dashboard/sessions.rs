@@ -13,7 +13,7 @@ use serde_json::json;
 use super::chart::{self, Chart};
 use super::layout::{self, Section};
 use super::series::{self, datatype_title};
-use super::session::Viewer;
+use super::viewer::Viewer;
 use super::{PageError, PageQuery, format, list_args, pager};
 use crate::http::sessions::{download_csv, require_session};
 use crate::state::AppState;

@@ -13,7 +13,8 @@ use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
 use super::layout::{self, Section};
-use super::session::{Posted, Viewer};
+use super::session::Posted;
+use super::viewer::Viewer;
 use super::{PageError, PageQuery, format, list_args, page_request, pager, visible_groups};
 use crate::auth::Role;
 use crate::error::{ApiError, FieldError};

@@ -106,7 +106,8 @@ pub async fn run(
         state.command_log.record(record).await;
         return Ok(CommandResponse::failure(501, "Wifi disabled"));
     }
-    let outcome = commands::send(state, &target.gateway.id_physical_device, request_id, &request).await;
+    let queue = state.gateways.commands(&target.gateway.id_physical_device);
+    let outcome = commands::send(queue, state.settings.command_timeout, request_id, &request).await;
     record.outcome = match &outcome {
         Ok(response) => response.status.to_string(),
         Err(e) => e.outcome().to_string(),
