@@ -95,73 +95,64 @@ async fn simple(state: AppState, caller: Caller, id: String, method: CommandMeth
     Ok(device_answer(&response))
 }
 
-/// `GET …/ping`: `{data: "pong", result: "success"}` from an online module.
-#[utoipa::path(get, path = "/api/v2/physical-device/{id}/ping", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {data: pong, result: success}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
-    security(("bearer" = [])))]
-pub async fn ping(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-    simple(state, caller, id, CommandMethod::Ping).await
+/// The handler of a command without parameters, with its OpenAPI description: each is its
+/// own function (the OpenAPI document lists one operation per function), and each sends its
+/// method through [`simple`]. `$offline` is the status of "not online" (400 for the counter
+/// resets, 404 for the others); `$extra` lists answers only some commands have.
+macro_rules! simple_command {
+    ($(#[doc = $doc:literal])* $name:ident, $verb:ident $path:literal, $method:ident, $ok:literal, $offline:literal $(, $extra:tt)*) => {
+        $(#[doc = $doc])*
+        #[utoipa::path($verb, path = $path, tag = "commands", params(("id" = String, Path)),
+            responses((status = 200, description = $ok), $($extra,)* (status = 401, description = "Role below operator"),
+                (status = $offline, description = "Not found, not visible, or not online"),
+                (status = 504, description = "No answer within the command timeout")),
+            security(("bearer" = [])))]
+        pub async fn $name(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+            simple(state, caller, id, CommandMethod::$method).await
+        }
+    };
 }
 
-/// `POST …/restart`: the module answers, then reconnects.
-#[utoipa::path(post, path = "/api/v2/physical-device/{id}/restart", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {result: success}}; the gateway reconnects"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
-    security(("bearer" = [])))]
-pub async fn restart(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    simple(state, caller, id, CommandMethod::Restart).await
-}
-
-/// `GET …/status`: the self-test payload, also kept as the device's `deviceInfo`.
-#[utoipa::path(get, path = "/api/v2/physical-device/{id}/status", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: <self-test>}; kept as deviceInfo"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
-    security(("bearer" = [])))]
-pub async fn status(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    simple(state, caller, id, CommandMethod::Status).await
-}
-
-/// `PUT …/request-measurement`: the module asks its assets for their latest values.
-#[utoipa::path(put, path = "/api/v2/physical-device/{id}/request-measurement", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {result: success}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
-    security(("bearer" = [])))]
-pub async fn request_measurement(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    simple(state, caller, id, CommandMethod::RequestMeasurement).await
-}
-
-/// `GET …/wifi`: scan.
-#[utoipa::path(get, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
-    security(("bearer" = [])))]
-pub async fn wifi_scan(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    simple(state, caller, id, CommandMethod::WifiScan).await
-}
-
-/// `DELETE …/wifi`: disconnect.
-#[utoipa::path(delete, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
-    security(("bearer" = [])))]
-pub async fn wifi_disconnect(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    simple(state, caller, id, CommandMethod::WifiDisconnect).await
-}
+simple_command!(
+    /// `GET …/ping`: `{data: "pong", result: "success"}` from an online module.
+    ping, get "/api/v2/physical-device/{id}/ping", Ping,
+    "200: {status: 200, payload: {data: pong, result: success}}", 404
+);
+simple_command!(
+    /// `POST …/restart`: the module answers, then reconnects.
+    restart, post "/api/v2/physical-device/{id}/restart", Restart,
+    "200: {status: 200, payload: {result: success}}; the gateway reconnects", 404
+);
+simple_command!(
+    /// `GET …/status`: the self-test payload, also kept as the device's `deviceInfo`.
+    status, get "/api/v2/physical-device/{id}/status", Status,
+    "200: {status: 200, payload: <self-test>}; kept as deviceInfo", 404
+);
+simple_command!(
+    /// `PUT …/request-measurement`: the module asks its assets for their latest values.
+    request_measurement, put "/api/v2/physical-device/{id}/request-measurement", RequestMeasurement,
+    "200: {status: 200, payload: {result: success}}", 404
+);
+simple_command!(
+    /// `GET …/wifi`: scan.
+    wifi_scan, get "/api/v2/physical-device/{id}/wifi", WifiScan,
+    "200: {status: 200, payload: {wifiAccessPoints, result}}", 404, ( status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}" )
+);
+simple_command!(
+    /// `DELETE …/wifi`: disconnect.
+    wifi_disconnect, delete "/api/v2/physical-device/{id}/wifi", WifiDisconnect,
+    "200: {status: 200, payload: {wifiAccessPoints, result}}", 404, ( status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}" )
+);
+simple_command!(
+    /// `PUT …/reset-main-counter`: `{"status": 200, "payload": {"status": "200"}}`.
+    reset_main_counter, put "/api/v2/physical-device/{id}/reset-main-counter", ResetMainCounter,
+    "200: {status: 200, payload: {status: 200}}", 400
+);
+simple_command!(
+    /// `PUT …/reset-daily-counter`: as the main counter.
+    reset_daily_counter, put "/api/v2/physical-device/{id}/reset-daily-counter", ResetDailyCounter,
+    "200: {status: 200, payload: {status: 200}}", 400
+);
 
 /// `PUT …/wifi` with `{ssid, password?}`: connect. A missing or empty `ssid`, or a
 /// `password` that is not a string, answers 400.
@@ -178,30 +169,6 @@ pub async fn wifi_connect(
     let target = service::target(&state, &caller, &id).await?;
     let request = service::wifi_connect(&json_object(&body)?)?;
     Ok(device_answer(&service::run(&state, &caller, &target, request).await?))
-}
-
-/// `PUT …/reset-main-counter`: `{"status": 200, "payload": {"status": "200"}}`.
-#[utoipa::path(put, path = "/api/v2/physical-device/{id}/reset-main-counter", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {status: 200}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
-    security(("bearer" = [])))]
-pub async fn reset_main_counter(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    simple(state, caller, id, CommandMethod::ResetMainCounter).await
-}
-
-/// `PUT …/reset-daily-counter`: as the main counter.
-#[utoipa::path(put, path = "/api/v2/physical-device/{id}/reset-daily-counter", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {status: 200, payload: {status: 200}}"), (status = 401, description = "Role below operator"), (status = 400, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
-    security(("bearer" = [])))]
-pub async fn reset_daily_counter(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    simple(state, caller, id, CommandMethod::ResetDailyCounter).await
 }
 
 /// `PUT …/modbus-write` with one `{datatype, value}` or an array of them: 400 with the reason
