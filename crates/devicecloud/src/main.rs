@@ -1,7 +1,6 @@
 //! The `devicecloud` binary: subcommands, settings, logging and start-up; nothing else.
 
 mod admin;
-mod bench;
 mod demo;
 mod limits;
 mod settings;
@@ -48,9 +47,6 @@ enum Command {
     /// Bootstrap and operations on the store.
     #[command(subcommand)]
     Admin(admin::AdminCommand),
-    /// Measure the service (see docs/benchmarks.md).
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
 }
 
 fn main() -> Result<()> {
@@ -76,7 +72,6 @@ fn main() -> Result<()> {
                 println!("{}", out?);
                 Ok(())
             }
-            Command::Bench(command) => bench::run(command).await,
             Command::Simulate(args) => simulate::run(args, settings.mqtt_addr).await,
         }
     })

@@ -445,24 +445,6 @@ fn demo_prints_credentials_that_work() {
 }
 
 #[test]
-fn acknowledged_data_survives_sigkill() {
-    // A short run of `bench crash` (docs/benchmarks.md records the 20-cycle run): it exits
-    // non-zero if any acknowledged point is missing or counted twice.
-    let out = Command::new(BIN)
-        .args(["bench", "crash", "--cycles", "3", "--gateways", "2"])
-        .env("DEVICECLOUD_LOG", "error")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains(" 0 missing, 0 series miscounted"), "{stdout}");
-}
-
-#[test]
 fn simulate_provisions_a_fleet_through_the_api_and_connects_it() {
     let dir = Dir::new("simulate");
     let client = admin(&dir, &["create-client", "--name", "sim"]);

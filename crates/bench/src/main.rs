@@ -1,7 +1,16 @@
-//! `devicecloud bench …`: benchmarks against a real `devicecloud serve` child process on
+//! `devicecloud-bench …`: benchmarks against a real `devicecloud serve` child process on
 //! loopback, so the figures in docs/benchmarks.md come from one command and one run.
 //!
 //! Load loops are bounded by time and stop by themselves; only 127.0.0.1 is ever targeted.
+//!
+//! The benchmarks are a crate of their own so that the `devicecloud` binary is only the command
+//! line. They reach the service as an outside user does: they run the `devicecloud` executable
+//! (`serve`, and `admin` for the first accounts; see `server::locate` for where it is found) and
+//! speak HTTP and MQTT to it, and they link no code of the binary crate (its settings and limits
+//! stay private to it). Two exceptions, both on purpose: the store crate, to seed large data
+//! directly in the server's database and to check acknowledged points there independently of the
+//! API, and the server crate for the one constant the store's own rate is measured with
+//! (`ingest::BATCH_POINTS`, the ingest writer's batch size).
 
 mod abuse;
 mod api;
@@ -15,11 +24,34 @@ mod read;
 mod server;
 mod webhook;
 
+use std::path::PathBuf;
+
 use anyhow::Result;
+use clap::Parser;
+
+/// Benchmarks of devicecloud against a `devicecloud serve` child process on loopback (see
+/// docs/benchmarks.md).
+#[derive(Debug, Parser)]
+#[command(name = "devicecloud-bench", version, about)]
+struct Cli {
+    /// The `devicecloud` executable to run as the server under test [default: the file
+    /// `devicecloud` in the same directory as this executable, e.g. target/release/devicecloud].
+    #[arg(long, env = "DEVICECLOUD_BENCH_SERVER_BIN", global = true, value_name = "PATH")]
+    server_bin: Option<PathBuf>,
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    server::locate(cli.server_bin)?;
+    run(cli.command).await
+}
 
 /// The benchmarks.
 #[derive(Debug, clap::Subcommand)]
-pub enum BenchCommand {
+enum BenchCommand {
     /// The front door under attack while gateways publish: deep expands, giant filters,
     /// made-up methods, 1 MB bodies, slow headers and bodies, thousands of idle sockets;
     /// `/healthz` latency, resident memory, and every acknowledged point checked on the store.
@@ -170,7 +202,7 @@ pub enum BenchCommand {
     },
 }
 
-pub async fn run(command: BenchCommand) -> Result<()> {
+async fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Abuse {
             seconds,

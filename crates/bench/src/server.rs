@@ -1,14 +1,48 @@
 //! The server under test: a `devicecloud serve` child process on loopback, stopped (or killed)
 //! by the benchmark, and the admin, token and provisioning calls every benchmark needs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+
+/// The `devicecloud` executable every server under test runs, set once by [`locate`].
+static SERVER_BIN: OnceLock<PathBuf> = OnceLock::new();
+
+/// Finds the `devicecloud` executable: `path` when given (`--server-bin`, or
+/// `DEVICECLOUD_BENCH_SERVER_BIN`), otherwise the file `devicecloud` next to this executable,
+/// which is where cargo puts it when both packages are built into the same target directory
+/// (`cargo build --release -p devicecloud -p devicecloud-bench`). Fails at once, before any
+/// benchmark starts, when there is no such file.
+pub fn locate(path: Option<PathBuf>) -> Result<&'static Path> {
+    let path = match path {
+        Some(path) => path,
+        None => std::env::current_exe()
+            .context("cannot find this executable's directory")?
+            .with_file_name(format!("devicecloud{}", std::env::consts::EXE_SUFFIX)),
+    };
+    let path = std::fs::canonicalize(&path).with_context(|| {
+        format!(
+            "no devicecloud executable at {}: build it beside this one (cargo build --release -p devicecloud \
+             -p devicecloud-bench) or name it with --server-bin or DEVICECLOUD_BENCH_SERVER_BIN",
+            path.display()
+        )
+    })?;
+    Ok(SERVER_BIN.get_or_init(|| path))
+}
+
+/// The executable found by [`locate`].
+fn server_bin() -> Result<&'static Path> {
+    SERVER_BIN
+        .get()
+        .map(PathBuf::as_path)
+        .context("the devicecloud executable was not located")
+}
 
 /// A running `devicecloud serve`; killed if dropped.
 pub struct ServerUnderTest {
@@ -30,7 +64,7 @@ impl ServerUnderTest {
 
     /// A server on an existing data dir (a restart).
     pub async fn start_in(data_dir: PathBuf, database_url: Option<String>) -> Result<ServerUnderTest> {
-        let mut command = Command::new(std::env::current_exe()?);
+        let mut command = Command::new(server_bin()?);
         command
             .arg("serve")
             .env("DEVICECLOUD_DATA_DIR", &data_dir)
@@ -72,7 +106,7 @@ impl ServerUnderTest {
 
     /// Runs `devicecloud admin …` against the same store.
     pub async fn admin(&self, args: &[&str]) -> Result<Value> {
-        let mut command = Command::new(std::env::current_exe()?);
+        let mut command = Command::new(server_bin()?);
         command
             .arg("admin")
             .args(args)
