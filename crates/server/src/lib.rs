@@ -13,6 +13,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
 pub mod page_cache;
+pub mod running;
 pub mod service;
 pub mod state;
 pub mod webhooks;
@@ -23,6 +24,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use running::{Addresses, Listeners, Running};
 pub use state::{AppState, FrontEnd, Settings};
 
 /// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight

@@ -16,8 +16,6 @@ use devicecloud_server::Settings;
 use hmac::{KeyInit, Mac};
 use reqwest::Method;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
@@ -127,15 +125,6 @@ struct Setup {
     serial: String,
     device: String,
     device_token: String,
-    _stop: StopOnDrop,
-}
-
-struct StopOnDrop(CancellationToken);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
 }
 
 async fn setup() -> Setup {
@@ -144,8 +133,6 @@ async fn setup() -> Setup {
         ..Settings::default()
     };
     let app = TestApp::spawn_with(settings).await;
-    let stop = CancellationToken::new();
-    devicecloud_server::webhooks::spawn_worker(&app.state, &TaskTracker::new(), &stop);
     let (_, admin) = app.admin().await;
     let group = app.create_group(&admin, "Plant").await;
     let serial = format!("GW-{}", devicecloud_store::new_id());
@@ -161,7 +148,6 @@ async fn setup() -> Setup {
         admin,
         group,
         serial,
-        _stop: StopOnDrop(stop),
     }
 }
 
@@ -772,8 +758,6 @@ async fn a_batch_failing_for_the_whole_retry_window_is_marked_failed_and_the_nex
         ..Settings::default()
     };
     let app = TestApp::spawn_with(settings).await;
-    let stop = StopOnDrop(CancellationToken::new());
-    devicecloud_server::webhooks::spawn_worker(&app.state, &TaskTracker::new(), &stop.0);
     let (_, admin) = app.admin().await;
     let group = app.create_group(&admin, "Plant").await;
     let body = json!({"id_group": group, "serial_hardware": "GW-WINDOW", "kind": "CORE"});

@@ -7,12 +7,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use devicecloud_server::auth::secrets::{hash_password, random_token, token_hash};
-use devicecloud_server::{AppState, Settings};
+use devicecloud_server::{AppState, Listeners, Running, Settings};
 use devicecloud_store::{Db, accounts, clients, unix_now};
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 pub mod gateway_client;
 
@@ -56,6 +55,7 @@ pub struct TestApp {
     pub client_id: String,
     pub client_secret: String,
     shutdown: CancellationToken,
+    running: Running,
     _dir: TempDir,
 }
 
@@ -113,23 +113,16 @@ impl TestApp {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let db = fresh_db(&dir).await;
-        let shutdown = CancellationToken::new();
-        let state = AppState::start(db.clone(), settings, &TaskTracker::new(), &shutdown);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let mqtt = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mqtt_addr = mqtt.local_addr().unwrap();
-        tokio::spawn(devicecloud_server::mqtt::serve_mqtt(
-            mqtt,
-            state.clone(),
-            TaskTracker::new(),
-            shutdown.clone(),
-        ));
-        tokio::spawn(devicecloud_server::serve_http(
-            listener,
-            state.clone(),
-            shutdown.clone(),
-        ));
+        // The service as `serve` starts it: the same listeners and background tasks.
+        let listeners = Listeners {
+            http: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            mqtt: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            mqtts: None,
+        };
+        let running = Running::start(db.clone(), settings, listeners).unwrap();
+        let (state, shutdown) = (running.state.clone(), running.shutdown_token());
+        let base = format!("http://{}", running.addresses.http);
+        let mqtt_addr = running.addresses.mqtt;
         let (client_id, client_secret) = (devicecloud_store::new_id(), random_token());
         clients::create(&db, &client_id, "tests", &token_hash(&client_secret), unix_now())
             .await
@@ -142,6 +135,7 @@ impl TestApp {
             client_id,
             client_secret,
             shutdown,
+            running,
             _dir: TempDir(dir),
         }
     }
@@ -151,13 +145,7 @@ impl TestApp {
     pub async fn start_mqtts(&self, acceptor: devicecloud_server::mqtt::tls::TlsAcceptor) -> std::net::SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(devicecloud_server::mqtt::serve_mqtts(
-            listener,
-            acceptor,
-            self.state.clone(),
-            TaskTracker::new(),
-            self.shutdown.clone(),
-        ));
+        self.running.serve_mqtts(listener, acceptor);
         addr
     }
 

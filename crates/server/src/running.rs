@@ -1,0 +1,107 @@
+//! The composition root: the one place the service is put together and taken apart. `serve`,
+//! `demo` and the tests' `TestApp` all start it here, so that every one of them runs the same
+//! listeners and the same background tasks (the webhook worker, the device-status refresh, the
+//! pruning of expired tokens and sessions) that production runs.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use devicecloud_store::Db;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::mqtt::tls::TlsAcceptor;
+use crate::state::{AppState, Settings};
+
+/// The sockets the service answers on, bound by the caller (so that a port in use is reported
+/// before anything starts, and tests can bind port 0).
+pub struct Listeners {
+    pub http: TcpListener,
+    pub mqtt: TcpListener,
+    /// The MQTT over TLS listener and its certificate, when configured.
+    pub mqtts: Option<(TcpListener, TlsAcceptor)>,
+}
+
+/// Where a started service listens.
+#[derive(Clone, Copy, Debug)]
+pub struct Addresses {
+    pub http: SocketAddr,
+    pub mqtt: SocketAddr,
+    pub mqtts: Option<SocketAddr>,
+}
+
+/// A started service: its state, its addresses, and what it takes to stop it.
+pub struct Running {
+    pub state: AppState,
+    pub addresses: Addresses,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Running {
+    /// Starts the service on `db` with `settings`: the state, the background tasks, and the HTTP,
+    /// MQTT and (when given) MQTT over TLS listeners.
+    pub fn start(db: Db, settings: Settings, listeners: Listeners) -> std::io::Result<Running> {
+        let addresses = Addresses {
+            http: listeners.http.local_addr()?,
+            mqtt: listeners.mqtt.local_addr()?,
+            mqtts: match &listeners.mqtts {
+                Some((listener, _)) => Some(listener.local_addr()?),
+                None => None,
+            },
+        };
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let state = AppState::start(db, settings, &tracker, &shutdown);
+        crate::spawn_background(&state, &tracker, &shutdown);
+        let running = Running {
+            state,
+            addresses,
+            shutdown,
+            tracker,
+        };
+        if let Some((listener, acceptor)) = listeners.mqtts {
+            running.serve_mqtts(listener, acceptor);
+        }
+        running.tracker.spawn(crate::mqtt::serve_mqtt(
+            listeners.mqtt,
+            running.state.clone(),
+            running.tracker.clone(),
+            running.shutdown.clone(),
+        ));
+        running.tracker.spawn(crate::serve_http(
+            listeners.http,
+            running.state.clone(),
+            running.shutdown.clone(),
+        ));
+        Ok(running)
+    }
+
+    /// Serves MQTT over TLS on one more listener, stopped with the service.
+    pub fn serve_mqtts(&self, listener: TcpListener, acceptor: TlsAcceptor) {
+        self.tracker.spawn(crate::mqtt::serve_mqtts(
+            listener,
+            acceptor,
+            self.state.clone(),
+            self.tracker.clone(),
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// The token whose cancellation starts the shutdown (what SIGTERM does).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops the service as SIGTERM does: the listeners stop accepting, requests and deliveries
+    /// in flight finish and the ingest queue drains, within `grace`; then the pools close (on
+    /// SQLite the last one checkpoints the WAL). Returns whether everything finished in time.
+    pub async fn stop(self, grace: Duration) -> bool {
+        self.shutdown.cancel();
+        self.tracker.close();
+        let drained = tokio::time::timeout(grace, self.tracker.wait()).await.is_ok();
+        self.state.close().await;
+        drained
+    }
+}
