@@ -11,11 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use devicecloud_server::AppState;
+use devicecloud_server::{Listeners, Running};
 use devicecloud_store::Db;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use settings::{Flags, Settings};
 
@@ -129,56 +127,28 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
         Some((addr, acceptor)) => Some((bind(addr, "DEVICECLOUD_MQTT_TLS_ADDR").await?, acceptor)),
         None => None,
     };
-    let shutdown = CancellationToken::new();
-    let tracker = TaskTracker::new();
-    let state = AppState::start(db.clone(), settings.server(), &tracker, &shutdown);
-    devicecloud_server::spawn_background(&state, &tracker, &shutdown);
-    let (http_addr, mqtt_addr) = (http.local_addr()?, mqtt.local_addr()?);
-    let mqtts_addr = match &mqtts {
-        Some((listener, _)) => Some(listener.local_addr()?),
-        None => None,
-    };
+    let listeners = Listeners { http, mqtt, mqtts };
+    let backend = db.backend();
+    let running = Running::start(db, settings.server(), listeners).context("cannot start the service")?;
+    let addresses = running.addresses;
     let stop = stop_signal().context("cannot install the signal handlers")?;
     // The one line scripts and tests read to learn the chosen ports.
-    match mqtts_addr {
-        Some(mqtts_addr) => println!("listening http={http_addr} mqtt={mqtt_addr} mqtts={mqtts_addr}"),
-        None => println!("listening http={http_addr} mqtt={mqtt_addr}"),
+    match addresses.mqtts {
+        Some(mqtts) => println!(
+            "listening http={} mqtt={} mqtts={mqtts}",
+            addresses.http, addresses.mqtt
+        ),
+        None => println!("listening http={} mqtt={}", addresses.http, addresses.mqtt),
     }
     if let Some(on_ready) = on_ready {
-        on_ready(http_addr, mqtt_addr);
+        on_ready(addresses.http, addresses.mqtt);
     }
-    tracing::info!(http = %http_addr, mqtt = %mqtt_addr, mqtts = ?mqtts_addr, backend = ?db.backend(), "devicecloud started");
-
-    if let Some((listener, acceptor)) = mqtts {
-        tracker.spawn(devicecloud_server::mqtt::serve_mqtts(
-            listener,
-            acceptor,
-            state.clone(),
-            tracker.clone(),
-            shutdown.clone(),
-        ));
-    }
-
-    tracker.spawn(devicecloud_server::mqtt::serve_mqtt(
-        mqtt,
-        state.clone(),
-        tracker.clone(),
-        shutdown.clone(),
-    ));
-    let server = tokio::spawn(devicecloud_server::serve_http(http, state.clone(), shutdown.clone()));
+    tracing::info!(http = %addresses.http, mqtt = %addresses.mqtt, mqtts = ?addresses.mqtts, ?backend, "devicecloud started");
     stop.await;
     tracing::info!("shutting down");
-    shutdown.cancel();
-    tracker.close();
-    let drained = tokio::time::timeout(Duration::from_secs(20), async {
-        let _ = server.await;
-        tracker.wait().await;
-    })
-    .await;
-    if drained.is_err() {
+    if !running.stop(Duration::from_secs(20)).await {
         tracing::warn!("shutdown timed out; stopping anyway");
     }
-    state.close().await;
     Ok(())
 }
 

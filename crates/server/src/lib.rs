@@ -37,7 +37,7 @@ pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: Cancel
 
 /// Starts the background tasks of the service on `tracker`; they stop when `shutdown` is
 /// cancelled.
-pub fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
+pub(crate) fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
     webhooks::spawn_worker(state, tracker, shutdown);
     let (status_state, status_shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
