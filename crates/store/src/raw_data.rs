@@ -262,7 +262,7 @@ async fn window(
 pub type DayFromRaw = (i64, i64, f64, f64, f64);
 
 /// The daily downsampled answer of a series by a plain `GROUP BY` over its raw rows: the
-/// reference the day rollups are measured against (`devicecloud bench read`).
+/// reference the day rollups are measured against (`devicecloud-bench read`).
 pub async fn daily_from_raw(db: &Db, container_key: i64) -> Result<Vec<DayFromRaw>> {
     let sql = "SELECT (seconds / 86400) * 86400 AS day, COUNT(*) AS n, MIN(value), MAX(value), AVG(value) \
                FROM raw_points WHERE container_key = $1 GROUP BY (seconds / 86400) * 86400 ORDER BY day";
