@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use devicecloud_query::{CollectionQuery, CollectionSpec, Page, Params, fields, link_header};
 use serde_json::{Map, Value};
 
-use devicecloud_store::ListArgs;
+use devicecloud_store::{ListArgs, Listing};
 
 use super::origin::Origin;
 use crate::auth::Caller;
@@ -62,6 +62,23 @@ impl RawCollection {
     /// The JSON body as compact text (empty without a body).
     pub fn body_text(&self) -> String {
         self.body.as_ref().map(Value::to_string).unwrap_or_default()
+    }
+
+    /// The flow every collection GET shares: parse against `spec` (a bad filter is a 422),
+    /// fetch one page through `list`, render its rows with `render` and wrap them in the
+    /// envelope, whose `expand` member lists `expands` (empty where there are none).
+    pub async fn page<T>(
+        &self,
+        spec: &CollectionSpec,
+        expands: &[&str],
+        list: impl AsyncFnOnce(&CollectionQuery) -> Result<Listing<T>, ApiError>,
+        render: impl AsyncFnOnce(&[T], &Selection) -> Result<Vec<Value>, ApiError>,
+    ) -> Result<CollectionPage, ApiError> {
+        let query = self.parse(spec)?;
+        let listing = list(&query).await?;
+        let items = render(&listing.items, &Selection::of(&query)).await?;
+        Ok(CollectionPage::new(self, &query, listing.page, items_json(&items))
+            .with("expand", serde_json::json!(expands)))
     }
 
     /// Absolute base of the `_links` hrefs: scheme, `Host` and the requested path.

@@ -4,13 +4,13 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use devicecloud_query::{CollectionSpec, CompareOp, Filter};
+use devicecloud_query::{CollectionQuery, CollectionSpec, CompareOp, Filter};
 use devicecloud_store::downsampled::{self, Bucket};
 use devicecloud_store::raw_data::{self, RawPoint};
 use devicecloud_store::unix_now;
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::collection::{CollectionPage, RawCollection, Selection};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -93,18 +93,19 @@ pub async fn raw(
     caller: Caller,
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
-    let query = raw.parse(&RAW_SPEC)?;
-    if !names_group(query.filter.as_ref()) {
-        return Err(ApiError::BadRequest("filter[id_group] is required".into()));
-    }
-    let listing = raw_data::list(&state.db, raw.list_args(&caller, &query)).await?;
-    let selection = Selection::of(&query);
-    let items: Vec<Value> = listing
-        .items
-        .iter()
-        .map(|p| selection.render(raw_fields(p), Vec::new(), None))
-        .collect();
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!([])))
+    let list = async |query: &CollectionQuery| {
+        if !names_group(query.filter.as_ref()) {
+            return Err(ApiError::BadRequest("filter[id_group] is required".into()));
+        }
+        Ok(raw_data::list(&state.db, raw.list_args(&caller, query)).await?)
+    };
+    let render = async |points: &[RawPoint], selection: &Selection| {
+        Ok(points
+            .iter()
+            .map(|p| selection.render(raw_fields(p), Vec::new(), None))
+            .collect())
+    };
+    raw.page(&RAW_SPEC, &[], list, render).await
 }
 
 #[utoipa::path(get, path = "/api/v2/data-downsampled", tag = "data",
@@ -116,13 +117,14 @@ pub async fn downsampled(
     caller: Caller,
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
-    let query = raw.parse(&DOWNSAMPLED_SPEC)?;
-    let listing = downsampled::list(&state.db, raw.list_args(&caller, &query), unix_now()).await?;
-    let selection = Selection::of(&query);
-    let items: Vec<Value> = listing
-        .items
-        .iter()
-        .map(|b| selection.render(bucket_fields(b), Vec::new(), None))
-        .collect();
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!([])))
+    let list = async |query: &CollectionQuery| {
+        Ok(downsampled::list(&state.db, raw.list_args(&caller, query), unix_now()).await?)
+    };
+    let render = async |buckets: &[Bucket], selection: &Selection| {
+        Ok(buckets
+            .iter()
+            .map(|b| selection.render(bucket_fields(b), Vec::new(), None))
+            .collect())
+    };
+    raw.page(&DOWNSAMPLED_SPEC, &[], list, render).await
 }

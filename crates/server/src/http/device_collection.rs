@@ -8,13 +8,13 @@ use std::future::Future;
 use std::pin::Pin;
 
 use axum::extract::State;
-use devicecloud_query::CollectionSpec;
+use devicecloud_query::{CollectionQuery, CollectionSpec};
 use devicecloud_store::device_collection::{self as store, DeviceDocuments, LatestRow};
 use devicecloud_store::devices::DeviceRow;
 use devicecloud_store::groups;
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::collection::{CollectionPage, RawCollection, Selection};
 use super::events::event_fields;
 use super::groups::{group_fields, group_links};
 use crate::auth::Caller;
@@ -112,11 +112,11 @@ pub async fn index(
     caller: Caller,
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
-    let query = raw.parse(&SPEC)?;
-    let listing = store::list(&state.db, raw.list_args(&caller, &query)).await?;
-    let items = render_devices(&state, &listing.items, &Selection::of(&query)).await?;
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items))
-        .with("expand", json!(EXPANDS))
+    let list = async |query: &CollectionQuery| Ok(store::list(&state.db, raw.list_args(&caller, query)).await?);
+    let render = async |rows: &[DeviceRow], selection: &Selection| render_devices(&state, rows, selection).await;
+    Ok(raw
+        .page(&SPEC, &EXPANDS, list, render)
+        .await?
         .with("labels", labels())
         .with("deviceStatuses", device_statuses()))
 }

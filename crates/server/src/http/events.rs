@@ -4,7 +4,7 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use devicecloud_query::{AttrKind, Attribute, CollectionSpec, PageRequest};
+use devicecloud_query::{AttrKind, Attribute, CollectionQuery, CollectionSpec, PageRequest};
 use devicecloud_store::event_collection::{self, EventRow};
 use serde_json::{Map, Value, json};
 
@@ -74,15 +74,15 @@ pub async fn index(
     caller: Caller,
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
-    let query = raw.parse(&SPEC)?;
-    let listing = event_collection::list(&state.db, raw.list_args(&caller, &query)).await?;
-    let selection = Selection::of(&query);
-    let items: Vec<Value> = listing
-        .items
-        .iter()
-        .map(|row| selection.render(event_fields(row), Vec::new(), None))
-        .collect();
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!([])))
+    let list =
+        async |query: &CollectionQuery| Ok(event_collection::list(&state.db, raw.list_args(&caller, query)).await?);
+    let render = async |rows: &[EventRow], selection: &Selection| {
+        Ok(rows
+            .iter()
+            .map(|row| selection.render(event_fields(row), Vec::new(), None))
+            .collect())
+    };
+    raw.page(&SPEC, &[], list, render).await
 }
 
 fn type_record(t: &EventType) -> Map<String, Value> {

@@ -8,12 +8,12 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use devicecloud_query::CollectionSpec;
+use devicecloud_query::{CollectionQuery, CollectionSpec};
 use devicecloud_store::session_collection::{self as store, SessionRow, SessionSeries};
 use devicecloud_store::{Db, accounts, device_collection, groups};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::collection::{CollectionPage, RawCollection, Selection};
 use super::device_collection::render_devices;
 use super::groups::{group_fields, group_links};
 use crate::auth::{Caller, Role};
@@ -105,16 +105,15 @@ pub async fn index(
     caller: Caller,
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
-    let query = raw.parse(&SPEC)?;
-    let listing = store::list(&state.db, raw.list_args(&caller, &query)).await?;
-    let selection = Selection::of(&query);
-    let mut items = Vec::with_capacity(listing.items.len());
-    for row in &listing.items {
-        items.push(render(&state, row, &selection).await?);
-    }
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items))
-        .with("expand", json!(EXPANDS))
-        .with("labels", labels()))
+    let list = async |query: &CollectionQuery| Ok(store::list(&state.db, raw.list_args(&caller, query)).await?);
+    let render = async |rows: &[SessionRow], selection: &Selection| {
+        let mut items = Vec::with_capacity(rows.len());
+        for row in rows {
+            items.push(render(&state, row, selection).await?);
+        }
+        Ok(items)
+    };
+    Ok(raw.page(&SPEC, &EXPANDS, list, render).await?.with("labels", labels()))
 }
 
 /// A session the caller may see (404 otherwise, like every record of an invisible group).

@@ -9,7 +9,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use devicecloud_query::CollectionSpec;
+use devicecloud_query::{CollectionQuery, CollectionSpec};
 use devicecloud_store::webhooks::{self, AttemptRow, WebhookRow};
 use serde_json::{Map, Value, json};
 
@@ -132,14 +132,15 @@ pub async fn index(
     caller: Caller,
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
-    let query = raw.parse(&SPEC)?;
-    let listing = webhooks::list(&state.db, raw.list_args(&caller, &query)).await?;
-    let selection = Selection::of(&query);
-    let mut items = Vec::with_capacity(listing.items.len());
-    for row in &listing.items {
-        items.push(render(&state, row, &selection).await?);
-    }
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!(EXPANDS)))
+    let list = async |query: &CollectionQuery| Ok(webhooks::list(&state.db, raw.list_args(&caller, query)).await?);
+    let render = async |rows: &[WebhookRow], selection: &Selection| {
+        let mut items = Vec::with_capacity(rows.len());
+        for row in rows {
+            items.push(render(&state, row, selection).await?);
+        }
+        Ok(items)
+    };
+    raw.page(&SPEC, &EXPANDS, list, render).await
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
@@ -215,23 +216,17 @@ pub async fn attempts(
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
     access::webhook(&state, &caller, &id, Role::Viewer).await?;
-    let query = raw.parse(&ATTEMPT_SPEC)?;
-    let listing = webhooks::attempts(
-        &state.db,
-        &id,
-        query.filter.as_ref(),
-        query.sort.as_ref(),
-        query.page,
-        raw.head,
-    )
-    .await?;
-    let selection = Selection::of(&query);
-    let items: Vec<Value> = listing
-        .items
-        .iter()
-        .map(|row| selection.render(attempt_fields(row), Vec::new(), None))
-        .collect();
-    Ok(CollectionPage::new(&raw, &query, listing.page, items_json(&items)).with("expand", json!([])))
+    let list = async |query: &CollectionQuery| {
+        let (filter, sort) = (query.filter.as_ref(), query.sort.as_ref());
+        Ok(webhooks::attempts(&state.db, &id, filter, sort, query.page, raw.head).await?)
+    };
+    let render = async |rows: &[AttemptRow], selection: &Selection| {
+        Ok(rows
+            .iter()
+            .map(|row| selection.render(attempt_fields(row), Vec::new(), None))
+            .collect())
+    };
+    raw.page(&ATTEMPT_SPEC, &[], list, render).await
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook-formatter", tag = "webhooks",
