@@ -4,6 +4,8 @@
 mod common;
 
 use common::{TestApp, assert_error, send};
+use devicecloud_protocol::RejectReason;
+use devicecloud_server::metrics::{self, MESSAGES, Outcome, POINTS};
 use devicecloud_store::Db;
 use reqwest::Method;
 use serde_json::json;
@@ -24,6 +26,16 @@ async fn gateways_post_measurements_and_events_over_http() {
     let created = send(app.request(Method::POST, "/api/v2/physical-device", &admin).json(&body))
         .await
         .json();
+    // Every message that passed authentication ends counted once (this test is alone in its
+    // process's counting).
+    let outcomes = [
+        (MESSAGES, Outcome::Stored, 2),
+        (MESSAGES, Outcome::Rejected(RejectReason::BadValue), 1),
+        (MESSAGES, Outcome::Rejected(RejectReason::NotJson), 1),
+        (POINTS, Outcome::Stored, 3),
+    ];
+    let counted = |family, outcome| metrics::read(&metrics::handle().render(), family, outcome);
+    let before: Vec<u64> = outcomes.iter().map(|(f, o, _)| counted(f, *o)).collect();
     let (id, token) = (
         created["id_physical_device"].as_str().unwrap(),
         created["device_token"].as_str().unwrap(),
@@ -99,6 +111,9 @@ async fn gateways_post_measurements_and_events_over_http() {
     }
     let reply = send(app.http.post(app.url("/gateway/v1/measurements")).json(&json!({}))).await;
     assert_eq!(reply.status, 401);
+    for ((family, outcome, more), before) in outcomes.iter().zip(before) {
+        assert_eq!(counted(family, *outcome), before + more, "{family} {outcome:?}");
+    }
 
     assert_eq!(
         send(app.request(Method::DELETE, &format!("/api/v2/physical-device/{id}"), &admin))

@@ -1,11 +1,13 @@
 //! The store's ingest write path on the real databases: raw points, rollups equal to a
 //! recomputation from the raw rows, latest values, `last_data_at`, session counts, and resent
-//! points stored and counted once.
+//! points stored and counted once; and the ingest queue's outcomes when the store refuses a
+//! write.
 
 mod common;
 
 use std::collections::BTreeMap;
 
+use devicecloud_server::metrics::{self, Failed, MESSAGES, Outcome, POINTS};
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId, Written};
@@ -21,8 +23,17 @@ async fn fixture() -> Fixture {
     let dir = std::env::temp_dir().join(format!("dc-ingest-{}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&dir).unwrap();
     let db = common::fresh_db(&dir).await;
+    Fixture {
+        device: gateway(&db).await,
+        db,
+        _dir: common::TempDir(dir),
+    }
+}
+
+/// A group with a gateway in it; returns the gateway's id.
+async fn gateway(db: &Db) -> String {
     let group = groups::create(
-        &db,
+        db,
         &NewGroup {
             label: "g",
             r#type: "0",
@@ -40,15 +51,10 @@ async fn fixture() -> Fixture {
         label: "",
         expected_offline_interval: 60,
     };
-    let device = devices::provision(&db, &gateway, "hash", unix_now())
+    devices::provision(db, &gateway, "hash", unix_now())
         .await
         .unwrap()
-        .id_physical_device;
-    Fixture {
-        db,
-        device,
-        _dir: common::TempDir(dir),
-    }
+        .id_physical_device
 }
 
 fn rand_suffix() -> u128 {
@@ -285,4 +291,71 @@ async fn points_count_towards_their_data_session() {
     ingest::write(&f.db, &points[..10], &[]).await.unwrap();
     let counts: Vec<(i64,)> = fetch(&f.db, "SELECT datapoint_count FROM data_sessions").await;
     assert_eq!(counts[0].0, 30);
+}
+
+/// A counter of the process's `/metrics` (the tests of this file that count are alone in
+/// counting ingest outcomes).
+fn counted(family: &str, outcome: Outcome) -> u64 {
+    metrics::read(&metrics::handle().render(), family, outcome)
+}
+
+/// Makes the database refuse raw points of value -666 (a trigger), as it may refuse a write.
+async fn refuse_value(db: &Db) {
+    match db {
+        Db::Sqlite(p) => {
+            let trigger = "CREATE TRIGGER refuse_point BEFORE INSERT ON raw_points WHEN NEW.value = -666 \
+                           BEGIN SELECT RAISE(ABORT, 'refused'); END";
+            sqlx::raw_sql(trigger).execute(p).await.unwrap();
+        }
+        Db::Postgres(p) => {
+            let function = "CREATE FUNCTION refuse_point() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                            IF NEW.value = -666 THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$";
+            let trigger =
+                "CREATE TRIGGER refuse_point BEFORE INSERT ON raw_points FOR EACH ROW EXECUTE FUNCTION refuse_point()";
+            sqlx::raw_sql(function).execute(p).await.unwrap();
+            sqlx::raw_sql(trigger).execute(p).await.unwrap();
+        }
+    }
+}
+
+/// A group commit the store refuses is written again job by job: the good message is stored
+/// and the refused one fails, and each ends counted once, its points with it.
+#[tokio::test]
+async fn a_refused_group_commit_is_retried_job_by_job_and_every_outcome_counted() {
+    let app = common::TestApp::spawn().await;
+    let db = &app.state.db;
+    let device = gateway(db).await;
+    let group = devices::get(db, &device).await.unwrap().unwrap().id_group;
+    let key = ingest::container_key(
+        db,
+        &SeriesId {
+            id_group: group,
+            source_device: device.clone(),
+            datatype: 1,
+        },
+    )
+    .await
+    .unwrap();
+    refuse_value(db).await;
+    let before = |family, outcome| (family, outcome, counted(family, outcome));
+    let expected = [
+        (before(MESSAGES, Outcome::Stored), 1),
+        (before(MESSAGES, Outcome::Failed(Failed::Store)), 1),
+        (before(POINTS, Outcome::Stored), 3),
+        (before(POINTS, Outcome::Duplicate), 0),
+        (before(POINTS, Outcome::Failed(Failed::Store)), 2),
+    ];
+    let t = 1_763_726_400;
+    let good: Vec<Point> = (0..3).map(|i| point(key, t + i, 0, 1.0)).collect();
+    let bad = vec![point(key, t + 10, 0, 2.0), point(key, t + 11, 0, -666.0)];
+    // Both queued before the writer runs (one thread), so they are one group commit.
+    let good = app.state.ingest.enqueue(good, vec![(device.clone(), t)]).await.unwrap();
+    let bad = app.state.ingest.enqueue(bad, vec![(device.clone(), t)]).await.unwrap();
+    assert!(good.await.is_ok());
+    assert!(bad.await.is_err());
+    let stored: Vec<(i64,)> = fetch(db, "SELECT COUNT(*) FROM raw_points").await;
+    assert_eq!(stored[0].0, 3);
+    for ((family, outcome, before), more) in expected {
+        assert_eq!(counted(family, outcome), before + more, "{family} {outcome:?}");
+    }
 }

@@ -8,6 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{TestApp, send};
+use devicecloud_protocol::RejectReason;
+use devicecloud_server::metrics::{self, Closed, MESSAGES, Outcome};
 use devicecloud_store::Db;
 use reqwest::Method;
 use rumqttc::{AsyncClient, ConnectReturnCode, ConnectionError, Event, EventLoop, MqttOptions, Packet, QoS};
@@ -130,6 +132,13 @@ async fn wait_until_disconnected(app: &TestApp, admin: &str, id: &str) {
 async fn stored_points(app: &TestApp, group: &str) -> i64 {
     let sql = "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1";
     scalar(&app.state.db, sql, group).await
+}
+
+/// How many messages `/metrics` counts with `outcome` (the process's count: tests running
+/// beside this one in the same process may add to it, so compare with `>`).
+async fn messages(app: &TestApp, outcome: Outcome) -> u64 {
+    let text = reqwest::get(app.url("/metrics")).await.unwrap().text().await.unwrap();
+    metrics::read(&text, MESSAGES, outcome)
 }
 
 async fn device(app: &TestApp, admin: &str, id: &str) -> Value {
@@ -441,15 +450,84 @@ async fn invalid_messages_are_acknowledged_recorded_and_not_stored() {
     )
     .await;
     assert_eq!(rejected, 5);
-    let metrics = reqwest::get(app.url("/metrics")).await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("devicecloud_gateway_rejected_total"), "{metrics}");
+    for reason in [
+        RejectReason::NotJson,
+        RejectReason::BadValue,
+        RejectReason::BadDatatype,
+        RejectReason::BadTimestamp,
+    ] {
+        assert!(messages(&app, Outcome::Rejected(reason)).await >= 1, "{reason}");
+    }
 
     // A publish to a topic outside the gateway's own closes the connection.
+    let elsewhere = messages(&app, Outcome::Closed(Closed::TopicNotAllowed)).await;
     client
         .publish("v1/gateway/elsewhere", QoS::AtLeastOnce, false, "{}")
         .await
         .unwrap();
     let _ = until_closed(&mut events).await;
+    assert!(messages(&app, Outcome::Closed(Closed::TopicNotAllowed)).await > elsewhere);
+}
+
+/// A hello with another module kind than provisioned closes the connection, and is counted as
+/// a message closed for that reason.
+#[tokio::test]
+async fn a_hello_of_another_kind_is_counted_as_closed() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-KIND", "CORE").await;
+    let (client, mut events) = connect(&app, &gw, "gw-kind").await;
+    let (mismatched, stored) = (
+        messages(&app, Outcome::Closed(Closed::KindMismatch)).await,
+        messages(&app, Outcome::Stored).await,
+    );
+    publish(
+        &client,
+        &mut events,
+        "v1/gateway/hello",
+        json!({"kind": "CORE", "connection": "wifi"}),
+    )
+    .await;
+    assert!(messages(&app, Outcome::Stored).await > stored);
+    client
+        .publish(
+            "v1/gateway/hello",
+            QoS::AtLeastOnce,
+            false,
+            json!({"kind": "PLUS", "connection": "wifi"}).to_string(),
+        )
+        .await
+        .unwrap();
+    let _ = until_closed(&mut events).await;
+    assert!(messages(&app, Outcome::Closed(Closed::KindMismatch)).await > mismatched);
+}
+
+/// A QoS 2 PUBLISH closes the connection, and is counted as a message closed for that reason.
+#[tokio::test]
+async fn a_qos_2_publish_is_counted_as_closed() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-QOS2", "CORE").await;
+    let (client, mut events) = connect(&app, &gw, "gw-qos2").await;
+    let refused = messages(&app, Outcome::Closed(Closed::Qos2)).await;
+    client
+        .publish(
+            "v1/gateway/events",
+            QoS::ExactlyOnce,
+            false,
+            json!({"type": 310, "value": 1}).to_string(),
+        )
+        .await
+        .unwrap();
+    let _ = until_closed(&mut events).await;
+    assert!(messages(&app, Outcome::Closed(Closed::Qos2)).await > refused);
+    let stored = scalar(
+        &app.state.db,
+        "SELECT COUNT(*) FROM events WHERE event_type = 310 AND source_device = $1",
+        &gw.id,
+    )
+    .await;
+    assert_eq!(stored, 0);
 }
 
 #[tokio::test]
@@ -715,6 +793,7 @@ async fn transport_rules_keep_alive_qos_2_packet_size_and_deleted_groups() {
     let _ = until_closed(&mut events).await;
 
     // A packet over the configured maximum closes the connection; nothing is stored.
+    let protocol_errors = messages(&app, Outcome::Closed(Closed::ProtocolError)).await;
     let (client, mut events) = connect(&app, &gw, "big").await;
     let values: serde_json::Map<String, Value> = (0..200).map(|i| (i.to_string(), json!(1.5))).collect();
     client
@@ -734,6 +813,7 @@ async fn transport_rules_keep_alive_qos_2_packet_size_and_deleted_groups() {
     )
     .await;
     assert_eq!(stored, 0);
+    assert!(messages(&app, Outcome::Closed(Closed::ProtocolError)).await > protocol_errors);
 
     // A gateway of a deleted group is not authorized.
     assert_eq!(

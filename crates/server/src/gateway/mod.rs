@@ -7,7 +7,8 @@ mod auth;
 use std::collections::HashMap;
 
 use devicecloud_protocol::{
-    Hello, ModuleKind, Rejection, parse_devices, parse_events, parse_hello, parse_measurements, parse_power,
+    GatewayTopic, Hello, ModuleKind, Rejection, parse_devices, parse_events, parse_hello, parse_measurements,
+    parse_power, parse_response,
 };
 use devicecloud_store::devices::{self, Child, HelloUpdate};
 use devicecloud_store::events::{self, NewEvent};
@@ -16,15 +17,17 @@ use devicecloud_store::{StoreError, sessions};
 
 pub use auth::{AuthError, authenticate};
 
+use crate::commands::Pending;
 use crate::event_types;
 use crate::ingest::{IngestError, Receipt};
+use crate::metrics::{Closed, Dropped, Failed, Outcome};
 use crate::state::AppState;
 
 /// Why a message had no effect.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    /// Refused whole (docs/gateway-protocol.md, "Messages"); already counted and recorded. Over
-    /// MQTT still acknowledged.
+    /// Refused whole (docs/gateway-protocol.md, "Messages"); already recorded. Over MQTT still
+    /// acknowledged.
     #[error("message rejected: {0}")]
     Rejected(Rejection),
     /// A hello with another module kind than provisioned (docs/gateway-protocol.md, "Messages"):
@@ -37,6 +40,40 @@ pub enum GatewayError {
     /// A store failure outside the ingest path.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl GatewayError {
+    /// The outcome of the message this error ended; `None` for an ingest error, which the
+    /// ingest queue counted with the message's points.
+    fn outcome(&self) -> Option<Outcome> {
+        match self {
+            GatewayError::Rejected(rejection) => Some(Outcome::Rejected(rejection.reason())),
+            GatewayError::KindMismatch(_) => Some(Outcome::Closed(Closed::KindMismatch)),
+            GatewayError::Ingest(_) => None,
+            GatewayError::Store(_) => Some(Outcome::Failed(Failed::Store)),
+        }
+    }
+
+    /// Counts the message this error ended (see [`GatewayError::outcome`]).
+    fn counted(self) -> GatewayError {
+        if let Some(outcome) = self.outcome() {
+            outcome.message();
+        }
+        self
+    }
+}
+
+/// Counts how a message ended, `success` if it took effect: every public message method of
+/// [`Gateway`] hands its result through here once (a measurements message that reaches the
+/// ingest queue is counted there instead).
+fn counted<T>(result: Result<T, GatewayError>, success: Outcome) -> Result<T, GatewayError> {
+    match result {
+        Ok(value) => {
+            success.message();
+            Ok(value)
+        }
+        Err(e) => Err(e.counted()),
+    }
 }
 
 /// An authenticated gateway and what its connection remembers.
@@ -91,9 +128,9 @@ impl Gateway {
         }
     }
 
-    /// Counts and records a refused message, and hands the rejection back.
-    pub async fn reject(&self, state: &AppState, topic: &str, rejection: Rejection) -> GatewayError {
-        metrics::counter!("devicecloud_gateway_rejected_total", "reason" => rejection.reason().as_str()).increment(1);
+    /// Records a refused message (event 212), and hands the rejection back (counted as the
+    /// message's outcome by the method that received it).
+    async fn reject(&self, state: &AppState, topic: &str, rejection: Rejection) -> GatewayError {
         let description = rejection.description();
         let now = now_parts().0;
         let event = NewEvent {
@@ -134,8 +171,14 @@ impl Gateway {
     }
 
     /// Hello (docs/gateway-protocol.md, "Messages"): device fields, event 208, and for a GO module
-    /// a data session.
+    /// a data session. A hello with another module kind than provisioned records event 211 and
+    /// ends with [`GatewayError::KindMismatch`] (the connection is to be closed).
     pub async fn hello(&mut self, state: &AppState, payload: &[u8], client_id: &str) -> Result<(), GatewayError> {
+        let result = self.apply_hello(state, payload, client_id).await;
+        counted(result, Outcome::Stored)
+    }
+
+    async fn apply_hello(&mut self, state: &AppState, payload: &[u8], client_id: &str) -> Result<(), GatewayError> {
         let hello: Hello = match parse_hello(payload) {
             Ok(h) => h,
             Err(r) => return Err(self.reject(state, "v1/gateway/hello", r).await),
@@ -220,12 +263,29 @@ impl Gateway {
 
     /// Measurements validated and queued for the writer, without waiting for the commit: the
     /// MQTT connection reads the gateway's next message meanwhile and acknowledges each one
-    /// when its receipt resolves. Returns the number of points and the receipt.
+    /// when its receipt resolves. Returns the number of points and the receipt. A queued
+    /// message is counted by the ingest writer once its commit ends; one that is not queued,
+    /// here.
     pub async fn queue_measurements(
         &mut self,
         state: &AppState,
         payload: &[u8],
     ) -> Result<(usize, Receipt), GatewayError> {
+        let (points, touched) = self
+            .prepare_measurements(state, payload)
+            .await
+            .map_err(GatewayError::counted)?;
+        let count = points.len();
+        Ok((count, state.ingest.enqueue(points, touched).await?))
+    }
+
+    /// The points of a measurements message, validated whole, and the devices whose
+    /// `last_data_at` they move.
+    async fn prepare_measurements(
+        &mut self,
+        state: &AppState,
+        payload: &[u8],
+    ) -> Result<(Vec<Point>, Vec<(String, i64)>), GatewayError> {
         const TOPIC: &str = "v1/gateway/measurements";
         let (now, now_us) = now_parts();
         let batch = match parse_measurements(payload, now) {
@@ -253,13 +313,17 @@ impl Gateway {
                 touched.push((source, now));
             }
         }
-        let count = points.len();
-        Ok((count, state.ingest.enqueue(points, touched).await?))
+        Ok((points, touched))
     }
 
     /// Events (docs/gateway-protocol.md, "Messages"): stored with `from_device` 1 on their source
     /// device.
     pub async fn events(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
+        let result = self.store_events(state, payload).await;
+        counted(result, Outcome::Stored)
+    }
+
+    async fn store_events(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
         const TOPIC: &str = "v1/gateway/events";
         let (now, _) = now_parts();
         let batch = match parse_events(payload, now) {
@@ -293,6 +357,11 @@ impl Gateway {
     /// Attached assets (docs/gateway-protocol.md, "Messages"): created or updated as children of
     /// the gateway.
     pub async fn devices(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
+        let result = self.store_devices(state, payload).await;
+        counted(result, Outcome::Stored)
+    }
+
+    async fn store_devices(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
         let assets = match parse_devices(payload) {
             Ok(a) => a,
             Err(r) => return Err(self.reject(state, "v1/gateway/devices", r).await),
@@ -330,6 +399,11 @@ impl Gateway {
     /// Power off (docs/gateway-protocol.md, "Messages"): a GO module's data session is closed; the
     /// disconnect that follows is expected and records no connection loss.
     pub async fn power(&mut self, state: &AppState, payload: &[u8]) -> Result<(), GatewayError> {
+        let result = self.power_off(state, payload).await;
+        counted(result, Outcome::Stored)
+    }
+
+    async fn power_off(&mut self, state: &AppState, payload: &[u8]) -> Result<(), GatewayError> {
         if let Err(r) = parse_power(payload) {
             return Err(self.reject(state, "v1/gateway/power", r).await);
         }
@@ -339,6 +413,34 @@ impl Gateway {
         self.session_key = None;
         self.powered_off = true;
         Ok(())
+    }
+
+    /// A command answer (docs/gateway-protocol.md, "Commands"): handed to the caller waiting in
+    /// `pending`; a late or unknown one is dropped. An unreadable one fails its caller and is
+    /// recorded as a rejection.
+    pub async fn response(
+        &self,
+        state: &AppState,
+        pending: &mut Pending,
+        request_id: String,
+        payload: &[u8],
+    ) -> Result<(), GatewayError> {
+        match parse_response(payload) {
+            Ok(response) => {
+                let delivered = pending.resolve(&request_id, Ok(response));
+                let outcome = if delivered {
+                    Outcome::Stored
+                } else {
+                    Outcome::Dropped(Dropped::UnknownRequest)
+                };
+                counted(Ok(()), outcome)
+            }
+            Err(rejection) => {
+                pending.resolve(&request_id, Err(rejection.description()));
+                let topic = GatewayTopic::Response { request_id }.as_topic();
+                Err(self.reject(state, &topic, rejection).await.counted())
+            }
+        }
     }
 
     /// The connection ended. `lost`: without power-off (TCP close, keep-alive expiry, clean

@@ -9,6 +9,7 @@ use devicecloud_store::Db;
 use devicecloud_store::ingest::{self, Batch, Point, Routed};
 use std::sync::Arc;
 
+use crate::metrics::{Failed, Outcome};
 use crate::webhooks::WebhookHub;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -32,13 +33,70 @@ pub enum IngestError {
     /// The store refused the write (logged with details).
     #[error("the store could not take the data")]
     Store,
+    /// The writer failed to handle the job (a task of it panicked; logged).
+    #[error("the ingest writer failed")]
+    Internal,
 }
 
-/// One submitter's points, acknowledged after the commit that contains them.
+impl IngestError {
+    /// Why a job that ended with this error failed (its outcome: [`Outcome::Failed`]).
+    pub fn failure(&self) -> Failed {
+        match self {
+            IngestError::Stopped => Failed::Stopped,
+            IngestError::Store => Failed::Store,
+            IngestError::Internal => Failed::Internal,
+        }
+    }
+}
+
+/// One submitter's points (one measurements message), acknowledged after the commit that
+/// contains them. A job ends exactly once, through [`Job::end`]: its message is counted then
+/// (stored or failed, and the points of a failed one; the points of a stored one are counted
+/// with their batch, stored or duplicate) and its submitter answered. A job dropped before
+/// (with a task of the writer that failed) ends failed (`internal`) on drop.
 struct Job {
     points: Vec<Point>,
     devices: Vec<(String, i64)>,
-    done: oneshot::Sender<Result<(), IngestError>>,
+    /// How many points the job brought (`points` is moved out into a batch of its own when a
+    /// group commit fails).
+    count: usize,
+    /// `None` once ended.
+    done: Option<oneshot::Sender<Result<(), IngestError>>>,
+}
+
+impl Job {
+    fn new(points: Vec<Point>, devices: Vec<(String, i64)>, done: oneshot::Sender<Result<(), IngestError>>) -> Job {
+        Job {
+            count: points.len(),
+            points,
+            devices,
+            done: Some(done),
+        }
+    }
+
+    /// Counts the job's outcome and answers its submitter; only the first call does anything.
+    fn end(&mut self, result: Result<(), IngestError>) {
+        let Some(done) = self.done.take() else {
+            return;
+        };
+        match &result {
+            Ok(()) => Outcome::Stored.message(),
+            Err(e) => {
+                Outcome::Failed(e.failure()).message();
+                Outcome::Failed(e.failure()).points(self.count);
+            }
+        }
+        let _ = done.send(result);
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if self.done.is_some() {
+            tracing::error!(points = self.count, "ingest job dropped before its commit ended");
+            self.end(Err(IngestError::Internal));
+        }
+    }
 }
 
 /// The submitting side of the queue; cheap to clone.
@@ -63,10 +121,10 @@ impl IngestQueue {
     /// order too.
     pub async fn enqueue(&self, points: Vec<Point>, devices: Vec<(String, i64)>) -> Result<Receipt, IngestError> {
         let (done, answer) = oneshot::channel();
-        self.tx
-            .send(Job { points, devices, done })
-            .await
-            .map_err(|_| IngestError::Stopped)?;
+        if let Err(mpsc::error::SendError(mut job)) = self.tx.send(Job::new(points, devices, done)).await {
+            job.end(Err(IngestError::Stopped));
+            return Err(IngestError::Stopped);
+        }
         Ok(Receipt(answer))
     }
 }
@@ -99,7 +157,8 @@ async fn writer(db: Db, webhooks: Arc<WebhookHub>, mut rx: mpsc::Receiver<Job>, 
             (Batch::new(points, devices, backend), jobs)
         })
         .await;
-        // A failed preparation drops its jobs: their submitters learn it and do not acknowledge.
+        // A failed preparation (a panic) drops its jobs with the task: each ends failed
+        // (`internal`) as it is dropped, and its submitter does not acknowledge.
         let (batch, jobs) = match prepared {
             Ok(prepared) => prepared,
             Err(e) => {
@@ -119,7 +178,8 @@ async fn writer(db: Db, webhooks: Arc<WebhookHub>, mut rx: mpsc::Receiver<Job>, 
     tracing::debug!("ingest writer stopped");
 }
 
-/// Logs a commit task that did not end normally (its submitters learn it from their receipts).
+/// Logs a commit task that did not end normally (its jobs, dropped with it, ended failed:
+/// `internal`).
 fn finished(commit: Result<(), tokio::task::JoinError>) {
     if let Err(e) = commit {
         tracing::error!(error = %e, "ingest commit task failed");
@@ -179,46 +239,97 @@ async fn gather(
 
 /// Writes a group of jobs in one transaction; if that fails, each job alone, so that one bad
 /// job (a device archived meanwhile, say) cannot hold back the others. New points are queued
-/// for webhooks in the same transaction, and idle delivery lanes woken after the commit.
-async fn commit(db: &Db, webhooks: &WebhookHub, batch: Batch, jobs: Vec<Job>) {
+/// for webhooks in the same transaction, and idle delivery lanes woken after the commit. Every
+/// job ends here, with its points counted.
+async fn commit(db: &Db, webhooks: &WebhookHub, batch: Batch, mut jobs: Vec<Job>) {
     let started = std::time::Instant::now();
-    match ingest::write_routed(db, batch, &webhooks.routes).await {
-        Ok(Routed { written, queued }) => {
-            if queued > 0 {
-                webhooks.queued.notify_waiters();
-            }
-            metrics::counter!("devicecloud_ingest_points_total", "outcome" => "stored")
-                .increment(written.inserted as u64);
-            metrics::counter!("devicecloud_ingest_points_total", "outcome" => "duplicate")
-                .increment(written.duplicates as u64);
+    match write(db, webhooks, batch).await {
+        Ok(()) => {
             metrics::histogram!("devicecloud_ingest_commit_seconds").record(started.elapsed().as_secs_f64());
-            for job in jobs {
-                let _ = job.done.send(Ok(()));
+            for job in &mut jobs {
+                job.end(Ok(()));
             }
         }
         Err(e) if jobs.len() > 1 => {
             tracing::warn!(error = %e, jobs = jobs.len(), "group commit failed; writing jobs one by one");
-            for job in jobs {
-                let batch = Batch::new(job.points, job.devices, db.backend());
-                let result = ingest::write_routed(db, batch, &webhooks.routes)
-                    .await
-                    .map(|routed| {
-                        if routed.queued > 0 {
-                            webhooks.queued.notify_waiters();
-                        }
-                    })
-                    .map_err(|e| {
-                        tracing::error!(error = %e, "ingest write failed");
-                        IngestError::Store
-                    });
-                let _ = job.done.send(result);
+            for job in &mut jobs {
+                let batch = Batch::new(
+                    std::mem::take(&mut job.points),
+                    std::mem::take(&mut job.devices),
+                    db.backend(),
+                );
+                let result = write(db, webhooks, batch).await.map_err(|e| {
+                    tracing::error!(error = %e, "ingest write failed");
+                    IngestError::Store
+                });
+                job.end(result);
             }
         }
         Err(e) => {
             tracing::error!(error = %e, "ingest write failed");
-            for job in jobs {
-                let _ = job.done.send(Err(IngestError::Store));
+            for job in &mut jobs {
+                job.end(Err(IngestError::Store));
             }
         }
+    }
+}
+
+/// Writes one batch with its webhook rows, counts its points (stored or duplicate) once it is
+/// committed, and wakes the delivery lanes if it queued any.
+async fn write(db: &Db, webhooks: &WebhookHub, batch: Batch) -> Result<(), devicecloud_store::StoreError> {
+    let Routed { written, queued } = ingest::write_routed(db, batch, &webhooks.routes).await?;
+    if queued > 0 {
+        webhooks.queued.notify_waiters();
+    }
+    Outcome::Stored.points(written.inserted);
+    Outcome::Duplicate.points(written.duplicates);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{self, MESSAGES, POINTS};
+
+    fn counted(family: &str, outcome: Outcome) -> u64 {
+        metrics::read(&metrics::handle().render(), family, outcome)
+    }
+
+    fn job(points: usize) -> (Job, Receipt) {
+        let point = Point {
+            container_key: 1,
+            seconds: 0,
+            microseconds: 0,
+            value: 1.0,
+            session_key: None,
+        };
+        let (done, answer) = oneshot::channel();
+        (Job::new(vec![point; points], Vec::new(), done), Receipt(answer))
+    }
+
+    /// A job dropped unanswered (with a writer task that panicked: a failed batch preparation,
+    /// a failed commit task) ends failed, counted once with its points; an ended job counts
+    /// nothing more when dropped.
+    #[tokio::test]
+    async fn a_job_ends_once_and_a_dropped_one_fails_internal() {
+        let internal = Outcome::Failed(Failed::Internal);
+        let before = (counted(MESSAGES, internal), counted(POINTS, internal));
+        let (dropped, receipt) = job(3);
+        drop(dropped);
+        assert!(matches!(receipt.await, Err(IngestError::Internal)));
+        assert_eq!(
+            (counted(MESSAGES, internal), counted(POINTS, internal)),
+            (before.0 + 1, before.1 + 3)
+        );
+
+        let (mut ended, receipt) = job(2);
+        ended.end(Err(IngestError::Stopped));
+        ended.end(Ok(()));
+        drop(ended);
+        assert!(matches!(receipt.await, Err(IngestError::Stopped)));
+        assert_eq!(
+            (counted(MESSAGES, internal), counted(POINTS, internal)),
+            (before.0 + 1, before.1 + 3)
+        );
     }
 }

@@ -20,8 +20,9 @@ use super::packets::{self, Connack, Inbound, Version};
 use super::registry::Kick;
 use crate::commands::{Outbound, Pending};
 use crate::gateway::{AuthError, Gateway, GatewayError, authenticate};
+use crate::metrics::{Closed, Failed, Outcome};
 use crate::state::AppState;
-use devicecloud_protocol::{GatewayTopic, command_topic, parse_response, subscription_allowed};
+use devicecloud_protocol::{GatewayTopic, command_topic, subscription_allowed};
 
 /// How long a client may take to send CONNECT after opening the connection (and, on the TLS
 /// listener, to complete the handshake before that).
@@ -166,7 +167,7 @@ pub(super) async fn run<S: Stream>(
             Some(Some(Ok((packet, _)))) => Inbound::from(packet),
             Some(Some(Err(e))) => {
                 // Garbage or an oversized packet ends this connection only.
-                metrics::counter!("devicecloud_mqtt_protocol_errors_total").increment(1);
+                Outcome::Closed(Closed::ProtocolError).message();
                 tracing::debug!(gateway = %gateway.serial, error = %e, "mqtt decode error");
                 break;
             }
@@ -175,10 +176,13 @@ pub(super) async fn run<S: Stream>(
         // Messages that change what is stored take effect after the measurements before them
         // are committed and acknowledged, as if each message had been handled alone.
         if waits_for_commits(&packet)
-            && acknowledge_all(&mut framed, version, &mut waiting.commits)
-                .await
-                .is_err()
+            && let Err(failed) = acknowledge_all(&mut framed, version, &mut waiting.commits).await
         {
+            // The connection ends before this message is handled: not acknowledged, so the
+            // gateway sends it again.
+            if matches!(packet, Inbound::Publish { .. }) {
+                Outcome::Failed(failed).message();
+            }
             break;
         }
         // Boxed: the handling future is large (store calls) and needed only while a packet is
@@ -233,11 +237,19 @@ fn waits_for_commits(packet: &Inbound) -> bool {
 }
 
 /// Waits for every queued measurement message's commit and acknowledges each, in order;
-/// `Err` on a failed commit or write (the connection then ends without the remaining PUBACKs).
-async fn acknowledge_all<S: Stream>(framed: &mut Transport<S>, version: Version, acks: &mut Acks) -> Result<(), ()> {
+/// `Err` on a failed commit or write (the connection then ends without the remaining PUBACKs),
+/// with why.
+async fn acknowledge_all<S: Stream>(
+    framed: &mut Transport<S>,
+    version: Version,
+    acks: &mut Acks,
+) -> Result<(), Failed> {
     while !acks.is_empty() {
-        if let Some(id) = acks.oldest_committed().await.map_err(drop)? {
-            framed.send(packets::puback(version, id)).await.map_err(drop)?;
+        if let Some(id) = acks.oldest_committed().await.map_err(|e| e.failure())? {
+            framed
+                .send(packets::puback(version, id))
+                .await
+                .map_err(|_| Failed::Connection)?;
         }
     }
     release_buffers(framed);
@@ -333,10 +345,12 @@ async fn handle<S: Stream>(
         } => {
             // QoS 2 is refused by closing the connection (documented in docs/gateway-protocol.md).
             if qos == QoS::ExactlyOnce {
+                Outcome::Closed(Closed::Qos2).message();
                 return Ok(false);
             }
             // A publish to any other topic closes the connection (MQTT 3.1.1 has no refusal).
             let Some(topic) = topic else {
+                Outcome::Closed(Closed::TopicNotAllowed).message();
                 return Ok(false);
             };
             let packet_id = packet_id.filter(|_| qos == QoS::AtLeastOnce);
@@ -351,18 +365,13 @@ async fn handle<S: Stream>(
                 GatewayTopic::Power => gateway.power(state, &payload).await,
                 // An answer goes to the caller waiting for it; a late or unknown one is dropped.
                 // An unreadable one fails its caller and is recorded as a rejection.
-                GatewayTopic::Response { request_id } => match parse_response(&payload) {
-                    Ok(response) => {
-                        waiting.answers.resolve(&request_id, Ok(response));
-                        Ok(())
-                    }
-                    Err(rejection) => {
-                        waiting.answers.resolve(&request_id, Err(rejection.description()));
-                        let topic = GatewayTopic::Response { request_id }.as_topic();
-                        Err(gateway.reject(state, &topic, rejection).await)
-                    }
-                },
+                GatewayTopic::Response { request_id } => {
+                    gateway
+                        .response(state, &mut waiting.answers, request_id, &payload)
+                        .await
+                }
             };
+            // The gateway counted the message's outcome.
             match outcome {
                 // A rejected message is still acknowledged, so it is not sent again
                 // (docs/gateway-protocol.md, "Messages").
@@ -414,7 +423,10 @@ async fn handle<S: Stream>(
         }
         Inbound::Disconnect => Ok(false),
         // A second CONNECT is a protocol violation.
-        Inbound::Connect { .. } => Ok(false),
+        Inbound::Connect { .. } => {
+            Outcome::Closed(Closed::ProtocolError).message();
+            Ok(false)
+        }
         Inbound::Other => Ok(true),
     }
 }
