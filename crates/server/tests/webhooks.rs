@@ -443,6 +443,70 @@ async fn events_go_to_events_webhooks_only() {
     );
 }
 
+/// Events are routed as measurements are, by the route table: to the active events webhooks
+/// of their group, whether recorded by the gateway path (the service's cached table, reloaded
+/// when a webhook changes) or by a caller without the cache (the command log, tools: a table
+/// read in the event's transaction), each queued in the transaction that records it.
+#[tokio::test]
+async fn events_reach_the_active_events_webhooks_of_their_group_whoever_records_them() {
+    let s = setup().await;
+    let (active_rx, active_url) = Receiver::start(Vec::new()).await;
+    let (inactive_rx, inactive_url) = Receiver::start(Vec::new()).await;
+    let (points_rx, points_url) = Receiver::start(Vec::new()).await;
+    s.webhook(s.hook_body("events", "json", &active_url)).await;
+    let mut body = s.hook_body("events", "json", &inactive_url);
+    body["is_active"] = json!(false);
+    let inactive = s.webhook(body).await;
+    s.webhook(s.hook_body("measurements", "json", &points_url)).await;
+    let event = |value: &str| {
+        s.app
+            .http
+            .post(s.app.url("/gateway/v1/events"))
+            .basic_auth(&s.serial, Some(&s.device_token))
+            .json(&json!({"type": 310, "value": value, "ts": 1_763_726_400}))
+    };
+    let event_values = |got: &[Received]| -> Vec<String> {
+        all_items(got)
+            .iter()
+            .map(|e| {
+                e["value"]
+                    .as_str()
+                    .map_or_else(|| e["value"].to_string(), str::to_string)
+            })
+            .collect()
+    };
+    send(event("1")).await.expect(200);
+    let recorded = devicecloud_store::events::NewEvent {
+        id_group: &s.group,
+        source_device: &s.device,
+        from_device: Some(0),
+        event_type: 213,
+        occurred_at: 1_763_726_401,
+        value: "2",
+        datatype: None,
+        value_description: None,
+    };
+    devicecloud_store::events::insert(&s.app.state.db, &[recorded], devicecloud_store::unix_now())
+        .await
+        .unwrap();
+    let id = inactive["id_webhook"].as_str().unwrap();
+    send(
+        s.app
+            .request(Method::PATCH, &format!("/api/v2/webhook/{id}"), &s.admin)
+            .json(&json!({"is_active": true})),
+    )
+    .await
+    .expect(200);
+    send(event("3")).await.expect(200);
+    let got = active_rx.until("three events", |got| all_items(got).len() >= 3).await;
+    assert_eq!(event_values(&got), ["1", "2", "3"]);
+    let got = inactive_rx.until("the event", |got| !all_items(got).is_empty()).await;
+    assert_eq!(event_values(&got), ["3"], "nothing queued while inactive");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(points_rx.requests().is_empty(), "events go to events webhooks only");
+    assert_eq!(event_values(&inactive_rx.requests()), ["3"]);
+}
+
 #[tokio::test]
 async fn measurements_over_mqtt_reach_the_webhook() {
     use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};

@@ -1,8 +1,12 @@
 //! Events: occurrences reported by gateways (`from_device` 1) and recorded by the cloud
 //! (`from_device` 0), read through `GET /api/v2/event`.
+//!
+//! An event is queued for the events webhooks of its group in the transaction that records it,
+//! routed like measurements by the route table (`webhooks::Routes`, docs/api.md, "Webhooks").
 
 use crate::Result;
 use crate::db::{Db, on_pool};
+use crate::webhooks::{RouteTable, Routes};
 
 /// An event to record.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,16 +23,36 @@ pub struct NewEvent<'a> {
     pub value_description: Option<&'a str>,
 }
 
-/// Records events in one transaction, each queued in that transaction for the active events
-/// webhooks of its group (docs/api.md, "Webhooks"); returns how many.
+/// Records events in one transaction, each queued in it for the active events webhooks of its
+/// group as the service's cached route table names them (the table that routes measurements);
+/// returns how many.
+pub async fn insert_routed(db: &Db, routes: &Routes, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
+    let table = routes.table(db).await?;
+    write(db, Some(&table), events, now).await
+}
+
+/// [`insert_routed`] for callers without the service's route cache (the command log, tools):
+/// the route table is read in the transaction itself.
 pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
+    write(db, None, events, now).await
+}
+
+/// Records `events` and their outbox rows in one transaction, routed by `table` (read in the
+/// transaction when `None`).
+async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
     let sql = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, datatype, \
                value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";
-    // Events are few (connections, rejections, device reports): one indexed look-up each.
-    let queue = "INSERT INTO webhook_outbox (id_webhook, id_event) SELECT id_webhook, $1 FROM webhooks \
-                 WHERE id_group = $2 AND forwarding_type = 'events' AND is_active = 1 ORDER BY id_webhook";
+    let queue = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
     let n = on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
+        let read;
+        let table = match table {
+            Some(table) => table,
+            None => {
+                read = RouteTable::from_rows(sqlx::query_as(RouteTable::SELECT).fetch_all(&mut *tx).await?);
+                &read
+            }
+        };
         let mut n = 0;
         for e in events {
             let id_event: i64 = sqlx::query_scalar(sql)
@@ -43,11 +67,14 @@ pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
                 .bind(now)
                 .fetch_one(&mut *tx)
                 .await?;
-            sqlx::query(queue)
-                .bind(id_event)
-                .bind(e.id_group)
-                .execute(&mut *tx)
-                .await?;
+            // Most groups have no events webhook: no statement at all.
+            for id_webhook in table.events_of(e.id_group) {
+                sqlx::query(queue)
+                    .bind(id_webhook)
+                    .bind(id_event)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             n += 1;
         }
         tx.commit().await?;

@@ -143,7 +143,7 @@ impl Gateway {
             datatype: None,
             value_description: Some(&description),
         };
-        if let Err(e) = events::insert(&state.db, &[event], now).await {
+        if let Err(e) = events::insert_routed(&state.db, &state.webhooks.routes, &[event], now).await {
             tracing::warn!(error = %e, "cannot record a rejected message");
         }
         GatewayError::Rejected(rejection)
@@ -167,7 +167,9 @@ impl Gateway {
             datatype: None,
             value_description: None,
         };
-        events::insert(&state.db, &[event], now).await.map(drop)
+        events::insert_routed(&state.db, &state.webhooks.routes, &[event], now)
+            .await
+            .map(drop)
     }
 
     /// Hello (docs/gateway-protocol.md, "Messages"): device fields, event 208, and for a GO module
@@ -351,7 +353,7 @@ impl Gateway {
                 value_description: None,
             })
             .collect();
-        Ok(events::insert(&state.db, &records, now).await? as usize)
+        Ok(events::insert_routed(&state.db, &state.webhooks.routes, &records, now).await? as usize)
     }
 
     /// Attached assets (docs/gateway-protocol.md, "Messages"): created or updated as children of

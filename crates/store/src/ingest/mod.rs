@@ -96,14 +96,17 @@ pub struct Routed {
 /// queued again.
 pub async fn write_routed(db: &Db, batch: Batch, routes: &Routes) -> Result<Routed> {
     let table = routes.table(db).await?;
-    if table.measurements.is_empty() {
+    if !table.forwards_measurements() {
         let (written, _) = write_batch(db, batch, None).await?;
         return Ok(Routed { written, queued: 0 });
     }
     let groups = routes.groups_of(db, &batch.series()).await?;
     let targets: HashMap<i64, &[String]> = groups
         .iter()
-        .filter_map(|(key, group)| table.measurements.get(&**group).map(|hooks| (*key, hooks.as_slice())))
+        .filter_map(|(key, group)| {
+            let hooks = table.measurements_of(group);
+            (!hooks.is_empty()).then_some((*key, hooks))
+        })
         .collect();
     let (written, queued) = write_batch(db, batch, Some(&targets)).await?;
     Ok(Routed { written, queued })

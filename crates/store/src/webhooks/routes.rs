@@ -1,10 +1,14 @@
-//! Which webhooks take the records of which group, held in memory: the ingest writer asks for
-//! every batch, and a query per batch (let alone per point) would cost the hot path.
+//! Which webhooks take the records of which group: the one routing mechanism of both kinds of
+//! record. The ingest writer asks for every batch and the gateway for every event it records,
+//! so the table is held in memory: a query per batch (let alone per point or event) would cost
+//! the hot path, and most groups have no webhook at all, which the table answers without a
+//! statement. The records are queued in the transaction that stores them, from the table.
 //!
 //! The table is reloaded when a webhook changes on this node ([`Routes::invalidate`]) and at
 //! the latest after `ttl`, which bounds how long a change made through another node sharing the
 //! database goes unseen. The group of a series never changes, so series → group is only ever
-//! added to.
+//! added to. Callers without the cache (tools, the command log) read a table of their own in
+//! their transaction ([`RouteTable::SELECT`]), and route with it the same way.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,9 +22,45 @@ use crate::db::{Db, on_pool};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RouteTable {
     /// Group → webhooks forwarding its measurements.
-    pub measurements: HashMap<String, Vec<String>>,
+    measurements: HashMap<String, Vec<String>>,
     /// Group → webhooks forwarding its events.
-    pub events: HashMap<String, Vec<String>>,
+    events: HashMap<String, Vec<String>>,
+}
+
+impl RouteTable {
+    /// The active webhooks, in the order they are queued for (by id): the rows of a table.
+    pub(crate) const SELECT: &str =
+        "SELECT id_webhook, id_group, forwarding_type FROM webhooks WHERE is_active = 1 ORDER BY id_webhook";
+
+    /// The table of the active webhooks, from the rows of [`RouteTable::SELECT`] (run on a pool,
+    /// or in a transaction so that the routes are those the transaction sees).
+    pub(crate) fn from_rows(rows: Vec<(String, String, String)>) -> RouteTable {
+        let mut table = RouteTable::default();
+        for (id_webhook, id_group, kind) in rows {
+            let by_group = if kind == "events" {
+                &mut table.events
+            } else {
+                &mut table.measurements
+            };
+            by_group.entry(id_group).or_default().push(id_webhook);
+        }
+        table
+    }
+
+    /// Whether any webhook forwards measurements.
+    pub fn forwards_measurements(&self) -> bool {
+        !self.measurements.is_empty()
+    }
+
+    /// The webhooks forwarding a group's measurements, by id.
+    pub fn measurements_of(&self, id_group: &str) -> &[String] {
+        self.measurements.get(id_group).map_or(&[], Vec::as_slice)
+    }
+
+    /// The webhooks forwarding a group's events, by id.
+    pub fn events_of(&self, id_group: &str) -> &[String] {
+        self.events.get(id_group).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// The cached route table and series → group map.
@@ -60,21 +100,8 @@ impl Routes {
         }
         // Cleared before reading, so that a change made during the load marks it stale again.
         self.stale.store(false, Ordering::SeqCst);
-        let rows: Vec<(String, String, String)> = on_pool!(db, |p| sqlx::query_as(
-            "SELECT id_webhook, id_group, forwarding_type FROM webhooks WHERE is_active = 1 ORDER BY id_webhook"
-        )
-        .fetch_all(p)
-        .await)?;
-        let mut table = RouteTable::default();
-        for (id_webhook, id_group, kind) in rows {
-            let by_group = if kind == "events" {
-                &mut table.events
-            } else {
-                &mut table.measurements
-            };
-            by_group.entry(id_group).or_default().push(id_webhook);
-        }
-        let table = Arc::new(table);
+        let rows = on_pool!(db, |p| sqlx::query_as(RouteTable::SELECT).fetch_all(p).await)?;
+        let table = Arc::new(RouteTable::from_rows(rows));
         *self.table.write().unwrap_or_else(|e| e.into_inner()) = (table.clone(), Some(Instant::now()));
         Ok(table)
     }
