@@ -8,6 +8,7 @@ mod limits;
 mod settings;
 mod simulate;
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use devicecloud_server::{Listeners, Running};
 use devicecloud_store::Db;
 use tokio::net::TcpListener;
 
-use settings::{Flags, Settings};
+use settings::{Flags, LogFormat, Settings};
 
 /// The version `--version` prints: the package's, and the commit it was built from (`unknown`
 /// outside a git checkout), which `build.rs` finds.
@@ -88,10 +89,22 @@ pub fn run() -> Result<()> {
     let settings = Settings::load(&cli.flags)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log));
-    tracing_subscriber::fmt()
+    // Colours only on a terminal: not in files, pipes or the journal.
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(std::io::stderr().is_terminal());
+    match settings.log_format {
+        LogFormat::Text => logs.init(),
+        // The event's fields at the top level beside `message`, and the fields of the span it
+        // happened in (a request's id, method and route) under `span` (docs/operations.md, "Logs").
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match cli.command {

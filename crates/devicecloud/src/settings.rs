@@ -38,6 +38,8 @@ pub struct Settings {
     pub webhook_batch_max: usize,
     pub webhook_attempt_retention_days: u64,
     pub log: String,
+    /// How log lines are written on stderr.
+    pub log_format: LogFormat,
     /// The limits that keep one client from taking the service down.
     pub limits: Limits,
     /// Base of every absolute link, checked and without a trailing slash.
@@ -66,6 +68,7 @@ impl Default for Settings {
             webhook_batch_max: 1000,
             webhook_attempt_retention_days: 7,
             log: "info".into(),
+            log_format: LogFormat::Text,
             limits: Limits::default(),
             public_url: None,
             trusted_proxies: Vec::new(),
@@ -94,9 +97,21 @@ struct FileSettings {
     webhook_batch_max: Option<usize>,
     webhook_attempt_retention_days: Option<u64>,
     log: Option<String>,
+    log_format: Option<LogFormat>,
     public_url: Option<String>,
     /// A list of CIDR ranges or addresses.
     trusted_proxies: Option<Vec<String>>,
+}
+
+/// How log lines are written (docs/operations.md, "Logs").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text per event, for people.
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
 }
 
 /// Values given on the command line (global flags of every subcommand).
@@ -228,6 +243,13 @@ impl Settings {
         if let Some(v) = env("LOG") {
             s.log = v;
         }
+        if let Some(v) = env("LOG_FORMAT") {
+            s.log_format = match v.as_str() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                _ => bail!("DEVICECLOUD_LOG_FORMAT={v} must be text or json"),
+            };
+        }
         if let Some(v) = env("PUBLIC_URL") {
             s.public_url = Some(FrontEnd::public_url(&v).map_err(|e| anyhow::anyhow!("DEVICECLOUD_PUBLIC_URL: {e}"))?);
         }
@@ -309,6 +331,7 @@ impl Settings {
             webhook_batch_max,
             webhook_attempt_retention_days,
             log,
+            log_format,
             public_url,
             trusted_proxies,
         } = file;
@@ -333,6 +356,7 @@ impl Settings {
         self.webhook_attempt_retention_days =
             webhook_attempt_retention_days.unwrap_or(self.webhook_attempt_retention_days);
         self.log = log.unwrap_or(self.log.clone());
+        self.log_format = log_format.unwrap_or(self.log_format);
         if let Some(url) = public_url {
             self.public_url =
                 Some(FrontEnd::public_url(&url).map_err(|e| anyhow::anyhow!("public_url in {}: {e}", path.display()))?);
@@ -406,6 +430,13 @@ mod tests {
         assert_eq!(s.http_addr.port(), 9999);
         assert_eq!(s.command_timeout_s, 3);
         assert_eq!(s.server().command_timeout, Duration::from_secs(3));
+        assert_eq!(s.log_format, LogFormat::Text);
+        let json = dir.join("json.toml");
+        std::fs::write(&json, "log_format = \"json\"\n").unwrap();
+        s.apply_file(&json).unwrap();
+        assert_eq!(s.log_format, LogFormat::Json);
+        std::fs::write(&json, "log_format = \"xml\"\n").unwrap();
+        assert!(Settings::default().apply_file(&json).is_err());
         let ms = dir.join("ms.toml");
         std::fs::write(&ms, "command_timeout_s = 3\ncommand_timeout_ms = 250\n").unwrap();
         s.apply_file(&ms).unwrap();

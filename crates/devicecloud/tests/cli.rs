@@ -1,7 +1,7 @@
 //! The binary as users run it (docs/operations.md): admin commands print JSON, `serve` prints one
 //! `listening …` line with the chosen ports, a port in use fails naming its variable, settings
-//! come from file < environment < flags, the TLS listener starts only with usable files, and
-//! SIGTERM stops the service cleanly.
+//! come from file < environment < flags, the TLS listener starts only with usable files, JSON
+//! logs name every request with its id, and SIGTERM stops the service cleanly.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -508,4 +508,86 @@ fn simulate_provisions_a_fleet_through_the_api_and_connects_it() {
         .unwrap_or(0);
     assert!(measurements > 0, "{stdout}");
     assert!(terminate(&mut child).success());
+}
+
+/// A one-shot HTTP/1.1 GET with extra header lines over a plain socket; returns the whole answer.
+fn get_with_headers(addr: &str, path: &str, headers: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// The value of a header in a whole HTTP answer (names compared case-insensitively).
+fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let head = answer.split("\r\n\r\n").next().unwrap_or_default();
+    head.lines().skip(1).find_map(|line| {
+        let (n, v) = line.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+#[test]
+fn json_logs_name_every_request_with_its_id() {
+    let dir = Dir::new("json-logs");
+    let mut c = command(&dir);
+    c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+        .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
+        .env("DEVICECLOUD_LOG", "info")
+        .env("DEVICECLOUD_LOG_FORMAT", "json");
+    let (mut child, line) = serve(c);
+    let addr = http_addr(&line);
+
+    let answer = get_with_headers(&addr, "/healthz", "X-Request-Id: test-123\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(header(&answer, "x-request-id"), Some("test-123"), "{answer}");
+    // An id with a space in it is not taken: a fresh one (a UUID) is made and answered.
+    let answer = get_with_headers(&addr, "/api/v2/group/index", "X-Request-Id: two words\r\n");
+    let made = header(&answer, "x-request-id").unwrap_or_else(|| panic!("no id: {answer}"));
+    assert!(made.len() == 36 && made.matches('-').count() == 4, "{made}");
+    // Errors carry it too.
+    let answer = get_with_headers(&addr, "/no/such/page", "");
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(header(&answer, "x-request-id").is_some(), "{answer}");
+
+    assert!(terminate(&mut child).success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let lines: Vec<Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    let requests: Vec<&Value> = lines.iter().filter(|l| l["span"]["name"] == "request").collect();
+    let health: Vec<&&Value> = requests
+        .iter()
+        .filter(|l| l["span"]["request_id"] == "test-123")
+        .collect();
+    assert_eq!(health.len(), 1, "one line for the request: {stderr}");
+    let health = health[0];
+    assert_eq!(health["level"], "INFO");
+    assert_eq!(health["span"]["route"], "/healthz");
+    assert_eq!(health["span"]["method"], "GET");
+    assert_eq!(health["status"], 200);
+    assert!(health["duration_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{health}");
+    assert!(health["timestamp"].is_string(), "{health}");
+
+    let groups = requests
+        .iter()
+        .find(|l| l["span"]["request_id"] == made)
+        .unwrap_or_else(|| panic!("no line for {made}: {stderr}"));
+    assert_eq!(groups["span"]["route"], "/api/v2/group/index");
+    assert_eq!(groups["status"], 401);
+    assert!(
+        requests
+            .iter()
+            .any(|l| l["span"]["route"] == "unmatched" && l["status"] == 404),
+        "{stderr}"
+    );
 }

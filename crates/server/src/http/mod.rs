@@ -17,6 +17,7 @@ pub mod listener;
 pub mod oauth;
 pub mod openapi;
 pub mod origin;
+pub mod request_log;
 pub mod sessions;
 pub mod users;
 pub mod webhooks;
@@ -28,21 +29,29 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
 
 use crate::error::{ApiError, error_body};
 use crate::state::AppState;
 
-/// The whole HTTP application as a service: the router, wrapped in the error-body layer.
+/// The whole HTTP application as a service: the router, wrapped in the error-body layer and
+/// the request id (docs/operations.md, "Logs").
 ///
-/// The layer sits outside the router because axum adds the `Allow` header of a 405 after the
-/// route's own layers have run.
+/// The error-body layer sits outside the router because axum adds the `Allow` header of a 405
+/// after the route's own layers have run. The request id is settled before anything else runs
+/// (a usable client id kept, otherwise a UUID) and answered on every response, errors included.
 pub fn app(state: AppState) -> Router {
     Router::new()
         .fallback_service(router(state))
         .layer(middleware::map_response(json_errors))
+        .layer(PropagateRequestIdLayer::new(request_log::X_REQUEST_ID))
+        .layer(SetRequestIdLayer::new(request_log::X_REQUEST_ID, MakeRequestUuid))
+        .layer(middleware::map_request(request_log::drop_unusable_id))
 }
 
-/// The router with every route and the layers that apply per route.
+/// The router with every route and the layers that apply per route; the outermost logs each
+/// request once, with its matched route.
 pub fn router(state: AppState) -> Router {
     let limit = state.settings.max_body_bytes;
     Router::new()
@@ -66,6 +75,15 @@ pub fn router(state: AppState) -> Router {
             ApiError::Internal("handler panicked".into()).into_response()
         }))
         .layer(middleware::from_fn(count_requests))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_log::span)
+                .on_request(())
+                .on_response(request_log::answered)
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
         .with_state(state)
 }
 
