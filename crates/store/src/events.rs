@@ -45,15 +45,10 @@ async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now
     let queue = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
     let n = on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
-        let read;
-        let table = match table {
-            Some(table) => table,
-            None => {
-                read = RouteTable::from_rows(sqlx::query_as(RouteTable::SELECT).fetch_all(&mut *tx).await?);
-                &read
-            }
-        };
-        let mut n = 0;
+        // The events are written first: on SQLite a transaction that reads before its first
+        // write cannot wait for the write lock (another writer between its read and its write
+        // fails it at once with SQLITE_BUSY), while one that starts with a write waits its turn.
+        let mut ids = Vec::with_capacity(events.len());
         for e in events {
             let id_event: i64 = sqlx::query_scalar(sql)
                 .bind(e.id_group)
@@ -67,6 +62,17 @@ async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now
                 .bind(now)
                 .fetch_one(&mut *tx)
                 .await?;
+            ids.push(id_event);
+        }
+        let read;
+        let table = match table {
+            Some(table) => table,
+            None => {
+                read = RouteTable::from_rows(sqlx::query_as(RouteTable::SELECT).fetch_all(&mut *tx).await?);
+                &read
+            }
+        };
+        for (e, id_event) in events.iter().zip(&ids) {
             // Most groups have no events webhook: no statement at all.
             for id_webhook in table.events_of(e.id_group) {
                 sqlx::query(queue)
@@ -75,8 +81,8 @@ async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now
                     .execute(&mut *tx)
                     .await?;
             }
-            n += 1;
         }
+        let n = ids.len() as u64;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(n)
     }
