@@ -126,6 +126,13 @@ pub(crate) struct Relation {
     pub via: &'static str,
 }
 
+/// The field names of a record type, in declaration order, as its derived `Deserialize` knows
+/// them: the columns a collection selects (and, on SQLite, the keys of its JSON page) come from
+/// the record struct itself instead of a second list.
+pub(crate) fn output_of<T: DeserializeOwned>() -> &'static [&'static str] {
+    serde_aux::serde_introspection::serde_introspect::<T>()
+}
+
 /// A page of the rows of `table` (its `output` columns) whose `id_group` names a group the
 /// caller's scope allows: the list of every collection a group owns (devices, events, data
 /// sessions, webhooks). Each relation is joined (many to one, so no row is repeated) only when

@@ -6,7 +6,7 @@ use devicecloud_query::{AttrKind, Attribute, SortKey};
 use crate::Result;
 use crate::collection::{self, Column, ListArgs, Listing, Relation, attributes, names};
 use crate::db::{Db, on_pool};
-use crate::devices::{DeviceRow, OUTPUT};
+use crate::devices::{DeviceRow, output};
 use crate::event_collection::{self, EventRow};
 
 const TABLE: &str = "physical_devices";
@@ -90,7 +90,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<DeviceRow>> {
         descending: false,
     };
     const KEY: [Column; 1] = [col("id_physical_device", AttrKind::String)];
-    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, &RELATIONS, args, oldest_first, &KEY).await
+    collection::scoped_list(db, TABLE, output(), &COLUMNS, &RELATIONS, args, oldest_first, &KEY).await
 }
 
 /// What a device carries besides its specification fields: the JSON documents from hello and
@@ -192,7 +192,7 @@ pub async fn template_history(db: &Db, ids: &[&str]) -> Result<Vec<TemplateRow>>
 
 /// Devices by id (parents of a page).
 pub async fn devices(db: &Db, ids: &[&str]) -> Result<Vec<DeviceRow>> {
-    let select = format!("SELECT {} FROM physical_devices", OUTPUT.join(", "));
+    let select = format!("SELECT {} FROM physical_devices", output().join(", "));
     by_ids(db, &select, "id_physical_device", ids, "").await
 }
 

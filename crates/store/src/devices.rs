@@ -4,8 +4,10 @@
 use crate::db::{Db, on_pool};
 use crate::{Result, StoreError, new_id};
 
-/// A stored physical device with every field of the specification and the service's own.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// A stored physical device with every field of the specification and the service's own; it
+/// serializes as the API's record (every field but `kind`, which the API shows as
+/// `id_device_type`).
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct DeviceRow {
     pub id_physical_device: String,
     pub serial_hardware: String,
@@ -14,6 +16,7 @@ pub struct DeviceRow {
     pub id_group: String,
     pub id_device_type: String,
     pub id_iot_device: Option<String>,
+    #[serde(skip_serializing)]
     pub kind: Option<String>,
     pub is_connected: i64,
     pub expected_offline_interval: i64,
@@ -35,33 +38,11 @@ pub struct DeviceRow {
     pub archived_by: Option<String>,
 }
 
-/// The columns of a [`DeviceRow`], in its order.
-pub const OUTPUT: [&str; 24] = [
-    "id_physical_device",
-    "serial_hardware",
-    "label",
-    "id_parent",
-    "id_group",
-    "id_device_type",
-    "id_iot_device",
-    "kind",
-    "is_connected",
-    "expected_offline_interval",
-    "expected_live_status",
-    "device_status",
-    "connection",
-    "created_at",
-    "last_data_at",
-    "signal",
-    "commissioned_at",
-    "calibrated_at",
-    "reconnected_at",
-    "platform_software_version",
-    "app_software_version",
-    "archived_serial",
-    "archived_at",
-    "archived_by",
-];
+/// The columns of a [`DeviceRow`], in its order: its own field names, so that the record is
+/// declared once.
+pub fn output() -> &'static [&'static str] {
+    crate::collection::output_of::<DeviceRow>()
+}
 
 /// A gateway to provision.
 #[derive(Clone, Debug)]
@@ -98,7 +79,7 @@ pub struct GatewayAuth {
 fn select_sql(where_clause: &str) -> String {
     format!(
         "SELECT {} FROM physical_devices WHERE {where_clause}",
-        OUTPUT.join(", ")
+        output().join(", ")
     )
 }
 

@@ -71,17 +71,11 @@ pub struct Bucket {
     pub count_val: i64,
 }
 
-const OUTPUT: [&str; 9] = [
-    "id_container_data_latest",
-    "id_group",
-    "datatype",
-    "source_device",
-    "timestamp_seconds",
-    "min_val",
-    "max_val",
-    "avg_val",
-    "count_val",
-];
+/// The columns of a [`Bucket`], in its order: its own field names, so that the record is
+/// declared once.
+fn output() -> &'static [&'static str] {
+    crate::collection::output_of::<Bucket>()
+}
 
 const fn col(attr: &'static str, kind: AttrKind) -> Column {
     Column {
@@ -365,7 +359,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>, now: i64) -> Result<Listing<Bucke
         page,
         count_only,
     };
-    collection::list(db, select, &OUTPUT, &COLUMNS, req).await
+    collection::list(db, select, output(), &COLUMNS, req).await
 }
 
 #[cfg(test)]

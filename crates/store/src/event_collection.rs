@@ -23,18 +23,11 @@ pub struct EventRow {
     pub value_description: Option<String>,
 }
 
-/// The columns of an [`EventRow`], in its order.
-const OUTPUT: [&str; 9] = [
-    "id_event",
-    "id_group",
-    "source_device",
-    "from_device",
-    "event_type",
-    "occurred_at",
-    "value",
-    "datatype",
-    "value_description",
-];
+/// The columns of a [`EventRow`], in its order: its own field names, so that the record is
+/// declared once.
+fn output() -> &'static [&'static str] {
+    crate::collection::output_of::<EventRow>()
+}
 
 /// `SELECT <every column of EventRow> FROM events`.
 pub const SELECT: &str = "SELECT id_event, id_group, source_device, from_device, event_type, occurred_at, value, \
@@ -74,5 +67,5 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<EventRow>> {
         descending: true,
     };
     const KEY: [Column; 1] = [col("id_event", AttrKind::Integer)];
-    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, &[], args, latest_first, &KEY).await
+    collection::scoped_list(db, TABLE, output(), &COLUMNS, &[], args, latest_first, &KEY).await
 }

@@ -42,16 +42,11 @@ pub struct GroupChanges<'a> {
 }
 
 const TABLE: &str = "groups";
-/// The columns of a [`GroupRow`], in its order.
-const OUTPUT: [&str; 7] = [
-    "id_group",
-    "label",
-    "type",
-    "subtype",
-    "id_country",
-    "created_at",
-    "deleted_at",
-];
+/// The columns of a [`GroupRow`], in its order: its own field names, so that the record is
+/// declared once.
+fn output() -> &'static [&'static str] {
+    crate::collection::output_of::<GroupRow>()
+}
 const SELECT: &str = "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
 
 /// The filterable and sortable attributes of the group collection.
@@ -119,7 +114,7 @@ pub async fn get(db: &Db, id_group: &str) -> Result<Option<GroupRow>> {
 /// A page of the groups `scope` allows, filtered and sorted as asked.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
     let mut select = Query::select();
-    select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
+    select.columns(output().iter().map(|c| (TABLE, *c))).from(TABLE);
     if let GroupScope::MemberOf(id_user) = args.scope {
         // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
         select.cond_where(
@@ -137,7 +132,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
     collection::list(
         db,
         select,
-        &OUTPUT,
+        output(),
         &COLUMNS,
         args.request(
             SortKey {

@@ -17,8 +17,8 @@ use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes
 use crate::db::Db;
 use crate::scope::GroupScope;
 
-/// A raw data point with every field of the specification.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// A raw data point with every field of the specification; it serializes as the API's record.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct RawPoint {
     pub id_container_data_latest: String,
     pub id_group: String,
@@ -30,16 +30,11 @@ pub struct RawPoint {
     pub value: f64,
 }
 
-/// The output names of a [`RawPoint`], in its order.
-const OUTPUT: [&str; 7] = [
-    "id_container_data_latest",
-    "id_group",
-    "datatype",
-    "source_device",
-    "timestamp_seconds",
-    "microseconds",
-    "value",
-];
+/// The columns of a [`RawPoint`], in its order: its own field names, so that the record is
+/// declared once.
+fn output() -> &'static [&'static str] {
+    crate::collection::output_of::<RawPoint>()
+}
 
 const fn col(attr: &'static str, table: &'static str, column: &'static str, kind: AttrKind) -> Column {
     Column {
@@ -155,7 +150,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
             page,
             count_only,
         };
-        return collection::list(db, base, &OUTPUT, &COLUMNS, req).await;
+        return collection::list(db, base, output(), &COLUMNS, req).await;
     }
     let descending = sort.is_none_or(|s| s.descending);
 
@@ -193,7 +188,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
         select.order_by((key.table, key.column), order.clone());
     }
     select.limit(page.per_page).offset(page.offset);
-    let items = collection::fetch(db, &select, &OUTPUT).await?;
+    let items = collection::fetch(db, &select, output()).await?;
     Ok(Listing { page, items })
 }
 

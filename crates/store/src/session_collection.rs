@@ -29,22 +29,11 @@ pub struct SessionRow {
     pub datapoint_count: i64,
 }
 
-const OUTPUT: [&str; 14] = [
-    "session_key",
-    "id_data_session",
-    "id_group",
-    "id_physical_device",
-    "id_person",
-    "label",
-    "start",
-    "end",
-    "created_at",
-    "created_by",
-    "updated_at",
-    "updated_by",
-    "archived_at",
-    "datapoint_count",
-];
+/// The columns of a [`SessionRow`], in its order: its own field names, so that the record is
+/// declared once.
+fn output() -> &'static [&'static str] {
+    crate::collection::output_of::<SessionRow>()
+}
 
 const fn col(attr: &'static str, kind: AttrKind) -> Column {
     Column {
@@ -94,7 +83,7 @@ const NAMES: [&str; 13] = names(&COLUMNS);
 
 fn select() -> sea_query::SelectStatement {
     let mut select = Query::select();
-    select.columns(OUTPUT.map(|c| (TABLE, c))).from(TABLE);
+    select.columns(output().iter().map(|c| (TABLE, *c))).from(TABLE);
     select
 }
 
@@ -105,14 +94,14 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<SessionRow>> {
         descending: false,
     };
     const KEY: [Column; 1] = [col("session_key", AttrKind::Integer)];
-    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, &RELATIONS, args, oldest_first, &KEY).await
+    collection::scoped_list(db, TABLE, output(), &COLUMNS, &RELATIONS, args, oldest_first, &KEY).await
 }
 
 /// One session by its identifier.
 pub async fn get(db: &Db, id_data_session: &str) -> Result<Option<SessionRow>> {
     let mut select = select();
     select.and_where(Expr::col((TABLE, "id_data_session")).eq(id_data_session));
-    Ok(collection::fetch(db, &select, &OUTPUT).await?.into_iter().next())
+    Ok(collection::fetch(db, &select, output()).await?.into_iter().next())
 }
 
 /// A series (container) that has points in a session.

@@ -10,7 +10,7 @@ use devicecloud_store::raw_data::{self, RawPoint};
 use devicecloud_store::unix_now;
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection};
+use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -47,18 +47,6 @@ fn names_group(filter: Option<&Filter>) -> bool {
         Some(Filter::In { attr, negated, .. }) => *attr == "id_group" && !negated,
         _ => false,
     }
-}
-
-fn raw_fields(p: &RawPoint) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_container_data_latest".into(), json!(p.id_container_data_latest));
-    map.insert("id_group".into(), json!(p.id_group));
-    map.insert("datatype".into(), json!(p.datatype));
-    map.insert("source_device".into(), json!(p.source_device));
-    map.insert("timestamp_seconds".into(), json!(p.timestamp_seconds));
-    map.insert("microseconds".into(), json!(p.microseconds));
-    map.insert("value".into(), json!(p.value));
-    map
 }
 
 /// A time as JSON: an integer when whole, a fraction otherwise.
@@ -102,7 +90,7 @@ pub async fn raw(
     let render = async |points: &[RawPoint], selection: &Selection| {
         Ok(points
             .iter()
-            .map(|p| selection.render(raw_fields(p), Vec::new(), None))
+            .map(|p| selection.render(record_fields(p), Vec::new(), None))
             .collect())
     };
     raw.page(&RAW_SPEC, &[], list, render).await

@@ -14,7 +14,7 @@ use devicecloud_store::devices::DeviceRow;
 use devicecloud_store::groups;
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection};
+use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
 use super::events::event_fields;
 use super::groups::{group_fields, group_links};
 use crate::auth::Caller;
@@ -23,31 +23,7 @@ use crate::state::AppState;
 
 /// A device record with every field of the specification, in its order.
 pub fn device_fields(row: &DeviceRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_physical_device".into(), json!(row.id_physical_device));
-    map.insert("serial_hardware".into(), json!(row.serial_hardware));
-    map.insert("label".into(), json!(row.label));
-    map.insert("id_parent".into(), json!(row.id_parent));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("id_device_type".into(), json!(row.id_device_type));
-    map.insert("id_iot_device".into(), json!(row.id_iot_device));
-    map.insert("is_connected".into(), json!(row.is_connected));
-    map.insert("expected_offline_interval".into(), json!(row.expected_offline_interval));
-    map.insert("expected_live_status".into(), json!(row.expected_live_status));
-    map.insert("device_status".into(), json!(row.device_status));
-    map.insert("connection".into(), json!(row.connection));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("last_data_at".into(), json!(row.last_data_at));
-    map.insert("signal".into(), json!(row.signal));
-    map.insert("commissioned_at".into(), json!(row.commissioned_at));
-    map.insert("calibrated_at".into(), json!(row.calibrated_at));
-    map.insert("reconnected_at".into(), json!(row.reconnected_at));
-    map.insert("platform_software_version".into(), json!(row.platform_software_version));
-    map.insert("app_software_version".into(), json!(row.app_software_version));
-    map.insert("archived_serial".into(), json!(row.archived_serial));
-    map.insert("archived_at".into(), json!(row.archived_at));
-    map.insert("archived_by".into(), json!(row.archived_by));
-    map
+    record_fields(row)
 }
 
 /// The item `_links` of a device (specification: self, index).

@@ -14,7 +14,7 @@ use devicecloud_store::webhooks::{self, AttemptRow, WebhookRow};
 use serde_json::{Map, Value, json};
 
 use super::body::json_object;
-use super::collection::{CollectionPage, RawCollection, Selection, items_json};
+use super::collection::{CollectionPage, RawCollection, Selection, items_json, record_fields};
 use super::origin::Origin;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
@@ -107,20 +107,6 @@ async fn render(state: &AppState, row: &WebhookRow, selection: &Selection) -> Re
         ));
     }
     Ok(selection.render(webhook_fields(row), expanded, Some(links)))
-}
-
-fn attempt_fields(row: &AttemptRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_attempt".into(), json!(row.id_attempt));
-    map.insert("id_webhook".into(), json!(row.id_webhook));
-    map.insert("id_delivery".into(), json!(row.id_delivery));
-    map.insert("attempted_at".into(), json!(row.attempted_at));
-    map.insert("status_code".into(), json!(row.status_code));
-    map.insert("duration_ms".into(), json!(row.duration_ms));
-    map.insert("error".into(), json!(row.error));
-    map.insert("item_count".into(), json!(row.item_count));
-    map.insert("attempt".into(), json!(row.attempt));
-    map
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook", tag = "webhooks",
@@ -223,7 +209,7 @@ pub async fn attempts(
     let render = async |rows: &[AttemptRow], selection: &Selection| {
         Ok(rows
             .iter()
-            .map(|row| selection.render(attempt_fields(row), Vec::new(), None))
+            .map(|row| selection.render(record_fields(row), Vec::new(), None))
             .collect())
     };
     raw.page(&ATTEMPT_SPEC, &[], list, render).await

@@ -10,8 +10,8 @@ use crate::Result;
 use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
 use crate::db::Db;
 
-/// One logged delivery attempt (docs/api.md, "Webhooks").
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// One logged delivery attempt (docs/api.md, "Webhooks"); it serializes as the API's record.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct AttemptRow {
     pub id_attempt: i64,
     pub id_webhook: String,
@@ -25,17 +25,11 @@ pub struct AttemptRow {
 }
 
 const ATTEMPTS: &str = "webhook_attempts";
-const ATTEMPT_OUTPUT: [&str; 9] = [
-    "id_attempt",
-    "id_webhook",
-    "id_delivery",
-    "attempted_at",
-    "status_code",
-    "duration_ms",
-    "error",
-    "item_count",
-    "attempt",
-];
+/// The columns of a [`AttemptRow`], in its order: its own field names, so that the record is
+/// declared once.
+fn attempt_output() -> &'static [&'static str] {
+    crate::collection::output_of::<AttemptRow>()
+}
 
 /// The filterable and sortable attributes of the attempt log.
 pub const ATTEMPT_COLUMNS: [Column; 9] = [
@@ -65,7 +59,7 @@ pub async fn attempts(
 ) -> Result<Listing<AttemptRow>> {
     let mut select = Query::select();
     select
-        .columns(ATTEMPT_OUTPUT.map(|c| (ATTEMPTS, c)))
+        .columns(attempt_output().iter().map(|c| (ATTEMPTS, *c)))
         .from(ATTEMPTS)
         .cond_where(Condition::all().add(Expr::col((ATTEMPTS, "id_webhook")).eq(id_webhook)));
     let req = ListRequest {
@@ -79,5 +73,5 @@ pub async fn attempts(
         page,
         count_only,
     };
-    collection::list(db, select, &ATTEMPT_OUTPUT, &ATTEMPT_COLUMNS, req).await
+    collection::list(db, select, attempt_output(), &ATTEMPT_COLUMNS, req).await
 }

@@ -55,20 +55,11 @@ pub struct WebhookChanges<'a> {
 }
 
 const TABLE: &str = "webhooks";
-const OUTPUT: [&str; 12] = [
-    "id_webhook",
-    "id_group",
-    "label",
-    "forwarding_type",
-    "formatter",
-    "url",
-    "authorization_header",
-    "secret",
-    "is_active",
-    "created_at",
-    "updated_at",
-    "created_by",
-];
+/// The columns of a [`WebhookRow`], in its order: its own field names, so that the record is
+/// declared once.
+fn output() -> &'static [&'static str] {
+    crate::collection::output_of::<WebhookRow>()
+}
 const SELECT: &str = "SELECT id_webhook, id_group, label, forwarding_type, formatter, url, authorization_header, \
                       secret, is_active, created_at, updated_at, created_by FROM webhooks";
 
@@ -166,7 +157,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
         descending: false,
     };
     const KEY: [Column; 1] = [col(TABLE, "id_webhook", "id_webhook", AttrKind::String)];
-    collection::scoped_list(db, TABLE, &OUTPUT, &COLUMNS, &[], args, oldest_first, &KEY).await
+    collection::scoped_list(db, TABLE, output(), &COLUMNS, &[], args, oldest_first, &KEY).await
 }
 
 /// Applies `changes` and returns the webhook (`None` if it does not exist).
