@@ -9,7 +9,7 @@ use axum::http::{StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use devicecloud_store::devices::{self, DeviceChanges, DeviceRow, NewGateway};
-use devicecloud_store::{groups, unix_now};
+use devicecloud_store::unix_now;
 use serde_json::{Value, json};
 
 use super::body::json_object;
@@ -82,14 +82,7 @@ pub async fn provision(
         kind.unwrap_or_default(),
     );
 
-    // A group the caller cannot see is a field error, not a 404 (docs/api.md, "Management
-    // endpoints").
-    let group = groups::get(&state.db, &id_group).await?;
-    match group.as_ref().and_then(|g| caller.role_in(g)) {
-        None => return Err(ApiError::invalid("id_group", "Group not found.")),
-        Some(role) if role < Role::Manager => return Err(ApiError::forbidden()),
-        Some(_) => {}
-    }
+    access::input_group(&state, &caller, &id_group, Role::Manager).await?;
     let token = random_token();
     let gateway = NewGateway {
         id_group: &id_group,
