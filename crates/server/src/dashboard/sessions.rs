@@ -15,7 +15,9 @@ use super::layout::{self, Section};
 use super::series::{self, datatype_title};
 use super::viewer::Viewer;
 use super::{PageError, PageQuery, format, list_args, pager};
-use crate::http::sessions::{download_csv, require_session};
+use crate::auth::Role;
+use crate::http::sessions::csv_response;
+use crate::service::{access, sessions as service};
 use crate::state::AppState;
 
 /// `GET /sessions`: newest first.
@@ -66,7 +68,7 @@ pub async fn page(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Html<String>, PageError> {
-    let session = require_session(&state, &viewer.caller, &id).await?;
+    let session = access::session(&state, &viewer.caller, &id, Role::Viewer).await?;
     let now = unix_now();
     let end = session.end.unwrap_or(now);
     // Fewer points than buckets come back raw; otherwise 500 equal buckets (docs/api.md,
@@ -115,5 +117,5 @@ pub async fn page(
 
 /// `GET /sessions/<id>/csv`: the API's streamed download, for the signed-in viewer.
 pub async fn csv(State(state): State<AppState>, viewer: Viewer, Path(id): Path<String>) -> Result<Response, PageError> {
-    Ok(download_csv(State(state), viewer.caller, Path(id)).await?)
+    Ok(csv_response(service::csv(&state, &viewer.caller, &id).await?))
 }

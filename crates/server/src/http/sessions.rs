@@ -18,6 +18,8 @@ use super::device_collection::render_devices;
 use super::groups::{group_fields, group_links};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::service::access;
+use crate::service::sessions::{self, SessionCsv};
 use crate::state::AppState;
 
 /// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
@@ -40,10 +42,6 @@ pub const EXPANDS: [&str; 9] = [
     "group",
     "dataIds",
 ];
-
-/// CSV rows per window the download aims at: large enough to amortise a query, small enough
-/// to keep memory flat.
-const CSV_TARGET_ROWS: usize = 20_000;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -116,18 +114,6 @@ pub async fn index(
     Ok(raw.page(&SPEC, &EXPANDS, list, render).await?.with("labels", labels()))
 }
 
-/// A session the caller may see (404 otherwise, like every record of an invisible group).
-pub async fn require_session(state: &AppState, caller: &Caller, id: &str) -> Result<SessionRow, ApiError> {
-    let not_found = || ApiError::not_found("Data session", id);
-    let session = store::get(&state.db, id).await?.ok_or_else(not_found)?;
-    let group = groups::get(&state.db, &session.id_group).await?;
-    match caller.require(group, &session.id_group, Role::Viewer) {
-        Ok(_) => Ok(session),
-        Err(ApiError::NotFound(_)) => Err(not_found()),
-        Err(other) => Err(other),
-    }
-}
-
 #[utoipa::path(get, path = "/api/v2/data-session/{id}", tag = "data sessions", params(("id" = String, Path)),
     responses((status = 200, description = "A Data Session record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(
@@ -136,7 +122,7 @@ pub async fn view(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let session = require_session(&state, &caller, &id).await?;
+    let session = access::session(&state, &caller, &id, Role::Viewer).await?;
     let selection = Selection::from_query(query.as_deref());
     Ok(axum::Json(render(&state, &session, &selection).await?))
 }
@@ -259,90 +245,18 @@ pub async fn download_csv(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let session = require_session(&state, &caller, &id).await?;
-    let range = store::time_range(&state.db, session.session_key).await?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
-    let db = state.db.clone();
-    tokio::spawn(async move {
-        let header = "timestamp,microseconds,source_device,serial_hardware,datatype,value\n".to_string();
-        if tx.send(Ok(header)).await.is_err() {
-            return;
-        }
-        let Some((first, last)) = range else { return };
-        stream_points(&db, session.session_key, first, last, &tx).await;
-    });
-    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
-    let filename = format!("data-session-{}.csv", session.id_data_session);
-    Ok((
+    Ok(csv_response(sessions::csv(&state, &caller, &id).await?))
+}
+
+/// The CSV download as an HTTP answer: streamed, with its file name.
+pub fn csv_response(csv: SessionCsv) -> Response {
+    let filename = format!("data-session-{}.csv", csv.id_data_session);
+    (
         [
             (CONTENT_TYPE, "text/csv; charset=UTF-8".to_string()),
             (CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
         ],
-        body,
+        Body::from_stream(csv.lines),
     )
-        .into_response())
-}
-
-/// Sends the session's points window by window, adapting the window's width so that each
-/// holds about [`CSV_TARGET_ROWS`]; stops when the client goes away. A store error ends the
-/// body with an error, so the client sees a broken transfer rather than a short file.
-async fn stream_points(
-    db: &Db,
-    session_key: i64,
-    first: i64,
-    last: i64,
-    tx: &tokio::sync::mpsc::Sender<Result<String, std::io::Error>>,
-) {
-    let mut from = first;
-    let mut width: i64 = 60;
-    while from <= last {
-        let to = from.saturating_add(width);
-        let points = match store::points_between(db, session_key, from, to).await {
-            Ok(points) => points,
-            Err(e) => {
-                tracing::warn!(error = %e, "CSV download failed");
-                let _ = tx.send(Err(std::io::Error::other("store error"))).await;
-                return;
-            }
-        };
-        let mut chunk = String::with_capacity(points.len() * 80);
-        for p in &points {
-            use std::fmt::Write;
-            let _ = writeln!(
-                chunk,
-                "{},{},{},{},{},{}",
-                p.seconds,
-                p.microseconds,
-                p.source_device,
-                csv_text(&p.serial_hardware),
-                p.datatype,
-                p.value
-            );
-        }
-        if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
-            return;
-        }
-        from = to;
-        width = next_width(width, points.len());
-    }
-}
-
-/// The next window width from how full this one was.
-fn next_width(width: i64, rows: usize) -> i64 {
-    if rows < CSV_TARGET_ROWS / 4 {
-        width.saturating_mul(4).min(86_400 * 365)
-    } else if rows > CSV_TARGET_ROWS * 2 {
-        (width / 2).max(1)
-    } else {
-        width
-    }
-}
-
-/// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
-fn csv_text(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\"")).into()
-    } else {
-        text.into()
-    }
+        .into_response()
 }

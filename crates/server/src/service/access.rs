@@ -4,6 +4,7 @@
 
 use devicecloud_store::devices::{self, DeviceRow};
 use devicecloud_store::groups::{self, GroupRow};
+use devicecloud_store::session_collection::{self, SessionRow};
 use devicecloud_store::webhooks::{self, WebhookRow};
 
 use super::ServiceError;
@@ -57,6 +58,12 @@ pub async fn group(state: &AppState, caller: &Caller, id: &str, need: Role) -> R
 pub async fn device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow, ServiceError> {
     let row = devices::get(&state.db, id).await?;
     owned(state, caller, ("Physical device", id), row, |d| &d.id_group, need).await
+}
+
+/// The data session `id` as the caller may act on it with `need`.
+pub async fn session(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<SessionRow, ServiceError> {
+    let row = session_collection::get(&state.db, id).await?;
+    owned(state, caller, ("Data session", id), row, |s| &s.id_group, need).await
 }
 
 /// The webhook `id` as the caller may act on it with `need`.

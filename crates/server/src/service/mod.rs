@@ -9,6 +9,7 @@ pub mod accounts;
 pub mod commands;
 mod error;
 pub mod memberships;
+pub mod sessions;
 
 pub mod validate;
 pub mod webhooks;
