@@ -592,3 +592,33 @@ async fn filters_reach_the_group_and_the_parent() {
     let hidden = get(&app, &viewer, &devices("filter[group.label]=South%20yard")).await;
     assert_eq!(hidden["_meta"]["totalCount"], 0);
 }
+
+/// A text cell of the session CSV that a spreadsheet would run as a formula gets a leading `'`
+/// (docs/api.md, "Data sessions").
+#[tokio::test]
+async fn csv_cells_never_start_a_formula() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "field").await;
+    let mut gw = TestGateway::connect(&app, &admin, &group, "GO-CSV", "GO").await;
+    gw.hello("GO", json!({})).await;
+    gw.measurements(&json!([
+        {"device": "=HYPERLINK(\"http://x\")", "ts": T0, "values": {"4": -1.5}},
+        {"device": "@SUM(A1)", "ts": T0 + 1, "values": {"4": 2.0}},
+    ]))
+    .await;
+    gw.power_off().await;
+    let sessions = get(&app, &admin, "/api/v2/data-session").await;
+    let id = items(&sessions)[0]["id_data_session"].as_str().unwrap().to_string();
+    let csv = send(app.get(&format!("/api/v2/data-session/{id}/download-csv"), &admin))
+        .await
+        .expect(200);
+    let lines: Vec<&str> = csv.text.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", csv.text);
+    assert!(
+        lines[1].contains(",\"'=HYPERLINK(\"\"http://x\"\")\",4,-1.5"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[2].contains(",'@SUM(A1),4,2"), "{}", lines[2]);
+}

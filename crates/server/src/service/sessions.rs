@@ -97,11 +97,35 @@ fn next_width(width: i64, rows: usize) -> i64 {
     }
 }
 
-/// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
+/// A text cell of the CSV. A cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return
+/// would run as a formula when the file is opened in a spreadsheet, so it gets a leading `'`
+/// (docs/api.md, "Data sessions"); the cell is quoted when it holds a comma, a quote or a line
+/// break (RFC 4180).
 fn csv_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let text: std::borrow::Cow<'_, str> = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}").into()
+    } else {
+        text.into()
+    };
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\"")).into()
     } else {
-        text.into()
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_text;
+
+    #[test]
+    fn text_cells_never_start_a_formula() {
+        assert_eq!(csv_text("GW-1"), "GW-1");
+        assert_eq!(csv_text("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        for lead in ["+1", "-1", "@a", "\tx"] {
+            assert_eq!(csv_text(lead), format!("'{lead}"));
+        }
+        assert_eq!(csv_text("\rx"), "\"'\rx\"");
+        assert_eq!(csv_text("a,b"), "\"a,b\"");
     }
 }
