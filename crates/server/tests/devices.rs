@@ -200,7 +200,8 @@ async fn patch_rotate_and_archive() {
         404
     );
     let auth = devices::gateway_auth(&app.state.db, "GW-5").await.unwrap().unwrap();
-    assert!(auth.archived_at.is_some() && auth.device_token_hash.is_none());
+    // Archived; the token's hash stays only to answer its CONNECT "not authorized".
+    assert!(auth.archived_at.is_some() && auth.device_token_hash.is_some());
 
     // The serial is free again; CONNECT then finds the live device first.
     let again = provision(

@@ -174,6 +174,17 @@ async fn connect_is_refused_with_the_protocol_codes() {
     }
     let reply = send(app.request(Method::DELETE, &format!("/api/v2/physical-device/{}", gw.id), &admin)).await;
     assert_eq!(reply.status, 204);
+    // The token is checked first: a wrong one gets 4 for an archived serial too, so that
+    // serials cannot be probed.
+    let (_, mut events) = AsyncClient::new(options(&app, "c", &gw.serial, "wrong"), 8);
+    let error = until_closed(&mut events).await;
+    assert!(
+        matches!(
+            error,
+            ConnectionError::ConnectionRefused(ConnectReturnCode::BadUserNamePassword)
+        ),
+        "{error:?}"
+    );
     let (_, mut events) = AsyncClient::new(options(&app, "c", &gw.serial, &gw.token), 8);
     let error = until_closed(&mut events).await;
     assert!(

@@ -178,12 +178,14 @@ pub async fn update(db: &Db, id: &str, changes: &DeviceChanges<'_>) -> Result<Op
     get(db, id).await
 }
 
-/// Archives a device (and forgets its token): `archived_at`, `archived_by`, `archived_serial`.
-/// The serial becomes free for a new device. Returns whether the device was live.
+/// Archives a device: `archived_at`, `archived_by`, `archived_serial`. The serial becomes free
+/// for a new device. The token's hash is kept, only so that CONNECT with the right token can be
+/// told "not authorized" while a wrong one is "bad user name or password" (the device never
+/// connects again). Returns whether the device was live.
 pub async fn archive(db: &Db, id: &str, by: &str, now: i64) -> Result<bool> {
     let n = on_pool!(db, |p| sqlx::query(
         "UPDATE physical_devices SET archived_at = $1, archived_by = $2, archived_serial = serial_hardware, \
-         device_token_hash = NULL, is_connected = 0 WHERE id_physical_device = $3 AND archived_at IS NULL"
+         is_connected = 0 WHERE id_physical_device = $3 AND archived_at IS NULL"
     )
     .bind(now)
     .bind(by)

@@ -1,6 +1,6 @@
 //! Gateway authentication (docs/gateway-protocol.md, "Transport"): serial and device token,
-//! compared in constant time against the stored hash; archived gateways and gateways of deleted
-//! groups are refused as "not authorized".
+//! compared in constant time against the stored hash; with the right token, archived gateways
+//! and gateways of deleted groups are refused as "not authorized".
 
 use devicecloud_protocol::ModuleKind;
 use devicecloud_store::devices;
@@ -35,13 +35,16 @@ pub async fn authenticate(state: &AppState, serial: &str, token: &[u8]) -> Resul
     let Some(found) = found else {
         return Err(AuthError::BadCredentials);
     };
-    if found.archived_at.is_some() || found.group_deleted_at.is_some() {
-        return Err(AuthError::NotAuthorized);
-    }
+    // The token first: "not authorized" only ever answers the right token, so a wrong one
+    // cannot tell an archived serial from an unknown one (docs/gateway-protocol.md,
+    // "Transport").
     let presented = token_hash(&String::from_utf8_lossy(token));
     let stored = found.device_token_hash.as_deref().unwrap_or_default();
     if !same_hash(&presented, stored) {
         return Err(AuthError::BadCredentials);
+    }
+    if found.archived_at.is_some() || found.group_deleted_at.is_some() {
+        return Err(AuthError::NotAuthorized);
     }
     let kind = found
         .kind
