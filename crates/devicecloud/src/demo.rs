@@ -82,6 +82,7 @@ fn print_usage(data_dir: &str, http: SocketAddr, mqtt: SocketAddr, seeded: &Seed
     println!("devicecloud demo: store {data_dir}");
     println!("  dashboard    {base}/  (sign in as {ADMIN} / {PASSWORD})");
     println!("  API          {base}/api/v2/  (OpenAPI at {base}/api/v2/openapi.json)");
+    println!("  API docs     {base}/api/docs  (Try it out: Authorize with the token below)");
     println!("  accounts     {ADMIN} (administrator) and {VIEWER} (viewer of one group), password {PASSWORD}");
     println!("  API client   client_id={client_id} client_secret={secret}");
     println!("  get a token  {token_curl}");

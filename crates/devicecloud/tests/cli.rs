@@ -378,6 +378,12 @@ fn demo_prints_credentials_that_work() {
         )),
         "{text}"
     );
+    assert!(
+        text.contains(&format!("API docs     http://{addr}/api/docs  ")),
+        "{text}"
+    );
+    let docs = get_with_headers(&addr, "/api/docs", "");
+    assert!(docs.starts_with("HTTP/1.1 200"), "{docs}");
 
     // The printed ping line reaches a simulated gateway of the demo fleet and gets its pong.
     let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap();

@@ -97,3 +97,79 @@ async fn the_openapi_document() {
     assert!(paths["/api/v2/group/index"]["get"].is_object());
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
 }
+
+/// The `src` and `href` values of a page, in order.
+fn references(html: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for attribute in ["src=\"", "href=\""] {
+        let mut rest = html;
+        while let Some(start) = rest.find(attribute) {
+            rest = &rest[start + attribute.len()..];
+            let end = rest.find('"').expect("a closing quote");
+            found.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_api_reference_page_loads_everything_from_this_server() {
+    let app = TestApp::spawn().await;
+    let page_url = reqwest::Url::parse(&app.url("/api/docs")).unwrap();
+    let page = send(app.http.get(page_url.clone())).await.expect(200);
+    assert!(page.header("content-type").unwrap().starts_with("text/html"));
+    let csp = page.header("content-security-policy").expect("a policy on the page");
+    for directive in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+    assert!(page.text.contains("<div id=\"swagger-ui\">"), "{}", page.text);
+
+    let refs = references(&page.text);
+    assert!(refs.len() >= 5, "{refs:?}");
+    for reference in &refs {
+        // Relative to the page, so that a front end's path prefix is kept.
+        assert!(
+            !reference.starts_with('/') && !reference.contains("//") && !reference.contains(':'),
+            "{reference} is not a same-origin relative address"
+        );
+        let url = page_url.join(reference).unwrap();
+        assert_eq!(url.origin(), page_url.origin());
+        let asset = send(app.http.get(url.clone())).await;
+        assert_eq!(asset.status, 200, "{url}");
+        let kind = asset.header("content-type").unwrap();
+        let expected = match reference.rsplit('.').next().unwrap() {
+            "css" => "text/css",
+            "js" => "text/javascript",
+            "png" => "image/png",
+            other => panic!("unexpected asset {other}"),
+        };
+        assert!(kind.starts_with(expected), "{url}: {kind}");
+        assert!(asset.header("content-security-policy").is_some(), "{url}");
+    }
+
+    // Swagger UI reads the document beside the page, which is the served one.
+    let init = send(app.http.get(page_url.join("docs/swagger-initializer.js").unwrap()))
+        .await
+        .expect(200);
+    assert!(init.text.contains("\"url\": \"v2/openapi.json\""), "{}", init.text);
+    assert!(init.text.contains("\"validatorUrl\": \"none\""), "{}", init.text);
+    let doc = send(app.http.get(page_url.join("v2/openapi.json").unwrap()))
+        .await
+        .expect(200);
+    assert!(doc.json()["paths"]["/api/v2/group/index"]["get"]["security"][0]["bearer"].is_array());
+
+    let missing = send(app.http.get(app.url("/api/docs/no-such-file.js"))).await;
+    assert_eq!(missing.status, 404);
+    // The relaxed policy stays on these paths: the dashboard keeps its own, the API has none.
+    let login = send(app.http.get(app.url("/login"))).await.expect(200);
+    assert_ne!(login.header("content-security-policy"), Some(csp));
+    let health = send(app.http.get(app.url("/healthz"))).await.expect(200);
+    assert!(health.header("content-security-policy").is_none());
+}

@@ -3,8 +3,9 @@
 //! sign-in redirect with its cookies and lays out the charts. So this test runs `devicecloud
 //! demo` (the real binary, a fresh store, a simulated fleet), drives a headless Chromium over
 //! the DevTools protocol through sign-in, fleet, group and gateway pages, switches the chart
-//! ranges by clicking them, pings the gateway through the command panel's script, and fails on
-//! any console error, uncaught exception, error log entry or failed request on the way.
+//! ranges by clicking them, pings the gateway through the command panel's script, opens the API
+//! reference from the header and runs one of its operations with "Try it out", and fails on any
+//! console error, uncaught exception, error log entry or failed request on the way.
 //!
 //! Screenshots of the pages land in `target/screenshots/` for a person to look at.
 //!
@@ -55,6 +56,8 @@ struct Demo {
     dir: PathBuf,
     /// `http://127.0.0.1:<port>`, as the demo's dashboard line gives it.
     base: String,
+    /// The API client the demo prints, as `(client_id, client_secret)`.
+    client: (String, String),
 }
 
 impl Demo {
@@ -80,6 +83,7 @@ impl Demo {
             child,
             dir,
             base: String::new(),
+            client: (String::new(), String::new()),
         };
         // Lines go through a channel so that waiting for them is bounded; the thread reads to
         // the end so that the pipe never fills.
@@ -100,6 +104,13 @@ impl Demo {
             if words.first() == Some(&"dashboard") {
                 let url = words.get(1).context("dashboard line without address")?;
                 demo.base = url.trim_end_matches('/').to_string();
+            }
+            // The API client line comes after the dashboard's.
+            if words.starts_with(&["API", "client"]) {
+                let value = |key: &str| words.iter().find_map(|w| w.strip_prefix(key)).map(str::to_string);
+                demo.client = value("client_id=")
+                    .zip(value("client_secret="))
+                    .context("API client line without client_id and client_secret")?;
                 break;
             }
             printed.push(line);
@@ -419,6 +430,73 @@ async fn sign_in_browse_to_a_gateway_switch_chart_ranges_and_ping_it() -> Result
         .await?;
     screenshot(&page, "device-ping").await?;
     step("ping answered with pong in place");
+
+    // The API reference, from the header: Swagger UI under its own policy, every operation of
+    // the document listed, and "Try it out" answered with a token from /oauth2/token.
+    page.mark_stale().await?;
+    page.click(
+        "document.querySelector('header.top a[href=\"/api/docs\"]')",
+        "the header's API link",
+    )
+    .await?;
+    page.wait_for_document(
+        "location.pathname === '/api/docs' && document.querySelectorAll('.opblock').length > 20",
+        PAGE_LOAD,
+        "the API reference with its operations",
+    )
+    .await?;
+    watch.check(&page, "the API reference")?;
+    screenshot(&page, "api-docs").await?;
+    let token = page
+        .eval(&format!(
+            "fetch('/oauth2/token', {{method: 'POST', body: new URLSearchParams({{grant_type: 'password',
+                client_id: {}, client_secret: {}, username: {}, password: {}}})}})
+                .then(r => r.json()).then(j => j.access_token)",
+            js(&demo.client.0),
+            js(&demo.client.1),
+            js(ADMIN),
+            js(PASSWORD)
+        ))
+        .await?;
+    let token = token.as_str().context("no access_token from /oauth2/token")?;
+    // What the Authorize dialog does with a pasted token.
+    page.eval(&format!("window.ui.preauthorizeApiKey('bearer', {})", js(token)))
+        .await?;
+    let operation = "document.getElementById('operations-groups-groups_index')";
+    page.click(
+        &format!("{operation}.querySelector('.opblock-summary-control')"),
+        "the summary of GET /api/v2/group/index",
+    )
+    .await?;
+    page.wait_until(
+        &format!("{operation}.querySelector('.try-out__btn') !== null"),
+        PAGE_LOAD,
+        "the operation's Try it out button",
+    )
+    .await?;
+    page.click(&format!("{operation}.querySelector('.try-out__btn')"), "Try it out")
+        .await?;
+    page.wait_until(
+        &format!("{operation}.querySelector('button.execute') !== null"),
+        PAGE_LOAD,
+        "the Execute button",
+    )
+    .await?;
+    page.click(&format!("{operation}.querySelector('button.execute')"), "Execute")
+        .await?;
+    page.wait_until(
+        &format!(
+            "[...{operation}.querySelectorAll('.live-responses-table tbody .response-col_status')].some(c => c.textContent.trim() === '200')
+                && {operation}.querySelector('.live-responses-table').innerText.includes({})",
+            js(GROUP)
+        ),
+        PAGE_LOAD,
+        "a 200 answer listing the demo's groups under Try it out",
+    )
+    .await?;
+    watch.check(&page, "Try it out")?;
+    screenshot(&page, "api-docs-try-it-out").await?;
+    step("API reference shown, Try it out answered 200 with the bearer token");
 
     watch.check(&page, "the end")?;
     let shots = std::fs::canonicalize(screenshot_dir()).unwrap_or_else(|_| screenshot_dir());

@@ -52,6 +52,9 @@ pub fn page(viewer: &Viewer, section: Section, title: &str, content: Markup) -> 
                         (link(Section::Events, "/events", "Events"))
                         (link(Section::Webhooks, "/webhooks", "Webhooks"))
                         @if viewer.caller.is_admin { (link(Section::Admin, "/admin", "Administration")) }
+                        // The API reference (Swagger UI over the OpenAPI document), not a
+                        // dashboard section.
+                        a href="/api/docs" { "API" }
                     }
                     form.signout method="post" action="/logout" {
                         span.muted { (viewer.username) }

@@ -1,6 +1,7 @@
 //! The HTTP side of the service: one module per resource, each owning its `router()`, put
 //! together here with the layers every route shares (error bodies, panics, body limit, metrics).
 
+pub mod api_docs;
 pub mod body;
 pub mod collection;
 pub mod commands;
@@ -66,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .merge(users::router())
         .merge(health::router())
         .merge(openapi::router())
+        .merge(api_docs::router())
         .merge(webhooks::router())
         .merge(crate::dashboard::router())
         .fallback(not_found)

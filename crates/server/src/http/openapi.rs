@@ -26,7 +26,7 @@ use crate::state::AppState;
         health::healthz, health::readyz, health::metrics_text,
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
     ),
-    modifiers(&BearerAuth, &StandardErrors),
+    modifiers(&BearerAuth, &StandardErrors, &OperationIds),
 )]
 struct ApiDoc;
 
@@ -133,10 +133,65 @@ impl utoipa::Modify for StandardErrors {
     }
 }
 
+/// Operation ids unique across the document, as OpenAPI requires: `<tag>_<handler>`
+/// (`groups_index`, `data_sessions_view`, `commands_ping`), since several modules name their
+/// handlers alike (`index`, `view`, …). Swagger UI's "Try it out" keys operations by id, and
+/// client generators name their functions after it (docs/api.md).
+struct OperationIds;
+
+impl utoipa::Modify for OperationIds {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            for operation in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+                &mut item.head,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let tag = operation.tags.as_ref().and_then(|tags| tags.first());
+                if let (Some(tag), Some(id)) = (tag, &operation.operation_id) {
+                    operation.operation_id = Some(format!("{}_{id}", tag.replace(' ', "_")));
+                }
+            }
+        }
+    }
+}
+
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v2/openapi.json", get(document))
 }
 
 async fn document() -> axum::Json<utoipa::openapi::OpenApi> {
     axum::Json(ApiDoc::openapi())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_has_an_id_of_its_own() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let mut ids = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let id = operation["operationId"].as_str();
+                ids.push(
+                    id.unwrap_or_else(|| panic!("{method} {path} has no operationId"))
+                        .to_owned(),
+                );
+            }
+        }
+        let count = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), count, "operation ids used twice among {ids:?}");
+        assert!(ids.contains(&"groups_index".to_owned()), "{ids:?}");
+        assert!(ids.contains(&"data_sessions_index".to_owned()), "{ids:?}");
+    }
 }
