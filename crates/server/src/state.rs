@@ -178,6 +178,9 @@ pub struct Services {
     pub command_log: CommandLog,
     /// This process's identity among the nodes sharing a database.
     pub node_id: String,
+    /// The last outcome of `/readyz`'s write probe and when it was taken: probes within a
+    /// second share it, so the unauthenticated endpoint cannot turn into a stream of writes.
+    pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
     /// Webhook routes and the signals between the ingest path, the API and the worker.
     pub webhooks: Arc<WebhookHub>,
     /// Failed dashboard sign-ins, for the rate limit.
@@ -215,6 +218,7 @@ impl AppState {
             metrics: crate::metrics::handle(),
             gateways: Arc::default(),
             node_id: uuid::Uuid::new_v4().to_string(),
+            readiness: tokio::sync::Mutex::new(None),
             login_limiter: Arc::default(),
         }))
     }

@@ -151,6 +151,20 @@ impl Db {
         Ok(())
     }
 
+    /// Writes this node's row of the readiness probe: fails when the store answers but cannot
+    /// be written (a full disk, a read-only file system or database).
+    pub async fn write_probe(&self, node: &str, now: i64) -> Result<()> {
+        let sql = "INSERT INTO readiness_probe (node, probed_at) VALUES ($1, $2) \
+                   ON CONFLICT (node) DO UPDATE SET probed_at = excluded.probed_at";
+        on_pool!(self, |p| sqlx::query(sql)
+            .bind(node)
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
     /// Closes every connection; used on shutdown so SQLite checkpoints its WAL.
     pub async fn close(&self) {
         on_pool!(self, |p| p.close().await)

@@ -1,5 +1,6 @@
 //! Operations endpoints without a token (docs/operations.md, "Probes"): `/healthz` (the process
-//! answers), `/readyz` (the store answers), `/metrics` (Prometheus text format).
+//! answers), `/readyz` (the store answers and takes a write), `/metrics` (Prometheus text
+//! format).
 
 use axum::Router;
 use axum::extract::State;
@@ -7,6 +8,9 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
+use std::time::{Duration, Instant};
+
+use devicecloud_store::unix_now;
 use serde_json::json;
 
 use crate::error::ApiError;
@@ -24,17 +28,32 @@ pub async fn healthz() -> impl IntoResponse {
     axum::Json(json!({"status": "ok"}))
 }
 
-#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "The store answers"), (status = 503, description = "The store does not answer")))]
+/// How long one write probe answers for.
+const PROBE_REUSE: Duration = Duration::from_secs(1);
+
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "The store answers and takes a write"), (status = 503, description = "The store cannot be reached or written")))]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    match state.db.ping().await {
-        Ok(()) => Ok(axum::Json(json!({"status": "ok"}))),
-        Err(e) => {
-            tracing::warn!(error = %e, "store not ready");
-            Err(ApiError::Status(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The store is not reachable.".into(),
-            ))
+    let mut last = state.readiness.lock().await;
+    let ready = match *last {
+        Some((at, ready)) if at.elapsed() < PROBE_REUSE => ready,
+        _ => {
+            // A write, not only a read: a store that answers but cannot take a write (a full
+            // disk) would lose every measurement gateways send.
+            let probe = state.db.write_probe(&state.node_id, unix_now()).await;
+            if let Err(e) = &probe {
+                tracing::warn!(error = %e, "store not ready");
+            }
+            *last = Some((Instant::now(), probe.is_ok()));
+            probe.is_ok()
         }
+    };
+    if ready {
+        Ok(axum::Json(json!({"status": "ok"})))
+    } else {
+        Err(ApiError::Status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The store cannot be reached or written.".into(),
+        ))
     }
 }
 
