@@ -12,9 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use devicecloud_query::Params;
 use devicecloud_store::{clients, tokens, unix_now};
-use serde_json::json;
+use serde::Serialize;
 use time::OffsetDateTime;
 use time::macros::format_description;
+use utoipa::ToSchema;
 
 use super::collection::read_body;
 use crate::auth::login::check_password;
@@ -96,9 +97,57 @@ async fn form_fields(req: Request, state: &AppState) -> Result<HashMap<String, S
     Ok(fields)
 }
 
+/// The fields of a token request (url-encoded, multipart, or a JSON object of strings).
+// Only describes the form in the OpenAPI document: the handler reads the fields one by one from
+// whichever encoding came, so that each missing one gets its own OAuth error.
+#[derive(ToSchema)]
+#[expect(dead_code, reason = "describes the form the handler reads field by field")]
+struct TokenForm {
+    /// `password` or `refresh_token`.
+    grant_type: String,
+    client_id: String,
+    client_secret: String,
+    /// The account's user name, for the password grant.
+    username: Option<String>,
+    /// The account's password, for the password grant.
+    password: Option<String>,
+    /// The refresh token, for the refresh grant (with the access token in `Authorization`).
+    refresh_token: Option<String>,
+}
+
+/// The answer of a token request: a new token (password grant) or a longer life (refresh).
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+enum TokenAnswer {
+    Token(NewToken),
+    Refreshed(Refreshed),
+}
+
+/// The password grant's answer.
+#[derive(Serialize, ToSchema)]
+struct NewToken {
+    access_token: String,
+    /// Seconds the access token lives.
+    expires_in: i64,
+    /// Always `Bearer`.
+    token_type: &'static str,
+    /// Always null.
+    scope: Option<String>,
+    refresh_token: String,
+}
+
+/// The refresh grant's answer.
+#[derive(Serialize, ToSchema)]
+struct Refreshed {
+    /// Always true.
+    refreshed: bool,
+    /// The new expiry, `YYYY-MM-DD HH:MM:SS` in UTC.
+    expires: String,
+}
+
 #[utoipa::path(post, path = "/oauth2/token", tag = "authentication",
-    request_body(content = Object, content_type = "application/x-www-form-urlencoded", description = "grant_type=password (client_id, client_secret, username, password) or grant_type=refresh_token (refresh_token, client_id, client_secret, with Authorization: Bearer)"),
-    responses((status = 200, description = "Token response, or {refreshed, expires} for a refresh"), (status = 400, description = "Invalid request, client or grant"), (status = 401, description = "Invalid username and password combination, or invalid bearer token on refresh")))]
+    request_body(content = TokenForm, content_type = "application/x-www-form-urlencoded", description = "grant_type=password (client_id, client_secret, username, password) or grant_type=refresh_token (refresh_token, client_id, client_secret, with Authorization: Bearer)"),
+    responses((status = 200, description = "Token response, or {refreshed, expires} for a refresh", body = TokenAnswer), (status = 400, description = "Invalid request, client or grant"), (status = 401, description = "Invalid username and password combination, or invalid bearer token on refresh")))]
 pub async fn token(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
     let fields = form_fields(req, &state).await?;
@@ -196,12 +245,12 @@ async fn password_grant(
         now + ACCESS_TOKEN_LIFETIME_S,
     )
     .await?;
-    let body = json!({
-        "access_token": access,
-        "expires_in": ACCESS_TOKEN_LIFETIME_S,
-        "token_type": "Bearer",
-        "scope": null,
-        "refresh_token": refresh,
+    let body = TokenAnswer::Token(NewToken {
+        access_token: access,
+        expires_in: ACCESS_TOKEN_LIFETIME_S,
+        token_type: "Bearer",
+        scope: None,
+        refresh_token: refresh,
     });
     Ok(axum::Json(body).into_response())
 }
@@ -250,5 +299,9 @@ async fn refresh_grant(
                 .ok()
         })
         .ok_or_else(|| ApiError::Internal("unrepresentable expiry".into()))?;
-    Ok(axum::Json(json!({"refreshed": true, "expires": expires_text})).into_response())
+    let body = TokenAnswer::Refreshed(Refreshed {
+        refreshed: true,
+        expires: expires_text,
+    });
+    Ok(axum::Json(body).into_response())
 }
