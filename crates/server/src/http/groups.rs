@@ -9,8 +9,8 @@ use axum::http::{StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use devicecloud_query::CollectionSpec;
-use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
-use devicecloud_store::{ListArgs, unix_now};
+use devicecloud_store::ListArgs;
+use devicecloud_store::groups::{self, GroupRow};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -20,18 +20,9 @@ use super::origin::Origin;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 use crate::page_cache::{CachedPage, PageCache};
-use crate::service::memberships;
-use crate::service::validate::Fields;
+use crate::service::groups::{self as service, GROUP_TYPES};
+use crate::service::{access, memberships};
 use crate::state::AppState;
-
-/// Group types: the numeric code (as text, specification) and its human-readable label.
-pub const GROUP_TYPES: &[(&str, &str)] = &[
-    ("0", "Default"),
-    ("1", "Project"),
-    ("2", "Customer"),
-    ("3", "Site"),
-    ("4", "Fleet"),
-];
 
 /// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints); default as Yii's
 /// 20.
@@ -147,46 +138,12 @@ pub async fn view(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Json, ApiError> {
-    let group = caller.require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
+    let group = access::group(&state, &caller, &id, Role::Viewer).await?;
     Ok(axum::Json(render(&group, &Selection::from_query(query.as_deref()))))
 }
 
 /// A JSON answer with status 200.
 type Json = axum::Json<Value>;
-
-/// The fields of a group body, validated.
-struct GroupBody {
-    label: Option<String>,
-    kind: Option<String>,
-    subtype: Option<String>,
-    /// `Some(None)` clears the country.
-    country: Option<Option<String>>,
-}
-
-/// Validates a group body; `creating` requires the label, and a label present is never blank.
-fn read_group(body: &Map<String, Value>, creating: bool) -> Result<GroupBody, ApiError> {
-    let mut f = Fields::new(body);
-    let label = f
-        .string("label", creating || body.contains_key("label"), 255)
-        .map(str::to_string);
-    let kind = f.code("type");
-    if let Some(code) = &kind
-        && !GROUP_TYPES.iter().any(|(c, _)| c == code)
-    {
-        f.error("type", "Type is invalid.");
-    }
-    let subtype = f.string("subtype", false, 255).map(str::to_string);
-    let country = body
-        .contains_key("id_country")
-        .then(|| f.string("id_country", false, 64).map(str::to_string));
-    f.finish()?;
-    Ok(GroupBody {
-        label,
-        kind,
-        subtype,
-        country,
-    })
-}
 
 #[utoipa::path(post, path = "/api/v2/group", tag = "groups", request_body(content = Object, description = "{label, type?, subtype?}"),
     responses((status = 201, description = "The created Group, with a Location header"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
@@ -197,17 +154,7 @@ pub async fn create(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let body = read_group(&json_object(&body)?, true)?;
-    let country = body.country.flatten();
-    let new = NewGroup {
-        label: body.label.as_deref().unwrap_or_default(),
-        r#type: body.kind.as_deref().unwrap_or("0"),
-        subtype: body.subtype.as_deref().unwrap_or_default(),
-        id_country: country.as_deref(),
-    };
-    let row = groups::create(&state.db, &new, unix_now()).await?;
-    state.pages.invalidate();
+    let row = service::create(&state, &caller, &json_object(&body)?).await?;
     let location = origin.url(&format!("/api/v2/group/{}", row.id_group));
     let selection = Selection::from_query(query.as_deref());
     Ok((
@@ -227,18 +174,7 @@ pub async fn update(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Json, ApiError> {
-    caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
-    let body = read_group(&json_object(&body)?, false)?;
-    let changes = GroupChanges {
-        label: body.label.as_deref(),
-        r#type: body.kind.as_deref(),
-        subtype: body.subtype.as_deref(),
-        id_country: body.country.as_ref().map(|c| c.as_deref()),
-    };
-    let row = groups::update(&state.db, &id, &changes)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Group", &id))?;
-    state.pages.invalidate();
+    let row = service::update(&state, &caller, &id, &json_object(&body)?).await?;
     Ok(axum::Json(render(&row, &Selection::from_query(query.as_deref()))))
 }
 
@@ -249,9 +185,7 @@ pub async fn remove(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(groups::get(&state.db, &id).await?, &id, Role::Manager)?;
-    groups::soft_delete(&state.db, &id, unix_now()).await?;
-    state.pages.invalidate();
+    service::delete(&state, &caller, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -8,6 +8,7 @@ pub mod accounts;
 
 pub mod commands;
 mod error;
+pub mod groups;
 pub mod memberships;
 pub mod sessions;
 

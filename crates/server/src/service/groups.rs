@@ -1,0 +1,102 @@
+//! Groups (docs/api.md, "Groups"): administrators create them; managers change and delete
+//! them. Each change forgets the remembered pages.
+
+use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
+use devicecloud_store::unix_now;
+use serde_json::{Map, Value};
+
+use super::validate::Fields;
+use super::{ServiceError, access};
+use crate::auth::{Caller, Role};
+use crate::state::AppState;
+
+/// Group types: the numeric code (as text, specification) and its human-readable label.
+pub const GROUP_TYPES: &[(&str, &str)] = &[
+    ("0", "Default"),
+    ("1", "Project"),
+    ("2", "Customer"),
+    ("3", "Site"),
+    ("4", "Fleet"),
+];
+
+/// The fields of a group body, validated.
+struct GroupBody {
+    label: Option<String>,
+    kind: Option<String>,
+    subtype: Option<String>,
+    /// `Some(None)` clears the country.
+    country: Option<Option<String>>,
+}
+
+/// Validates a group body; `creating` requires the label, and a label present is never blank.
+fn read_group(body: &Map<String, Value>, creating: bool) -> Result<GroupBody, ServiceError> {
+    let mut f = Fields::new(body);
+    let label = f
+        .string("label", creating || body.contains_key("label"), 255)
+        .map(str::to_string);
+    let kind = f.code("type");
+    if let Some(code) = &kind
+        && !GROUP_TYPES.iter().any(|(c, _)| c == code)
+    {
+        f.error("type", "Type is invalid.");
+    }
+    let subtype = f.string("subtype", false, 255).map(str::to_string);
+    let country = body
+        .contains_key("id_country")
+        .then(|| f.string("id_country", false, 64).map(str::to_string));
+    f.finish()?;
+    Ok(GroupBody {
+        label,
+        kind,
+        subtype,
+        country,
+    })
+}
+
+/// Creates a group from `{label, type?, subtype?, id_country?}`: administrators only.
+pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value>) -> Result<GroupRow, ServiceError> {
+    if !caller.is_admin {
+        return Err(ServiceError::NotAllowed);
+    }
+    let body = read_group(input, true)?;
+    let country = body.country.flatten();
+    let new = NewGroup {
+        label: body.label.as_deref().unwrap_or_default(),
+        r#type: body.kind.as_deref().unwrap_or("0"),
+        subtype: body.subtype.as_deref().unwrap_or_default(),
+        id_country: country.as_deref(),
+    };
+    let row = groups::create(&state.db, &new, unix_now()).await?;
+    state.pages.invalidate();
+    Ok(row)
+}
+
+/// Changes a group with `{label?, type?, subtype?, id_country?}`: a manager of it.
+pub async fn update(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    input: &Map<String, Value>,
+) -> Result<GroupRow, ServiceError> {
+    access::group(state, caller, id, Role::Manager).await?;
+    let body = read_group(input, false)?;
+    let changes = GroupChanges {
+        label: body.label.as_deref(),
+        r#type: body.kind.as_deref(),
+        subtype: body.subtype.as_deref(),
+        id_country: body.country.as_ref().map(|c| c.as_deref()),
+    };
+    let row = groups::update(&state.db, id, &changes)
+        .await?
+        .ok_or_else(|| ServiceError::not_found("Group", id))?;
+    state.pages.invalidate();
+    Ok(row)
+}
+
+/// Deletes a group (it keeps its records, marked with `deleted_at`): a manager of it.
+pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<(), ServiceError> {
+    access::group(state, caller, id, Role::Manager).await?;
+    groups::soft_delete(&state.db, id, unix_now()).await?;
+    state.pages.invalidate();
+    Ok(())
+}
