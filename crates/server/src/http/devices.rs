@@ -8,26 +8,18 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use devicecloud_store::devices::{self, DeviceChanges, DeviceRow, NewGateway};
-use devicecloud_store::unix_now;
+use devicecloud_store::devices::DeviceRow;
 use serde_json::{Value, json};
 
 use super::body::json_object;
 use super::collection::Selection;
 use super::device_collection::{self, device_fields, device_links, render_one};
 use super::origin::Origin;
-use crate::auth::secrets::{random_token, token_hash};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 use crate::service::access;
-use crate::service::validate::Fields;
+use crate::service::devices as service;
 use crate::state::AppState;
-
-/// Module kinds a gateway may be provisioned as (specification: GO, CORE, PLUS).
-pub const MODULE_KINDS: [&str; 3] = ["GO", "CORE", "PLUS"];
-
-/// Default `expected_offline_interval` in seconds: a gateway silent for an hour is late.
-const DEFAULT_OFFLINE_INTERVAL_S: i64 = 3600;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -44,11 +36,6 @@ fn render(row: &DeviceRow, selection: &Selection) -> Value {
     )
 }
 
-/// Serials: printable, no spaces, at most 64 characters (they are MQTT user names too).
-fn valid_serial(serial: &str) -> bool {
-    !serial.is_empty() && serial.chars().count() <= 64 && serial.chars().all(|c| c.is_ascii_graphic())
-}
-
 #[utoipa::path(post, path = "/api/v2/physical-device", tag = "physical devices",
     request_body(content = Object, description = "{id_group, serial_hardware, kind: GO|CORE|PLUS, label?, expected_offline_interval?}"),
     responses((status = 201, description = "The device with its device_token (shown this once) and a Location header"), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, serial already provisioned, or a group the caller cannot see")),
@@ -59,39 +46,8 @@ pub async fn provision(
     origin: Origin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let body = json_object(&body)?;
-    let mut f = Fields::new(&body);
-    let id_group = f.string("id_group", true, 64).map(str::to_string);
-    let serial = f.string("serial_hardware", true, 64).map(str::to_string);
-    if serial.as_deref().is_some_and(|s| !valid_serial(s)) {
-        f.error(
-            "serial_hardware",
-            "Serial Hardware must be 1 to 64 printable characters without spaces.",
-        );
-    }
-    let kind = f.string("kind", true, 8).map(str::to_string);
-    if kind.as_deref().is_some_and(|k| !MODULE_KINDS.contains(&k)) {
-        f.error("kind", "Kind must be one of GO, CORE, PLUS.");
-    }
-    let label = f.string("label", false, 255).unwrap_or_default().to_string();
-    let interval = f.integer("expected_offline_interval", false, 0, 31_536_000);
-    f.finish()?;
-    let (id_group, serial, kind) = (
-        id_group.unwrap_or_default(),
-        serial.unwrap_or_default(),
-        kind.unwrap_or_default(),
-    );
-
-    access::input_group(&state, &caller, &id_group, Role::Manager).await?;
-    let token = random_token();
-    let gateway = NewGateway {
-        id_group: &id_group,
-        serial_hardware: &serial,
-        kind: &kind,
-        label: &label,
-        expected_offline_interval: interval.unwrap_or(DEFAULT_OFFLINE_INTERVAL_S),
-    };
-    let row = devices::provision(&state.db, &gateway, &token_hash(&token), unix_now()).await?;
+    let provisioned = service::provision(&state, &caller, &json_object(&body)?).await?;
+    let (row, token) = (provisioned.row, provisioned.device_token);
     let mut record = render(&row, &Selection::default());
     if let Value::Object(map) = &mut record {
         map.insert("device_token".into(), json!(token));
@@ -124,24 +80,7 @@ pub async fn update(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<axum::Json<Value>, ApiError> {
-    access::device(&state, &caller, &id, Role::Manager).await?;
-    let body = json_object(&body)?;
-    let mut f = Fields::new(&body);
-    let label = f.string("label", false, 255).map(str::to_string);
-    let interval = f.integer("expected_offline_interval", false, 0, 31_536_000);
-    let live = f.integer("expected_live_status", false, 0, 1);
-    f.finish()?;
-    let changes = DeviceChanges {
-        label: label.as_deref(),
-        expected_offline_interval: interval,
-        expected_live_status: live,
-    };
-    devices::update(&state.db, &id, &changes).await?;
-    // A changed expectation shows in device_status at once, not at the next refresh.
-    devices::refresh_status(&state.db, unix_now()).await?;
-    let row = devices::get(&state.db, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Physical device", &id))?;
+    let row = service::update(&state, &caller, &id, &json_object(&body)?).await?;
     let selection = Selection::from_query(query.as_deref());
     Ok(axum::Json(render_one(&state, row, &selection).await?))
 }
@@ -154,12 +93,7 @@ pub async fn archive(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    access::device(&state, &caller, &id, Role::Manager).await?;
-    if !devices::archive(&state.db, &id, &caller.id_user, unix_now()).await? {
-        return Err(ApiError::not_found("Physical device", &id));
-    }
-    // Its live connection ends now; a later CONNECT is refused as not authorized.
-    state.gateways.revoke(&id);
+    service::archive(&state, &caller, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -171,12 +105,6 @@ pub async fn rotate_token(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    access::device(&state, &caller, &id, Role::Manager).await?;
-    let token = random_token();
-    if !devices::rotate_token(&state.db, &id, &token_hash(&token)).await? {
-        return Err(ApiError::not_found("Physical device", &id));
-    }
-    // The connection that used the old token ends now.
-    state.gateways.revoke(&id);
+    let token = service::rotate_token(&state, &caller, &id).await?;
     Ok(axum::Json(json!({"id_physical_device": id, "device_token": token})))
 }

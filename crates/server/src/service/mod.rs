@@ -7,6 +7,7 @@ pub mod access;
 pub mod accounts;
 
 pub mod commands;
+pub mod devices;
 mod error;
 pub mod groups;
 pub mod memberships;
