@@ -622,3 +622,50 @@ async fn csv_cells_never_start_a_formula() {
     );
     assert!(lines[2].contains(",'@SUM(A1),4,2"), "{}", lines[2]);
 }
+
+/// Serials: unique among provisioned gateways, and an asset's among the children of its
+/// gateway. An asset announced in one group never blocks provisioning a gateway of that serial
+/// in another, and two gateways may each have an asset of one serial.
+#[tokio::test]
+async fn an_asset_serial_never_blocks_another_group() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let a = app.create_group(&admin, "A").await;
+    let b = app.create_group(&admin, "B").await;
+    let mut gw_a = TestGateway::connect(&app, &admin, &a, "GW-A1", "PLUS").await;
+    gw_a.measurements(&json!([
+        {"device": "GW-B2", "ts": T0, "values": {"1": 1}},
+        {"device": "MB-1", "ts": T0, "values": {"1": 2}},
+    ]))
+    .await;
+    // Group B provisions GW-B2, the serial group A's gateway announced as an asset.
+    let mut gw_b = TestGateway::connect(&app, &admin, &b, "GW-B2", "CORE").await;
+    gw_b.measurements(&json!([
+        {"ts": T0, "values": {"1": 3}},
+        {"device": "MB-1", "ts": T0, "values": {"1": 4}},
+    ]))
+    .await;
+    // A second gateway of that serial is refused, as before.
+    let again = json!({"id_group": a, "serial_hardware": "GW-B2", "kind": "GO"});
+    let reply = send(
+        app.request(Method::POST, "/api/v2/physical-device", &admin)
+            .json(&again),
+    )
+    .await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    let mb = get(&app, &admin, "/api/v2/physical-device?filter[serial_hardware]=MB-1").await;
+    let mut parents: Vec<&str> = items(&mb).iter().map(|d| d["id_parent"].as_str().unwrap()).collect();
+    parents.sort_unstable();
+    let mut expected = vec![gw_a.id.as_str(), gw_b.id.as_str()];
+    expected.sort_unstable();
+    assert_eq!(parents, expected);
+    let b2 = get(
+        &app,
+        &admin,
+        "/api/v2/physical-device?filter[serial_hardware]=GW-B2&sort=id_group",
+    )
+    .await;
+    assert_eq!(b2["_meta"]["totalCount"], 2);
+    let groups: Vec<&str> = items(&b2).iter().map(|d| d["id_group"].as_str().unwrap()).collect();
+    assert!(groups.contains(&a.as_str()) && groups.contains(&b.as_str()));
+}

@@ -292,7 +292,8 @@ pub async fn disconnected(db: &Db, id: &str, now: i64) -> Result<()> {
 pub enum Child {
     /// The asset's device id (created if it was unknown).
     Device(String),
-    /// The serial belongs to a device that is not an asset of this gateway.
+    /// The asset could not be made for this gateway (the gateway is no longer in the group its
+    /// connection named).
     Taken,
 }
 
@@ -308,14 +309,16 @@ pub async fn child(
     label: Option<&str>,
     now: i64,
 ) -> Result<Child> {
-    let find =
-        "SELECT id_physical_device, id_parent FROM physical_devices WHERE serial_hardware = $1 AND archived_at IS NULL";
-    let found: Option<(String, Option<String>)> =
-        on_pool!(db, |p| sqlx::query_as(find).bind(serial).fetch_optional(p).await)?;
-    if let Some((id, parent)) = found {
-        if parent.as_deref() != Some(gateway) {
-            return Ok(Child::Taken);
-        }
+    // An asset's serial is unique among its gateway's children only: another group's asset or
+    // gateway of the same serial is another device.
+    let find = "SELECT id_physical_device, id_parent FROM physical_devices \
+                WHERE serial_hardware = $1 AND id_parent = $2 AND archived_at IS NULL";
+    let found: Option<(String, Option<String>)> = on_pool!(db, |p| sqlx::query_as(find)
+        .bind(serial)
+        .bind(gateway)
+        .fetch_optional(p)
+        .await)?;
+    if let Some((id, _)) = found {
         if device_type.is_some() || label.is_some() {
             let update = "UPDATE physical_devices SET id_device_type = COALESCE($1, id_device_type), \
                           label = COALESCE($2, label) WHERE id_physical_device = $3";
@@ -351,8 +354,11 @@ pub async fn child(
         Ok(_) => Ok(Child::Taken),
         // Another connection created it meanwhile: look again.
         Err(e) if matches!(&e, sqlx::Error::Database(d) if d.is_unique_violation()) => {
-            let again: Option<(String, Option<String>)> =
-                on_pool!(db, |p| sqlx::query_as(find).bind(serial).fetch_optional(p).await)?;
+            let again: Option<(String, Option<String>)> = on_pool!(db, |p| sqlx::query_as(find)
+                .bind(serial)
+                .bind(gateway)
+                .fetch_optional(p)
+                .await)?;
             Ok(match again {
                 Some((id, Some(parent))) if parent == gateway => Child::Device(id),
                 _ => Child::Taken,
