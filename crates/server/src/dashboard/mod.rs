@@ -20,15 +20,12 @@ mod viewer;
 mod webhooks;
 
 use axum::Router;
-use axum::http::HeaderValue;
-use axum::http::header::{CONTENT_SECURITY_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS};
 use axum::routing::{get, post};
 use devicecloud_query::{Attribute, Filter, Page, PageRequest, SortKey, parse_filter};
 use devicecloud_store::ListArgs;
 use devicecloud_store::groups::{self, GroupRow};
 use maud::{Markup, html};
 use serde_json::Value;
-use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -40,7 +37,7 @@ pub use error::PageError;
 const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'";
 
 pub fn router() -> Router<AppState> {
-    Router::new()
+    let routes = Router::new()
         .route("/", get(overview::page))
         .route("/login", get(session::login_form).post(session::login))
         .route("/logout", post(session::logout))
@@ -63,19 +60,8 @@ pub fn router() -> Router<AppState> {
         .route("/admin/users", post(admin::create_user))
         .route("/admin/members", post(admin::put_member))
         .route("/admin/members/remove", post(admin::remove_member))
-        .route("/admin/clients", post(admin::create_client))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CSP),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            X_FRAME_OPTIONS,
-            HeaderValue::from_static("DENY"),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ))
+        .route("/admin/clients", post(admin::create_client));
+    crate::http::browser_pages(routes, CSP)
 }
 
 /// A `page` parameter read as PHP reads it (`abc` is 0, then clamped to the first page), so a

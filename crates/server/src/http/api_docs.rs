@@ -10,14 +10,11 @@ use std::sync::{Arc, LazyLock};
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::header::{
-    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
-};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use maud::{DOCTYPE, Markup, html};
-use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa_swagger_ui::Config;
 
 use crate::error::ApiError;
@@ -37,21 +34,10 @@ static CONFIG: LazyLock<Arc<Config<'static>>> =
     LazyLock::new(|| Arc::new(Config::new(["v2/openapi.json"]).validator_url("none")));
 
 pub fn router() -> Router<AppState> {
-    Router::new()
+    let routes = Router::new()
         .route("/api/docs", get(page))
-        .route("/api/docs/{file}", get(file))
-        .layer(SetResponseHeaderLayer::overriding(
-            CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CSP),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            X_FRAME_OPTIONS,
-            HeaderValue::from_static("DENY"),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ))
+        .route("/api/docs/{file}", get(file));
+    super::browser_pages(routes, CSP)
 }
 
 /// `GET /api/docs`: Swagger UI's own page, with its files addressed below `docs/`.
