@@ -233,12 +233,7 @@ async fn load(
     }
     let elapsed = started.elapsed().as_secs_f64();
     all.sort_unstable();
-    let pct = |p: f64| {
-        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(0) as f64
-            / 1000.0
-    };
+    let pct = |p: f64| crate::percentile_ms(&all, p);
     Ok(Summary {
         rps: all.len() as f64 / elapsed,
         p50_ms: pct(0.50),

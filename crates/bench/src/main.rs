@@ -301,3 +301,10 @@ async fn run(command: BenchCommand) -> Result<()> {
         } => api::api(groups, seconds, rounds, connections, database_url, as_member, distinct).await,
     }
 }
+
+/// The `p` quantile (0 to 1) of latencies in microseconds, sorted ascending, in milliseconds; 0
+/// without latencies.
+fn percentile_ms(sorted_micros: &[u32], p: f64) -> f64 {
+    let index = ((sorted_micros.len() as f64 * p) as usize).min(sorted_micros.len().saturating_sub(1));
+    f64::from(sorted_micros.get(index).copied().unwrap_or(0)) / 1000.0
+}
