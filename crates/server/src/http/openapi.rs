@@ -88,17 +88,7 @@ impl utoipa::Modify for StandardErrors {
                 continue;
             }
             let names_a_record = path.contains('{');
-            for operation in [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-                &mut item.head,
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for operation in operations_mut(item) {
                 let secured = operation.security.as_ref().is_some_and(|s| !s.is_empty());
                 let has_body = operation.request_body.is_some();
                 let mut wanted = vec![(
@@ -133,6 +123,20 @@ impl utoipa::Modify for StandardErrors {
     }
 }
 
+/// Every operation of a path item (the methods the service answers).
+fn operations_mut(item: &mut utoipa::openapi::PathItem) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+        &mut item.head,
+    ]
+    .into_iter()
+    .flatten()
+}
+
 /// Operation ids unique across the document, as OpenAPI requires: `<tag>_<handler>`
 /// (`groups_index`, `data_sessions_view`, `commands_ping`), since several modules name their
 /// handlers alike (`index`, `view`, …). Swagger UI's "Try it out" keys operations by id, and
@@ -142,17 +146,7 @@ struct OperationIds;
 impl utoipa::Modify for OperationIds {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         for item in openapi.paths.paths.values_mut() {
-            for operation in [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-                &mut item.head,
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for operation in operations_mut(item) {
                 let tag = operation.tags.as_ref().and_then(|tags| tags.first());
                 if let (Some(tag), Some(id)) = (tag, &operation.operation_id) {
                     operation.operation_id = Some(format!("{}_{id}", tag.replace(' ', "_")));
