@@ -3,6 +3,9 @@
 //! gateways are documented to send, and gives every event record its `event_type_label`,
 //! `event_type_description`, `event_value_label` and `event_value_description`.
 
+use devicecloud_store::event_collection::EventRow;
+use serde_json::{Map, Value, json};
+
 use crate::event_types;
 
 /// One known value of an event type.
@@ -113,4 +116,24 @@ pub fn value_text(code: i64, value: &str, recorded: Option<&str>) -> (String, St
         Some(v) => (v.label.to_string(), recorded.unwrap_or(v.description).to_string()),
         None => (value.to_string(), recorded.unwrap_or_default().to_string()),
     }
+}
+
+/// An event record with every field of the specification, in its order.
+pub fn event_fields(row: &EventRow) -> Map<String, Value> {
+    let (type_label, type_description) = type_text(row.event_type);
+    let (value_label, value_description) = value_text(row.event_type, &row.value, row.value_description.as_deref());
+    let mut map = Map::new();
+    map.insert("id_event".into(), json!(row.id_event));
+    map.insert("id_group".into(), json!(row.id_group));
+    map.insert("source_device".into(), json!(row.source_device));
+    map.insert("from_device".into(), json!(row.from_device));
+    map.insert("event_type".into(), json!(row.event_type.to_string()));
+    map.insert("event_type_label".into(), json!(type_label));
+    map.insert("event_type_description".into(), json!(type_description));
+    map.insert("occurred_at".into(), json!(row.occurred_at));
+    map.insert("value".into(), json!(row.value));
+    map.insert("datatype".into(), json!(row.datatype));
+    map.insert("event_value_label".into(), json!(value_label));
+    map.insert("event_value_description".into(), json!(value_description));
+    map
 }

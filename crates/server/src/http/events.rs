@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::collection::{CollectionPage, RawCollection, Selection, items_json};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::event_catalogue::{self, CATALOGUE, EventType};
+use crate::event_catalogue::{CATALOGUE, EventType};
 use crate::state::AppState;
 
 /// Page sizes: docs/api.md, "Reading" (largest 10000 on event), default as Yii's 20.
@@ -44,26 +44,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/event-type/index", get(types))
 }
 
-/// An event record with every field of the specification, in its order.
-pub fn event_fields(row: &EventRow) -> Map<String, Value> {
-    let (type_label, type_description) = event_catalogue::type_text(row.event_type);
-    let (value_label, value_description) =
-        event_catalogue::value_text(row.event_type, &row.value, row.value_description.as_deref());
-    let mut map = Map::new();
-    map.insert("id_event".into(), json!(row.id_event));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("source_device".into(), json!(row.source_device));
-    map.insert("from_device".into(), json!(row.from_device));
-    map.insert("event_type".into(), json!(row.event_type.to_string()));
-    map.insert("event_type_label".into(), json!(type_label));
-    map.insert("event_type_description".into(), json!(type_description));
-    map.insert("occurred_at".into(), json!(row.occurred_at));
-    map.insert("value".into(), json!(row.value));
-    map.insert("datatype".into(), json!(row.datatype));
-    map.insert("event_value_label".into(), json!(value_label));
-    map.insert("event_value_description".into(), json!(value_description));
-    map
-}
+pub use crate::event_catalogue::event_fields;
 
 #[utoipa::path(get, path = "/api/v2/event", tag = "events",
     params(("filter[source_device]" = Option<String>, Query), ("filter[id_event]" = Option<i64>, Query), ("filter[event_type]" = Option<String>, Query), ("filter[occurred_at][gte]" = Option<i64>, Query), ("sort" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),

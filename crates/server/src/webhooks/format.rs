@@ -3,7 +3,7 @@
 //! Event), so a receiver parses webhook items and API items alike.
 
 use devicecloud_store::webhooks::{QueuedEvent, QueuedPoint, WebhookRow};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::event_catalogue;
 
@@ -50,23 +50,7 @@ pub fn point_record(p: &QueuedPoint) -> Value {
 /// An event with the fields of the `event` endpoint, in its order, labelled from the event
 /// catalogue as the endpoint labels it.
 pub fn event_record(e: &QueuedEvent) -> Value {
-    let (type_label, type_description) = event_catalogue::type_text(e.event_type);
-    let (value_label, value_description) =
-        event_catalogue::value_text(e.event_type, &e.value, e.value_description.as_deref());
-    let mut map = Map::new();
-    map.insert("id_event".into(), json!(e.id_event));
-    map.insert("id_group".into(), json!(e.id_group));
-    map.insert("source_device".into(), json!(e.source_device));
-    map.insert("from_device".into(), json!(e.from_device));
-    map.insert("event_type".into(), json!(e.event_type.to_string()));
-    map.insert("event_type_label".into(), json!(type_label));
-    map.insert("event_type_description".into(), json!(type_description));
-    map.insert("occurred_at".into(), json!(e.occurred_at));
-    map.insert("value".into(), json!(e.value));
-    map.insert("datatype".into(), json!(e.datatype));
-    map.insert("event_value_label".into(), json!(value_label));
-    map.insert("event_value_description".into(), json!(value_description));
-    Value::Object(map)
+    Value::Object(event_catalogue::event_fields(&e.event))
 }
 
 /// The body of one batch in the webhook's format (`json` for an unknown name, which

@@ -4,6 +4,7 @@
 //! a delivery, never both or neither, and a retry sends the very same bytes.
 
 use crate::db::{Db, on_pool};
+use crate::event_collection::EventRow;
 use crate::{Result, new_id};
 
 /// A queued measurement with the series fields the `data` endpoint shows.
@@ -19,19 +20,12 @@ pub struct QueuedPoint {
     pub value: f64,
 }
 
-/// A queued event with its stored fields.
+/// A queued event: the stored event and its outbox row.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct QueuedEvent {
     pub id_outbox: i64,
-    pub id_event: i64,
-    pub id_group: String,
-    pub source_device: String,
-    pub from_device: Option<i64>,
-    pub event_type: i64,
-    pub occurred_at: i64,
-    pub value: String,
-    pub datatype: Option<i64>,
-    pub value_description: Option<String>,
+    #[sqlx(flatten)]
+    pub event: EventRow,
 }
 
 /// The oldest queued measurements of a webhook, at most `limit`, in queue order.
