@@ -128,7 +128,8 @@ pub(crate) struct Relation {
 
 /// The field names of a record type, in declaration order, as its derived `Deserialize` knows
 /// them: the columns a collection selects (and, on SQLite, the keys of its JSON page) come from
-/// the record struct itself instead of a second list.
+/// the record struct itself instead of a second list. Each collection keeps the answer in a
+/// static, so it is worked out once per process, not per request.
 pub(crate) fn output_of<T: DeserializeOwned>() -> &'static [&'static str] {
     serde_aux::serde_introspection::serde_introspect::<T>()
 }

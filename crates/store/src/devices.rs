@@ -41,7 +41,8 @@ pub struct DeviceRow {
 /// The columns of a [`DeviceRow`], in its order: its own field names, so that the record is
 /// declared once.
 pub fn output() -> &'static [&'static str] {
-    crate::collection::output_of::<DeviceRow>()
+    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<DeviceRow>);
+    *FIELDS
 }
 
 /// A gateway to provision.

@@ -74,7 +74,8 @@ pub struct Bucket {
 /// The columns of a [`Bucket`], in its order: its own field names, so that the record is
 /// declared once.
 fn output() -> &'static [&'static str] {
-    crate::collection::output_of::<Bucket>()
+    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<Bucket>);
+    *FIELDS
 }
 
 const fn col(attr: &'static str, kind: AttrKind) -> Column {

@@ -26,7 +26,8 @@ pub struct EventRow {
 /// The columns of a [`EventRow`], in its order: its own field names, so that the record is
 /// declared once.
 fn output() -> &'static [&'static str] {
-    crate::collection::output_of::<EventRow>()
+    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<EventRow>);
+    *FIELDS
 }
 
 /// `SELECT <every column of EventRow> FROM events`.

@@ -45,7 +45,8 @@ const TABLE: &str = "groups";
 /// The columns of a [`GroupRow`], in its order: its own field names, so that the record is
 /// declared once.
 fn output() -> &'static [&'static str] {
-    crate::collection::output_of::<GroupRow>()
+    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<GroupRow>);
+    *FIELDS
 }
 const SELECT: &str = "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
 

@@ -33,7 +33,8 @@ pub struct RawPoint {
 /// The columns of a [`RawPoint`], in its order: its own field names, so that the record is
 /// declared once.
 fn output() -> &'static [&'static str] {
-    crate::collection::output_of::<RawPoint>()
+    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<RawPoint>);
+    *FIELDS
 }
 
 const fn col(attr: &'static str, table: &'static str, column: &'static str, kind: AttrKind) -> Column {

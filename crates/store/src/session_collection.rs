@@ -32,7 +32,8 @@ pub struct SessionRow {
 /// The columns of a [`SessionRow`], in its order: its own field names, so that the record is
 /// declared once.
 fn output() -> &'static [&'static str] {
-    crate::collection::output_of::<SessionRow>()
+    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<SessionRow>);
+    *FIELDS
 }
 
 const fn col(attr: &'static str, kind: AttrKind) -> Column {

@@ -28,7 +28,8 @@ const ATTEMPTS: &str = "webhook_attempts";
 /// The columns of a [`AttemptRow`], in its order: its own field names, so that the record is
 /// declared once.
 fn attempt_output() -> &'static [&'static str] {
-    crate::collection::output_of::<AttemptRow>()
+    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<AttemptRow>);
+    *FIELDS
 }
 
 /// The filterable and sortable attributes of the attempt log.

@@ -58,7 +58,8 @@ const TABLE: &str = "webhooks";
 /// The columns of a [`WebhookRow`], in its order: its own field names, so that the record is
 /// declared once.
 fn output() -> &'static [&'static str] {
-    crate::collection::output_of::<WebhookRow>()
+    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<WebhookRow>);
+    *FIELDS
 }
 const SELECT: &str = "SELECT id_webhook, id_group, label, forwarding_type, formatter, url, authorization_header, \
                       secret, is_active, created_at, updated_at, created_by FROM webhooks";
