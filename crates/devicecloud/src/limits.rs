@@ -17,6 +17,13 @@ pub struct Limits {
     pub mqtt_max_connections: u64,
     pub query_timeout_s: u64,
     pub page_cache_mb: u64,
+    pub signin_failures_max: u64,
+    pub signin_window_s: u64,
+    pub token_lifetime_days: u64,
+    pub webhooks_per_group: u64,
+    pub webhook_backlog_max: u64,
+    pub assets_per_gateway: u64,
+    pub datatypes_per_device: u64,
 }
 
 impl Default for Limits {
@@ -31,13 +38,20 @@ impl Default for Limits {
             mqtt_max_connections: d.mqtt_max_connections as u64,
             query_timeout_s: d.query_timeout.as_secs(),
             page_cache_mb: (d.page_cache_bytes / (1024 * 1024)) as u64,
+            signin_failures_max: u64::from(d.signin_failures_max),
+            signin_window_s: d.signin_window.as_secs(),
+            token_lifetime_days: d.token_lifetime.as_secs() / 86_400,
+            webhooks_per_group: d.webhooks_per_group as u64,
+            webhook_backlog_max: d.webhook_backlog_max,
+            assets_per_gateway: d.assets_per_gateway as u64,
+            datatypes_per_device: d.datatypes_per_device as u64,
         }
     }
 }
 
 impl Limits {
     /// Each limit by its key (the TOML key; the variable is the key in capitals).
-    fn slots(&mut self) -> [(&'static str, &mut u64); 8] {
+    fn slots(&mut self) -> [(&'static str, &mut u64); 15] {
         [
             ("expand_max_depth", &mut self.expand_max_depth),
             ("filter_max_values", &mut self.filter_max_values),
@@ -47,6 +61,13 @@ impl Limits {
             ("mqtt_max_connections", &mut self.mqtt_max_connections),
             ("query_timeout_s", &mut self.query_timeout_s),
             ("page_cache_mb", &mut self.page_cache_mb),
+            ("signin_failures_max", &mut self.signin_failures_max),
+            ("signin_window_s", &mut self.signin_window_s),
+            ("token_lifetime_days", &mut self.token_lifetime_days),
+            ("webhooks_per_group", &mut self.webhooks_per_group),
+            ("webhook_backlog_max", &mut self.webhook_backlog_max),
+            ("assets_per_gateway", &mut self.assets_per_gateway),
+            ("datatypes_per_device", &mut self.datatypes_per_device),
         ]
     }
 
@@ -104,6 +125,13 @@ impl Limits {
             mqtt_max_connections: size(self.mqtt_max_connections).min(tokio::sync::Semaphore::MAX_PERMITS),
             query_timeout: Duration::from_secs(self.query_timeout_s),
             page_cache_bytes: size(self.page_cache_mb.saturating_mul(1024 * 1024)),
+            signin_failures_max: u32::try_from(self.signin_failures_max).unwrap_or(u32::MAX),
+            signin_window: Duration::from_secs(self.signin_window_s),
+            token_lifetime: Duration::from_secs(self.token_lifetime_days.saturating_mul(86_400)),
+            webhooks_per_group: size(self.webhooks_per_group),
+            webhook_backlog_max: self.webhook_backlog_max,
+            assets_per_gateway: size(self.assets_per_gateway),
+            datatypes_per_device: size(self.datatypes_per_device),
         }
     }
 }

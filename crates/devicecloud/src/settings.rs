@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use devicecloud_server::FrontEnd;
+use devicecloud_server::state::RateLimit;
 use ipnet::IpNet;
 
 use crate::limits::Limits;
@@ -46,6 +47,10 @@ pub struct Settings {
     pub public_url: Option<String>,
     /// Peers whose forwarding headers are believed.
     pub trusted_proxies: Vec<IpNet>,
+    /// Requests per account on `/api/v2/`; `None`: off.
+    pub rate_limit: Option<RateLimit>,
+    /// The key that encrypts webhook secrets; `None`: `secret.key` in the data dir.
+    pub secret_key_file: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -72,6 +77,8 @@ impl Default for Settings {
             limits: Limits::default(),
             public_url: None,
             trusted_proxies: Vec::new(),
+            rate_limit: devicecloud_server::Settings::default().rate_limit,
+            secret_key_file: None,
         }
     }
 }
@@ -101,6 +108,9 @@ struct FileSettings {
     public_url: Option<String>,
     /// A list of CIDR ranges or addresses.
     trusted_proxies: Option<Vec<String>>,
+    /// `N/S` or `off`.
+    rate_limit: Option<String>,
+    secret_key_file: Option<PathBuf>,
 }
 
 /// How log lines are written (docs/operations.md, "Logs").
@@ -256,6 +266,12 @@ impl Settings {
         if let Some(v) = env("TRUSTED_PROXIES") {
             s.trusted_proxies = proxies(v.split(',')).with_context(|| format!("DEVICECLOUD_TRUSTED_PROXIES={v}"))?;
         }
+        if let Some(v) = env("RATE_LIMIT") {
+            s.rate_limit = RateLimit::parse(&v).map_err(|e| anyhow::anyhow!("DEVICECLOUD_RATE_LIMIT: {e}"))?;
+        }
+        if let Some(v) = env("SECRET_KEY_FILE") {
+            s.secret_key_file = Some(v.into());
+        }
         s.limits.apply_env(env)?;
         if let Some(v) = &flags.data_dir {
             s.data_dir = v.clone();
@@ -334,6 +350,8 @@ impl Settings {
             log_format,
             public_url,
             trusted_proxies,
+            rate_limit,
+            secret_key_file,
         } = file;
         self.data_dir = data_dir.unwrap_or(self.data_dir.clone());
         self.database_url = database_url.or(self.database_url.take());
@@ -365,6 +383,11 @@ impl Settings {
             self.trusted_proxies = proxies(list.iter().map(String::as_str))
                 .with_context(|| format!("trusted_proxies in {}", path.display()))?;
         }
+        if let Some(text) = rate_limit {
+            self.rate_limit =
+                RateLimit::parse(&text).map_err(|e| anyhow::anyhow!("rate_limit in {}: {e}", path.display()))?;
+        }
+        self.secret_key_file = secret_key_file.or(self.secret_key_file.take());
         Ok(())
     }
 
@@ -396,6 +419,12 @@ impl Settings {
                 public_url: self.public_url.clone(),
                 trusted_proxies: self.trusted_proxies.clone(),
             },
+            rate_limit: self.rate_limit,
+            secret_key_file: Some(
+                self.secret_key_file
+                    .clone()
+                    .unwrap_or_else(|| self.data_dir.join("secret.key")),
+            ),
             ..devicecloud_server::Settings::default()
         }
     }
@@ -451,6 +480,22 @@ mod tests {
         let zero = dir.join("zero.toml");
         std::fs::write(&zero, "webhook_batch_max = 0\n").unwrap();
         assert!(Settings::default().apply_file(&zero).is_err());
+        let limited = dir.join("limited.toml");
+        std::fs::write(&limited, "rate_limit = \"100/10\"\n").unwrap();
+        let mut s = Settings::default();
+        s.apply_file(&limited).unwrap();
+        assert_eq!(
+            s.server().rate_limit,
+            Some(RateLimit {
+                requests: 100,
+                per: Duration::from_secs(10)
+            })
+        );
+        std::fs::write(&limited, "rate_limit = \"off\"\n").unwrap();
+        s.apply_file(&limited).unwrap();
+        assert_eq!(s.server().rate_limit, None);
+        std::fs::write(&limited, "rate_limit = \"0/10\"\n").unwrap();
+        assert!(Settings::default().apply_file(&limited).is_err());
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "htp_addr = \"x\"\n").unwrap();
         assert!(Settings::default().apply_file(&bad).is_err());

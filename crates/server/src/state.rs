@@ -47,6 +47,40 @@ pub struct Settings {
     pub limits: Limits,
     /// The public URL and the trusted proxies (docs/operations.md, "Behind a reverse proxy").
     pub front_end: FrontEnd,
+    /// Requests per account on `/api/v2/` (`DEVICECLOUD_RATE_LIMIT`, `N/S`); `None`: off.
+    pub rate_limit: Option<RateLimit>,
+    /// The key file that encrypts webhook secrets at rest (`DEVICECLOUD_SECRET_KEY_FILE`; the
+    /// binary defaults it to `secret.key` in the data dir). `None` keeps a key in memory only,
+    /// for tests and throw-away stores.
+    pub secret_key_file: Option<std::path::PathBuf>,
+}
+
+/// `N` requests per `per` for one account (docs/operations.md, "Limits").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    pub requests: u32,
+    pub per: Duration,
+}
+
+impl RateLimit {
+    /// Reads `N/S` (`6000/60`) or `off`.
+    pub fn parse(text: &str) -> Result<Option<RateLimit>, String> {
+        let text = text.trim();
+        if text == "off" {
+            return Ok(None);
+        }
+        let parsed = text.split_once('/').and_then(|(n, s)| {
+            let requests: u32 = n.trim().parse().ok().filter(|n| *n > 0)?;
+            let seconds: u64 = s.trim().parse().ok().filter(|s| *s > 0)?;
+            Some(RateLimit {
+                requests,
+                per: Duration::from_secs(seconds),
+            })
+        });
+        parsed
+            .map(Some)
+            .ok_or_else(|| format!("{text} is not N/S (N requests per S seconds, such as 6000/60) or off"))
+    }
 }
 
 /// The limits of docs/operations.md, "Limits": every one a setting, each refusal the
@@ -76,6 +110,23 @@ pub struct Limits {
     pub query_timeout: Duration,
     /// Bytes the remembered-page cache may hold (`DEVICECLOUD_PAGE_CACHE_MB`).
     pub page_cache_bytes: usize,
+    /// Failed sign-ins of one (username, client address) within `signin_window` after which
+    /// that pair answers 429 without the password being checked (`DEVICECLOUD_SIGNIN_FAILURES_MAX`).
+    pub signin_failures_max: u32,
+    /// The window the failed sign-ins are counted in (`DEVICECLOUD_SIGNIN_WINDOW_S`).
+    pub signin_window: Duration,
+    /// How long after the password grant its token pair may be refreshed
+    /// (`DEVICECLOUD_TOKEN_LIFETIME_DAYS`).
+    pub token_lifetime: Duration,
+    /// Most webhooks in one group; one more answers 422 (`DEVICECLOUD_WEBHOOKS_PER_GROUP`).
+    pub webhooks_per_group: usize,
+    /// Queued items of one webhook beyond which it is set inactive
+    /// (`DEVICECLOUD_WEBHOOK_BACKLOG_MAX`).
+    pub webhook_backlog_max: u64,
+    /// Most child devices one gateway may have (`DEVICECLOUD_ASSETS_PER_GATEWAY`).
+    pub assets_per_gateway: usize,
+    /// Most datatypes (series) one device may have (`DEVICECLOUD_DATATYPES_PER_DEVICE`).
+    pub datatypes_per_device: usize,
 }
 
 impl Default for Limits {
@@ -89,6 +140,13 @@ impl Default for Limits {
             mqtt_max_connections: 100_000,
             query_timeout: Duration::from_secs(10),
             page_cache_bytes: 64 * 1024 * 1024,
+            signin_failures_max: 10,
+            signin_window: Duration::from_secs(300),
+            token_lifetime: Duration::from_secs(90 * 86_400),
+            webhooks_per_group: 20,
+            webhook_backlog_max: 1_000_000,
+            assets_per_gateway: 1000,
+            datatypes_per_device: 1000,
         }
     }
 }
@@ -107,6 +165,11 @@ impl Default for Settings {
             webhook_attempt_retention: Duration::from_secs(7 * 86_400),
             limits: Limits::default(),
             front_end: FrontEnd::default(),
+            rate_limit: Some(RateLimit {
+                requests: 6000,
+                per: Duration::from_secs(60),
+            }),
+            secret_key_file: None,
         }
     }
 }
