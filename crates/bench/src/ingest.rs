@@ -142,7 +142,9 @@ async fn store_only(o: &IngestOptions) -> Result<Option<f64>> {
                 datatype,
             };
             keys.push((
-                ingest::container_key(&db, &series).await?,
+                ingest::container_key(&db, &series, usize::MAX)
+                    .await?
+                    .context("a series without a limit is always made")?,
                 device.id_physical_device.clone(),
             ));
         }

@@ -180,7 +180,9 @@ pub(super) async fn series_key(db: &Db, id_group: &str, source_device: &str, dat
         source_device: source_device.to_string(),
         datatype,
     };
-    Ok(ingest::container_key(db, &series).await?)
+    ingest::container_key(db, &series, usize::MAX)
+        .await?
+        .context("a series without a limit is always made")
 }
 
 /// A new group with one GO gateway in it, through the API.

@@ -43,8 +43,8 @@ impl Rejection {
         self.to_string()
     }
 
-    /// Shorthand used by the parsers.
-    pub(crate) fn invalid(reason: RejectReason, detail: impl Into<String>) -> Self {
+    /// A rejection of `reason` with its text.
+    pub fn invalid(reason: RejectReason, detail: impl Into<String>) -> Self {
         Rejection::Invalid {
             reason,
             detail: detail.into(),
@@ -68,21 +68,25 @@ pub enum RejectReason {
     BadField,
     /// More items in one message than [`crate::MAX_BATCH`].
     TooLarge,
+    /// The message would pass a gateway's limit: more child devices than allowed, or more
+    /// datatypes on one device (docs/gateway-protocol.md, "Limits"). Decided by the server.
+    OverLimit,
 }
 
 impl RejectReason {
     /// Every reason, so that a metric can be registered for each before the first rejection.
-    pub const ALL: [RejectReason; 6] = [
+    pub const ALL: [RejectReason; 7] = [
         RejectReason::NotJson,
         RejectReason::BadValue,
         RejectReason::BadDatatype,
         RejectReason::BadTimestamp,
         RejectReason::BadField,
         RejectReason::TooLarge,
+        RejectReason::OverLimit,
     ];
 
     /// The metric label: `not_json`, `bad_value`, `bad_datatype`, `bad_timestamp`, `bad_field`,
-    /// `too_large`.
+    /// `too_large`, `over_limit`.
     pub fn as_str(&self) -> &'static str {
         match self {
             RejectReason::NotJson => "not_json",
@@ -91,6 +95,7 @@ impl RejectReason {
             RejectReason::BadTimestamp => "bad_timestamp",
             RejectReason::BadField => "bad_field",
             RejectReason::TooLarge => "too_large",
+            RejectReason::OverLimit => "over_limit",
         }
     }
 }
@@ -116,7 +121,8 @@ mod tests {
                 "bad_datatype",
                 "bad_timestamp",
                 "bad_field",
-                "too_large"
+                "too_large",
+                "over_limit"
             ]
         );
         assert_eq!(RejectReason::TooLarge.to_string(), "too_large");

@@ -54,6 +54,27 @@ pub(crate) fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown
             }
         }
     });
+    let (rejections_state, rejections_shutdown) = (state.clone(), shutdown.clone());
+    tracker.spawn(async move {
+        // Rejections counted during a minute are recorded when it ends (gateway::RejectionLog).
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = rejections_shutdown.cancelled() => {
+                    // Stopping: what the open windows counted is recorded now.
+                    let all = rejections_state.rejections.due(std::time::Instant::now() + gateway::REJECTION_WINDOW);
+                    gateway::record_rejections(&rejections_state, &all).await;
+                    break;
+                }
+                _ = tick.tick() => {
+                    let due = rejections_state.rejections.due(std::time::Instant::now());
+                    if !due.is_empty() {
+                        gateway::record_rejections(&rejections_state, &due).await;
+                    }
+                }
+            }
+        }
+    });
     let (state, shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
         // Expired tokens are kept a day (a refresh of a just-expired token stays possible),

@@ -95,7 +95,7 @@ pub enum Failed {
 
 impl Outcome {
     /// Every outcome, for tests and for reading `/metrics`: the label sets are this closed set.
-    pub const ALL: [Outcome; 17] = [
+    pub const ALL: [Outcome; 18] = [
         Outcome::Stored,
         Outcome::Duplicate,
         Outcome::Rejected(RejectReason::NotJson),
@@ -104,6 +104,7 @@ impl Outcome {
         Outcome::Rejected(RejectReason::BadTimestamp),
         Outcome::Rejected(RejectReason::BadField),
         Outcome::Rejected(RejectReason::TooLarge),
+        Outcome::Rejected(RejectReason::OverLimit),
         Outcome::Dropped(Dropped::UnknownRequest),
         Outcome::Closed(Closed::Qos2),
         Outcome::Closed(Closed::TopicNotAllowed),

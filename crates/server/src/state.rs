@@ -12,6 +12,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::auth::cache::AuthCache;
 use crate::auth::login_limit::LoginLimiter;
 use crate::commands::CommandLog;
+use crate::gateway::RejectionLog;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
 use crate::page_cache::PageCache;
@@ -248,6 +249,8 @@ pub struct Services {
     pub webhooks: Arc<WebhookHub>,
     /// Failed dashboard sign-ins, for the rate limit.
     pub login_limiter: Arc<LoginLimiter>,
+    /// Rejection events of this node's gateways, coalesced per minute.
+    pub rejections: RejectionLog,
     /// Connections the MQTT listeners may still take (`Limits::mqtt_max_connections`).
     pub mqtt_slots: Arc<Semaphore>,
     /// Cancelled when the service stops: a request still reading its body answers at once.
@@ -283,6 +286,7 @@ impl AppState {
             node_id: uuid::Uuid::new_v4().to_string(),
             readiness: tokio::sync::Mutex::new(None),
             login_limiter: Arc::default(),
+            rejections: RejectionLog::default(),
         }))
     }
 

@@ -73,8 +73,10 @@ async fn series(f: &Fixture, datatype: i64) -> i64 {
             source_device: f.device.clone(),
             datatype,
         },
+        usize::MAX,
     )
     .await
+    .unwrap()
     .unwrap()
 }
 
@@ -333,8 +335,10 @@ async fn a_refused_group_commit_is_retried_job_by_job_and_every_outcome_counted(
             source_device: device.clone(),
             datatype: 1,
         },
+        usize::MAX,
     )
     .await
+    .unwrap()
     .unwrap();
     refuse_value(db).await;
     let before = |family, outcome| (family, outcome, counted(family, outcome));

@@ -474,7 +474,8 @@ async fn invalid_messages_are_acknowledged_recorded_and_not_stored() {
         &gw.id,
     )
     .await;
-    assert_eq!(rejected, 5);
+    // One event per reason at once; the second bad value of the minute is only counted.
+    assert_eq!(rejected, 4);
     for reason in [
         RejectReason::NotJson,
         RejectReason::BadValue,
@@ -487,6 +488,64 @@ async fn invalid_messages_are_acknowledged_recorded_and_not_stored() {
     // A publish to a topic outside the gateway's own closes the connection.
     let elsewhere = ("v1/gateway/elsewhere", QoS::AtLeastOnce, json!({}));
     assert_closed_for(&app, (&client, &mut events), elsewhere, Closed::TopicNotAllowed).await;
+
+    // Stopping records what the minute counted (the count is in the text only beyond one).
+    app.stop();
+    let counted = "SELECT COUNT(*) FROM events WHERE event_type = 212 AND source_device = $1";
+    for _ in 0..100 {
+        if scalar(&app.state.db, counted, &gw.id).await == 5 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the coalesced rejection was not recorded on stop");
+}
+
+/// A gateway has at most `assets_per_gateway` children and a device at most
+/// `datatypes_per_device` datatypes: a message that would pass either is refused whole (no
+/// point stored), acknowledged, and counted as `over_limit`; what exists keeps working.
+#[tokio::test]
+async fn a_gateway_cannot_pass_its_asset_and_datatype_limits() {
+    let mut settings = devicecloud_server::Settings::default();
+    settings.limits.assets_per_gateway = 2;
+    settings.limits.datatypes_per_device = 3;
+    let app = TestApp::spawn_with(settings).await;
+    let (_, admin) = app.admin().await;
+    let gw = provision(&app, &admin, "GW-LIMIT", "CORE").await;
+    let (client, mut events) = connect(&app, &gw, "gw-limit").await;
+    let over = messages(&app, Outcome::Rejected(RejectReason::OverLimit)).await;
+    let assets = json!([{"serial": "A-1", "type": "meter"}, {"serial": "A-2", "type": "meter"}]);
+    publish(&client, &mut events, "v1/gateway/devices", assets).await;
+    let third = json!([{"serial": "A-3", "type": "meter"}]);
+    publish(&client, &mut events, "v1/gateway/devices", third).await;
+    let measurement = |device: &str, values: Value| json!([{"device": device, "values": values}]);
+    let from_third = measurement("A-3", json!({"1": 1.0}));
+    publish(&client, &mut events, "v1/gateway/measurements", from_third).await;
+    let four_types = measurement("A-1", json!({"1": 1.0, "2": 2.0, "3": 3.0, "4": 4.0}));
+    publish(&client, &mut events, "v1/gateway/measurements", four_types).await;
+    assert_eq!(
+        messages(&app, Outcome::Rejected(RejectReason::OverLimit)).await,
+        over + 3
+    );
+    assert_eq!(
+        stored_points(&app, &gw.group).await,
+        0,
+        "a refused message stores no point"
+    );
+    let children = "SELECT COUNT(*) FROM physical_devices WHERE id_parent = $1";
+    assert_eq!(scalar(&app.state.db, children, &gw.id).await, 2);
+
+    // Within the limits, the same assets and datatypes go on.
+    let three_types = measurement("A-2", json!({"1": 1.0, "2": 2.0, "3": 3.0}));
+    publish(&client, &mut events, "v1/gateway/measurements", three_types).await;
+    assert_eq!(stored_points(&app, &gw.group).await, 3);
+    let refused = "SELECT COUNT(*) FROM events WHERE event_type = 212 AND source_device = $1 \
+                   AND value_description LIKE '%over the limit'";
+    assert_eq!(
+        scalar(&app.state.db, refused, &gw.id).await,
+        1,
+        "one event a minute per reason"
+    );
 }
 
 /// A hello with another module kind than provisioned closes the connection, and is counted as

@@ -296,36 +296,43 @@ pub enum Child {
     /// The asset could not be made for this gateway (the gateway is no longer in the group its
     /// connection named).
     Taken,
+    /// The asset is unknown and the gateway already has its most children.
+    Full,
 }
 
-/// The asset of `gateway` with `serial`, created on first sight (`id_parent` = the gateway, same
-/// group) and updated with `device_type` and `label` when given (docs/gateway-protocol.md,
-/// "Messages").
-pub async fn child(
-    db: &Db,
-    gateway: &str,
-    id_group: &str,
-    serial: &str,
-    device_type: Option<&str>,
-    label: Option<&str>,
-    now: i64,
-) -> Result<Child> {
+/// An asset as a gateway names it.
+#[derive(Clone, Copy, Debug)]
+pub struct Asset<'a> {
+    pub gateway: &'a str,
+    pub id_group: &'a str,
+    pub serial: &'a str,
+    /// Kept when `None`; `asset` for a new asset.
+    pub device_type: Option<&'a str>,
+    /// Kept when `None`; empty for a new asset.
+    pub label: Option<&'a str>,
+}
+
+/// The asset of `asset.gateway` with `asset.serial`, created on first sight (`id_parent` = the
+/// gateway, same group) unless the gateway already has `max_children` live children, and
+/// updated with `device_type` and `label` when given (docs/gateway-protocol.md, "Messages" and
+/// "Limits").
+pub async fn child(db: &Db, asset: &Asset<'_>, max_children: usize, now: i64) -> Result<Child> {
     // An asset's serial is unique among its gateway's children only: another group's asset or
     // gateway of the same serial is another device.
     let find = "SELECT id_physical_device, id_parent FROM physical_devices \
                 WHERE serial_hardware = $1 AND id_parent = $2 AND archived_at IS NULL";
     let found: Option<(String, Option<String>)> = on_pool!(db, |p| sqlx::query_as(find)
-        .bind(serial)
-        .bind(gateway)
+        .bind(asset.serial)
+        .bind(asset.gateway)
         .fetch_optional(p)
         .await)?;
     if let Some((id, _)) = found {
-        if device_type.is_some() || label.is_some() {
+        if asset.device_type.is_some() || asset.label.is_some() {
             let update = "UPDATE physical_devices SET id_device_type = COALESCE($1, id_device_type), \
                           label = COALESCE($2, label) WHERE id_physical_device = $3";
             on_pool!(db, |p| sqlx::query(update)
-                .bind(device_type)
-                .bind(label)
+                .bind(asset.device_type)
+                .bind(asset.label)
                 .bind(&id)
                 .execute(p)
                 .await
@@ -334,34 +341,43 @@ pub async fn child(
         return Ok(Child::Device(id));
     }
     let id = new_id();
-    // The asset shares its gateway's IoT endpoint (the connection it reports through).
+    let max = i64::try_from(max_children).unwrap_or(i64::MAX);
+    // The asset shares its gateway's IoT endpoint (the connection it reports through). The
+    // count and the insert are one statement, so two connections of one gateway cannot both
+    // pass the limit on their own count.
     let insert = "INSERT INTO physical_devices (id_physical_device, serial_hardware, label, id_parent, id_group, \
                   id_device_type, created_at, expected_offline_interval, id_iot_device, last_data_at, signal) \
                   SELECT $1, $2, $3, $4, id_group, $5, $6, expected_offline_interval, id_iot_device, 0, 0 \
-                  FROM physical_devices WHERE id_physical_device = $4 AND id_group = $7";
+                  FROM physical_devices WHERE id_physical_device = $4 AND id_group = $7 \
+                  AND (SELECT count(*) FROM physical_devices c WHERE c.id_parent = $4 AND c.archived_at IS NULL) < $8";
     let inserted = on_pool!(db, |p| sqlx::query(insert)
         .bind(&id)
-        .bind(serial)
-        .bind(label.unwrap_or_default())
-        .bind(gateway)
-        .bind(device_type.unwrap_or("asset"))
+        .bind(asset.serial)
+        .bind(asset.label.unwrap_or_default())
+        .bind(asset.gateway)
+        .bind(asset.device_type.unwrap_or("asset"))
         .bind(now)
-        .bind(id_group)
+        .bind(asset.id_group)
+        .bind(max)
         .execute(p)
         .await
         .map(|r| r.rows_affected()));
     match inserted {
         Ok(1) => Ok(Child::Device(id)),
-        Ok(_) => Ok(Child::Taken),
+        Ok(_) => {
+            let count = "SELECT count(*) FROM physical_devices WHERE id_parent = $1 AND archived_at IS NULL";
+            let children: i64 = on_pool!(db, |p| sqlx::query_scalar(count).bind(asset.gateway).fetch_one(p).await)?;
+            Ok(if children >= max { Child::Full } else { Child::Taken })
+        }
         // Another connection created it meanwhile: look again.
         Err(e) if matches!(&e, sqlx::Error::Database(d) if d.is_unique_violation()) => {
             let again: Option<(String, Option<String>)> = on_pool!(db, |p| sqlx::query_as(find)
-                .bind(serial)
-                .bind(gateway)
+                .bind(asset.serial)
+                .bind(asset.gateway)
                 .fetch_optional(p)
                 .await)?;
             Ok(match again {
-                Some((id, Some(parent))) if parent == gateway => Child::Device(id),
+                Some((id, Some(parent))) if parent == asset.gateway => Child::Device(id),
                 _ => Child::Taken,
             })
         }

@@ -64,7 +64,7 @@ async fn points_merge_per_pixel_column_keeping_the_extremes() {
         source_device: device.id_physical_device.clone(),
         datatype: 7,
     };
-    let key = ingest::container_key(&db, &series).await.unwrap();
+    let key = ingest::container_key(&db, &series, usize::MAX).await.unwrap().unwrap();
     // One point a second for 1,000 s after `from`, cycling 0..9: 100 columns of 10 seconds.
     let from = 1_800_000_000;
     let points: Vec<Point> = (1..=1000)

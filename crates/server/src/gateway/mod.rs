@@ -3,19 +3,21 @@
 //! the gateway protocol (docs/gateway-protocol.md, "Messages" and "Event codes the cloud records").
 
 mod auth;
+mod rejections;
 
 use std::collections::HashMap;
 
 use devicecloud_protocol::{
-    GatewayTopic, Hello, ModuleKind, Rejection, parse_devices, parse_events, parse_hello, parse_measurements,
-    parse_power, parse_response,
+    GatewayTopic, Hello, ModuleKind, RejectReason, Rejection, parse_devices, parse_events, parse_hello,
+    parse_measurements, parse_power, parse_response,
 };
-use devicecloud_store::devices::{self, Child, HelloUpdate};
+use devicecloud_store::devices::{self, Asset, Child, HelloUpdate};
 use devicecloud_store::events::{self, NewEvent};
 use devicecloud_store::ingest::{self, Point, SeriesId};
 use devicecloud_store::{StoreError, sessions};
 
 pub use auth::{AuthError, authenticate};
+pub use rejections::{Record as RejectionRecord, RejectionLog, WINDOW as REJECTION_WINDOW};
 
 use crate::commands::Pending;
 use crate::event_types;
@@ -97,13 +99,46 @@ pub struct Gateway {
 /// The rejection of a message naming a serial that belongs to a device other than this
 /// gateway's assets.
 fn not_an_asset(serial: Option<&str>) -> Rejection {
-    Rejection::Invalid {
-        reason: devicecloud_protocol::RejectReason::BadField,
-        detail: format!(
+    Rejection::invalid(
+        RejectReason::BadField,
+        format!(
             "device {:?} is not an asset of this gateway",
             serial.unwrap_or_default()
         ),
+    )
+}
+
+/// Writes rejection events (212) through the writers' pool; a failure is logged, as the
+/// message's refusal stands whatever happens to its event.
+pub async fn record_rejections(state: &AppState, records: &[RejectionRecord]) {
+    let now = now_parts().0;
+    let events: Vec<NewEvent> = records
+        .iter()
+        .map(|r| NewEvent {
+            id_group: &r.id_group,
+            source_device: &r.gateway,
+            from_device: Some(0),
+            event_type: event_types::MESSAGE_REJECTED,
+            occurred_at: now,
+            value: &r.topic,
+            datatype: None,
+            value_description: Some(&r.description),
+        })
+        .collect();
+    if let Err(e) = events::insert_routed(&state.writer, &state.webhooks.routes, &events, now).await {
+        tracing::warn!(error = %e, "cannot record a rejected message");
     }
+}
+
+/// The rejection of a message naming assets a gateway at its limit cannot have.
+fn too_many_assets(max: usize, serials: &[&str]) -> Rejection {
+    Rejection::invalid(
+        RejectReason::OverLimit,
+        format!(
+            "this gateway already has {max} assets: {} over the limit",
+            serials.join(", ")
+        ),
+    )
 }
 
 /// Unix time now as seconds and microseconds.
@@ -128,23 +163,21 @@ impl Gateway {
         }
     }
 
-    /// Records a refused message (event 212), and hands the rejection back (counted as the
-    /// message's outcome by the method that received it).
+    /// Records a refused message (event 212, coalesced per minute: see [`RejectionLog`]), and
+    /// hands the rejection back (counted as the message's outcome by the method that received
+    /// it).
     async fn reject(&self, state: &AppState, topic: &str, rejection: Rejection) -> GatewayError {
-        let description = rejection.description();
-        let now = now_parts().0;
-        let event = NewEvent {
-            id_group: &self.id_group,
-            source_device: &self.id,
-            from_device: Some(0),
-            event_type: event_types::MESSAGE_REJECTED,
-            occurred_at: now,
-            value: topic,
-            datatype: None,
-            value_description: Some(&description),
+        let record = RejectionRecord {
+            id_group: self.id_group.clone(),
+            gateway: self.id.clone(),
+            topic: topic.to_string(),
+            description: rejection.description(),
         };
-        if let Err(e) = events::insert_routed(&state.db, &state.webhooks.routes, &[event], now).await {
-            tracing::warn!(error = %e, "cannot record a rejected message");
+        if let Some(record) = state
+            .rejections
+            .note(rejection.reason(), record, std::time::Instant::now())
+        {
+            record_rejections(state, &[record]).await;
         }
         GatewayError::Rejected(rejection)
     }
@@ -223,36 +256,63 @@ impl Gateway {
         Ok(())
     }
 
-    /// The device id of a source serial: the gateway itself, or an asset (created on first sight).
-    async fn source(&mut self, state: &AppState, serial: Option<&str>) -> Result<Option<String>, StoreError> {
+    /// The device id of a source serial: the gateway itself, or an asset (created on first
+    /// sight); a rejection when the serial is not this gateway's to use or the gateway has its
+    /// most assets (docs/gateway-protocol.md, "Limits").
+    async fn source(
+        &mut self,
+        state: &AppState,
+        serial: Option<&str>,
+    ) -> Result<Result<String, Rejection>, StoreError> {
         let Some(serial) = serial.filter(|s| *s != self.serial) else {
-            return Ok(Some(self.id.clone()));
+            return Ok(Ok(self.id.clone()));
         };
         if let Some(id) = self.children.get(serial) {
-            return Ok(Some(id.clone()));
+            return Ok(Ok(id.clone()));
         }
-        let now = now_parts().0;
-        match devices::child(&state.db, &self.id, &self.id_group, serial, None, None, now).await? {
+        let asset = Asset {
+            gateway: &self.id,
+            id_group: &self.id_group,
+            serial,
+            device_type: None,
+            label: None,
+        };
+        let max = state.settings.limits.assets_per_gateway;
+        Ok(match devices::child(&state.db, &asset, max, now_parts().0).await? {
             Child::Device(id) => {
                 self.children.insert(serial.to_string(), id.clone());
-                Ok(Some(id))
+                Ok(id)
             }
-            Child::Taken => Ok(None),
-        }
+            Child::Taken => Err(not_an_asset(Some(serial))),
+            Child::Full => Err(too_many_assets(max, &[serial])),
+        })
     }
 
-    async fn series_key(&mut self, state: &AppState, source: &str, datatype: i64) -> Result<i64, StoreError> {
+    /// The key of a series of `source`, made on first use; a rejection when the device has its
+    /// most datatypes (docs/gateway-protocol.md, "Limits").
+    async fn series_key(
+        &mut self,
+        state: &AppState,
+        source: &str,
+        datatype: i64,
+    ) -> Result<Result<i64, Rejection>, StoreError> {
         if let Some(key) = self.series.get(source).and_then(|by_type| by_type.get(&datatype)) {
-            return Ok(*key);
+            return Ok(Ok(*key));
         }
         let id = SeriesId {
             id_group: self.id_group.clone(),
             source_device: source.to_string(),
             datatype,
         };
-        let key = ingest::container_key(&state.db, &id).await?;
+        let max = state.settings.limits.datatypes_per_device;
+        let Some(key) = ingest::container_key(&state.db, &id, max).await? else {
+            return Ok(Err(Rejection::invalid(
+                RejectReason::OverLimit,
+                format!("device {source} already has {max} datatypes: datatype {datatype} is over the limit"),
+            )));
+        };
         self.series.entry(source.to_string()).or_default().insert(datatype, key);
-        Ok(key)
+        Ok(Ok(key))
     }
 
     /// Measurements (docs/gateway-protocol.md, "Messages"): validated whole, then stored through
@@ -297,12 +357,16 @@ impl Gateway {
         let mut points = Vec::new();
         let mut touched = vec![(self.id.clone(), now)];
         for m in &batch {
-            let Some(source) = self.source(state, m.device.as_deref()).await? else {
-                return Err(self.reject(state, TOPIC, not_an_asset(m.device.as_deref())).await);
+            let source = match self.source(state, m.device.as_deref()).await? {
+                Ok(source) => source,
+                Err(r) => return Err(self.reject(state, TOPIC, r).await),
             };
             let (seconds, microseconds) = m.ts.map_or((now, now_us), |t| (t.seconds, i64::from(t.microseconds)));
             for (datatype, value) in &m.values {
-                let container_key = self.series_key(state, &source, i64::from(*datatype)).await?;
+                let container_key = match self.series_key(state, &source, i64::from(*datatype)).await? {
+                    Ok(key) => key,
+                    Err(r) => return Err(self.reject(state, TOPIC, r).await),
+                };
                 points.push(Point {
                     container_key,
                     seconds,
@@ -335,8 +399,8 @@ impl Gateway {
         let mut sources = Vec::with_capacity(batch.len());
         for e in &batch {
             match self.source(state, e.device.as_deref()).await? {
-                Some(id) => sources.push(id),
-                None => return Err(self.reject(state, TOPIC, not_an_asset(e.device.as_deref())).await),
+                Ok(id) => sources.push(id),
+                Err(r) => return Err(self.reject(state, TOPIC, r).await),
             }
         }
         let records: Vec<NewEvent> = batch
@@ -369,33 +433,35 @@ impl Gateway {
             Err(r) => return Err(self.reject(state, "v1/gateway/devices", r).await),
         };
         let now = now_parts().0;
-        let mut taken = Vec::new();
-        for asset in &assets {
-            let child = devices::child(
-                &state.db,
-                &self.id,
-                &self.id_group,
-                &asset.serial,
-                Some(&asset.r#type),
-                asset.label.as_deref(),
-                now,
-            )
-            .await?;
-            match child {
+        let max = state.settings.limits.assets_per_gateway;
+        let (mut taken, mut over) = (Vec::new(), Vec::new());
+        for item in &assets {
+            let asset = Asset {
+                gateway: &self.id,
+                id_group: &self.id_group,
+                serial: &item.serial,
+                device_type: Some(&item.r#type),
+                label: item.label.as_deref(),
+            };
+            match devices::child(&state.db, &asset, max, now).await? {
                 Child::Device(id) => {
-                    self.children.insert(asset.serial.clone(), id);
+                    self.children.insert(item.serial.clone(), id);
                 }
-                Child::Taken => taken.push(asset.serial.clone()),
+                Child::Taken => taken.push(item.serial.as_str()),
+                Child::Full => over.push(item.serial.as_str()),
             }
         }
-        if !taken.is_empty() {
-            let rejection = Rejection::Invalid {
-                reason: devicecloud_protocol::RejectReason::BadField,
-                detail: format!("serials already used by other devices: {}", taken.join(", ")),
-            };
-            return Err(self.reject(state, "v1/gateway/devices", rejection).await);
-        }
-        Ok(assets.len())
+        let rejection = if !over.is_empty() {
+            too_many_assets(max, &over)
+        } else if !taken.is_empty() {
+            Rejection::invalid(
+                RejectReason::BadField,
+                format!("serials already used by other devices: {}", taken.join(", ")),
+            )
+        } else {
+            return Ok(assets.len());
+        };
+        Err(self.reject(state, "v1/gateway/devices", rejection).await)
     }
 
     /// Power off (docs/gateway-protocol.md, "Messages"): a GO module's data session is closed; the

@@ -50,24 +50,40 @@ pub struct SeriesId {
     pub datatype: i64,
 }
 
-/// The integer key of a series, creating the series on first use.
-pub async fn container_key(db: &Db, series: &SeriesId) -> Result<i64> {
-    let insert = "INSERT INTO containers (id_container_data_latest, id_group, source_device, datatype) VALUES ($1, $2, $3, $4) \
+/// The integer key of a series, creating the series on first use unless its device already has
+/// `max_per_device` series: then `None` (docs/gateway-protocol.md, "Limits").
+pub async fn container_key(db: &Db, series: &SeriesId, max_per_device: usize) -> Result<Option<i64>> {
+    // The count and the insert are one statement, so two connections cannot both pass the
+    // limit on their own count; a series that exists is found whatever the count.
+    let insert = "INSERT INTO containers (id_container_data_latest, id_group, source_device, datatype) \
+                  SELECT $1, $2, $3, $4 \
+                  WHERE (SELECT count(*) FROM containers WHERE id_group = $2 AND source_device = $3) < $5 \
                   ON CONFLICT (id_group, source_device, datatype) DO NOTHING";
     let select = "SELECT container_key FROM containers WHERE id_group = $1 AND source_device = $2 AND datatype = $3";
-    let key: i64 = on_pool!(db, |p| async {
+    let max = i64::try_from(max_per_device).unwrap_or(i64::MAX);
+    let key: Option<i64> = on_pool!(db, |p| async {
+        let found: Option<i64> = sqlx::query_scalar(select)
+            .bind(&series.id_group)
+            .bind(&series.source_device)
+            .bind(series.datatype)
+            .fetch_optional(p)
+            .await?;
+        if found.is_some() {
+            return Ok(found);
+        }
         sqlx::query(insert)
             .bind(new_id())
             .bind(&series.id_group)
             .bind(&series.source_device)
             .bind(series.datatype)
+            .bind(max)
             .execute(p)
             .await?;
         sqlx::query_scalar(select)
             .bind(&series.id_group)
             .bind(&series.source_device)
             .bind(series.datatype)
-            .fetch_one(p)
+            .fetch_optional(p)
             .await
     }
     .await)?;
