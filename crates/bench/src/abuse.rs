@@ -29,8 +29,21 @@ pub struct AbuseOptions {
     pub idle: usize,
     /// Publish and measure without attacking: the same run's figures without the abuse.
     pub control: bool,
+    /// Only these attacks (names as in [`ATTACKS`]); empty: all of them.
+    pub only: Vec<String>,
     pub database_url: Option<String>,
 }
+
+/// The attacks by name, in the order of the report.
+pub const ATTACKS: [&str; 7] = [
+    "deep-expands",
+    "giant-filters",
+    "made-up-methods",
+    "big-bodies",
+    "slow-headers",
+    "slow-bodies",
+    "idle-sockets",
+];
 
 /// Measurements (seconds) per message and values per measurement: 500-point messages.
 const MEASUREMENTS: i64 = 50;
@@ -107,22 +120,14 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
     tokio::time::sleep(Duration::from_secs(o.warmup)).await;
     let rss_warm = rss_kib(pid)?;
     let started = Instant::now();
-    let tallies: Vec<(&str, Shared)> = [
-        "deep expands",
-        "giant filters",
-        "made-up methods",
-        "1 MB bodies",
-        "slow headers",
-        "slow bodies",
-        "idle sockets",
-    ]
-    .into_iter()
-    .map(|name| (name, Shared::default()))
-    .collect();
+    let tallies: Vec<(&str, Shared)> = ATTACKS.into_iter().map(|name| (name, Shared::default())).collect();
+    let runs = |name: &str| !o.control && (o.only.is_empty() || o.only.iter().any(|n| n == name));
     let mut attackers = Vec::new();
     let base = server.base.clone();
-    let (slow, idle_sockets) = if o.control { (0, 0) } else { (SLOW_CONNECTIONS, o.idle) };
-    for (kind, (_, tally)) in tallies.iter().enumerate().take(if o.control { 0 } else { 4 }) {
+    for (kind, (name, tally)) in tallies.iter().enumerate().take(4) {
+        if !runs(name) {
+            continue;
+        }
         for _ in 0..2 {
             let (tally, base, nobody) = (tally.clone(), base.clone(), nobody.clone());
             attackers.push(tokio::spawn(requests(kind, base, nobody, tally, deadline)));
@@ -141,8 +146,11 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
         .into(),
         byte: b' ',
     };
-    for _ in 0..slow {
-        for (what, tally) in [(&slow_headers, &tallies[4].1), (&slow_body, &tallies[5].1)] {
+    for _ in 0..SLOW_CONNECTIONS {
+        for (what, (name, tally)) in [(&slow_headers, &tallies[4]), (&slow_body, &tallies[5])] {
+            if !runs(name) {
+                continue;
+            }
             attackers.push(tokio::spawn(raw_connections(
                 addr.clone(),
                 what.clone(),
@@ -151,6 +159,7 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
             )));
         }
     }
+    let idle_sockets = if runs(ATTACKS[6]) { o.idle } else { 0 };
     for _ in 0..idle_sockets {
         attackers.push(tokio::spawn(raw_connections(
             addr.clone(),

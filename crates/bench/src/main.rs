@@ -70,6 +70,10 @@ enum BenchCommand {
         /// The same run without any attack, for comparison.
         #[arg(long)]
         control: bool,
+        /// Only this attack (repeatable): deep-expands, giant-filters, made-up-methods,
+        /// big-bodies, slow-headers, slow-bodies, idle-sockets. Default: all.
+        #[arg(long = "attack", value_parser = clap::builder::PossibleValuesParser::new(abuse::ATTACKS))]
+        attacks: Vec<String>,
         /// Database of the server under test (default: a fresh SQLite file); must be empty.
         #[arg(long)]
         database_url: Option<String>,
@@ -210,10 +214,12 @@ async fn run(command: BenchCommand) -> Result<()> {
             gateways,
             idle,
             control,
+            attacks,
             database_url,
         } => {
             let options = abuse::AbuseOptions {
                 control,
+                only: attacks,
                 seconds,
                 warmup,
                 gateways,

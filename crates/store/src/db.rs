@@ -55,7 +55,11 @@ impl Db {
                 // REGEXP backs the case-insensitive `like` filter (see `collection`).
                 .with_regexp()
                 .busy_timeout(Duration::from_secs(10))
-                .pragma("cache_size", "-32000")
+                // 8 MB of page cache per connection: up to 16 connections (writers and
+                // requests) hold at most 128 MB between them. Larger caches measured no faster
+                // under full ingest (docs/benchmarks.md, "Abuse"), and each connection fills
+                // its own.
+                .pragma("cache_size", "-8000")
                 // Statement journals (multi-row upserts inside a transaction) in memory rather
                 // than in temporary files: one write syscall per journalled page otherwise.
                 .pragma("temp_store", "MEMORY")

@@ -108,11 +108,15 @@ impl Connection {
     /// little. A client silent for the header timeout is closed.
     async fn serve(self, stream: TcpStream, peer: SocketAddr) {
         let opened = tokio::time::Instant::now();
+        // `peek`, not `readable`: readiness may be reported for a socket with nothing to read
+        // (a fresh socket usually is), and `peek` waits again in that case. Zero bytes is the
+        // client closing.
+        let mut first = [0u8; 1];
         let first_bytes = tokio::select! {
             _ = self.shutdown.cancelled() => return,
-            ready = tokio::time::timeout(self.header_timeout, stream.readable()) => ready,
+            peeked = tokio::time::timeout(self.header_timeout, stream.peek(&mut first)) => peeked,
         };
-        if !matches!(first_bytes, Ok(Ok(()))) {
+        if !matches!(first_bytes, Ok(Ok(1..))) {
             return;
         }
         let app = self.app;
