@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub mod gateway_client;
+pub mod webhook_receiver;
 
 /// The keys of a physical-device record, in the specification's order.
 pub const DEVICE_FIELDS: [&str; 24] = [
