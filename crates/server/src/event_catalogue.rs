@@ -35,6 +35,12 @@ const fn v(value: &'static str, label: &'static str, description: &'static str) 
     }
 }
 
+/// Why the service set a webhook inactive (`disabled_reason`, and the value of event 214):
+/// its deliveries failed for the whole retry window.
+pub const REASON_RETRY_WINDOW: &str = "retry_window";
+/// Why the service set a webhook inactive: its backlog passed `webhook_backlog_max`.
+pub const REASON_BACKLOG: &str = "backlog";
+
 /// Every code the service knows, ordered by code.
 pub const CATALOGUE: &[EventType] = &[
     EventType {
@@ -79,6 +85,24 @@ pub const CATALOGUE: &[EventType] = &[
         description: "A command sent to the device through the API. The value is the method; the value description gives the outcome (the device's status, or offline, timeout, disconnected, invalid response, not supported), the caller and the request id.",
         from_device: Some(0),
         values: &[],
+    },
+    EventType {
+        code: event_types::WEBHOOK_DISABLED,
+        label: "Webhook disabled",
+        description: "The service set a webhook inactive and dropped its queued records; the source is the webhook (its id), the value says why, the value description how many records were dropped.",
+        from_device: Some(0),
+        values: &[
+            v(
+                REASON_RETRY_WINDOW,
+                "Failing for the retry window",
+                "Every delivery failed for the whole retry window.",
+            ),
+            v(
+                REASON_BACKLOG,
+                "Backlog too large",
+                "More records were waiting than the webhook backlog limit allows.",
+            ),
+        ],
     },
     EventType {
         code: event_types::ZWAVE_EXCLUSION,

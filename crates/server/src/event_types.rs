@@ -13,6 +13,9 @@ pub const MESSAGE_REJECTED: i64 = 212;
 /// status or `offline`, `timeout`, `disconnected`, `invalid response`, `not supported`), the
 /// caller and the request id.
 pub const COMMAND: i64 = 213;
+/// A webhook set inactive by the service (docs/api.md, "Failing webhooks"), recorded on the
+/// webhook (`source_device` is its id); value: the reason, `retry_window` or `backlog`.
+pub const WEBHOOK_DISABLED: i64 = 214;
 /// Z-wave node exclusion outcome, reported by the gateway on the node (docs/gateway-protocol.md,
 /// "Commands"): value 0 excluded, 1 failed, 2 timed out.
 pub const ZWAVE_EXCLUSION: i64 = 420;

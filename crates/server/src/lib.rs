@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use running::{Addresses, Listeners, Running};
+pub use running::{Addresses, Listeners, Running, StartError};
 pub use state::{AppState, FrontEnd, Settings};
 
 /// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight

@@ -13,6 +13,18 @@ use tokio_util::task::TaskTracker;
 
 use crate::mqtt::tls::TlsAcceptor;
 use crate::state::{AppState, Settings};
+use crate::webhooks::vault::{KeyError, Vault};
+
+/// Why the service did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener's address cannot be read.
+    #[error("cannot read a listener's address: {0}")]
+    Io(#[from] std::io::Error),
+    /// The secret key file is unusable (docs/operations.md, "Secret key").
+    #[error(transparent)]
+    SecretKey(#[from] KeyError),
+}
 
 /// The sockets the service answers on, bound by the caller (so that a port in use is reported
 /// before anything starts, and tests can bind port 0).
@@ -41,8 +53,10 @@ pub struct Running {
 
 impl Running {
     /// Starts the service on `db` with `settings`: the state, the background tasks, and the HTTP,
-    /// MQTT and (when given) MQTT over TLS listeners.
-    pub fn start(db: Db, settings: Settings, listeners: Listeners) -> std::io::Result<Running> {
+    /// MQTT and (when given) MQTT over TLS listeners. The secret key is loaded first (made when
+    /// missing): a key file that exists but holds no key stops the start.
+    pub fn start(db: Db, settings: Settings, listeners: Listeners) -> Result<Running, StartError> {
+        let vault = Vault::load(settings.secret_key_file.as_deref())?;
         let addresses = Addresses {
             http: listeners.http.local_addr()?,
             mqtt: listeners.mqtt.local_addr()?,
@@ -53,7 +67,7 @@ impl Running {
         };
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let state = AppState::start(db, settings, &tracker, &shutdown);
+        let state = AppState::start(db, settings, vault, &tracker, &shutdown);
         crate::spawn_background(&state, &tracker, &shutdown);
         let running = Running {
             state,

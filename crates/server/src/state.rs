@@ -17,6 +17,8 @@ use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
 use crate::page_cache::PageCache;
 use crate::webhooks::WebhookHub;
+use crate::webhooks::address::{CheckedResolver, SystemLookup};
+use crate::webhooks::vault::Vault;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -261,8 +263,17 @@ impl AppState {
     /// The state of a service, with its ingest writer started on `tracker` (stopped, after
     /// draining, when `shutdown` is cancelled). `db` becomes the writers' pool; requests get a
     /// pool of their own on the same database ([`Db::for_requests`]).
-    pub fn start(db: Db, settings: Settings, tracker: &TaskTracker, shutdown: &CancellationToken) -> AppState {
-        let webhooks = Arc::new(WebhookHub::new(settings.auth_cache_ttl));
+    ///
+    /// `vault` holds the key of the webhook credentials (`Settings::secret_key_file`).
+    pub fn start(
+        db: Db,
+        settings: Settings,
+        vault: Vault,
+        tracker: &TaskTracker,
+        shutdown: &CancellationToken,
+    ) -> AppState {
+        let resolver = CheckedResolver::new(Arc::new(SystemLookup), settings.webhook_allow_private);
+        let webhooks = Arc::new(WebhookHub::new(settings.auth_cache_ttl, resolver, vault));
         let limits = &settings.limits;
         let connections = match db.backend() {
             // SQLite readers scale with the cores; PostgreSQL connections are server processes.

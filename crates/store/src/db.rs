@@ -206,6 +206,15 @@ impl Tx {
         })
     }
 
+    /// The one integer of a statement's first row (a count, or an id from `RETURNING`).
+    pub(crate) async fn scalar(&mut self, sql: String, values: SqlxValues) -> sqlx::Result<i64> {
+        let sql = sqlx::AssertSqlSafe(sql);
+        match self {
+            Tx::Sqlite(tx) => sqlx::query_scalar_with(sql, values).fetch_one(&mut **tx).await,
+            Tx::Postgres(tx) => sqlx::query_scalar_with(sql, values).fetch_one(&mut **tx).await,
+        }
+    }
+
     /// Rows of three integers. On SQLite the rows come back as one JSON array built by SQLite
     /// (`json_group_array`), since sqlx hands SQLite rows over one by one; `select` must name
     /// its three columns `a`, `b` and `c`.

@@ -7,11 +7,13 @@
 //! transaction that removes the rows, so a retry (or a restart) sends the very same bytes.
 //!
 //! One submodule per concern, so each can be read alone: the records (what clients manage),
-//! the attempt log, the delivery state machine, and the in-memory route table. Everything is
+//! the attempt log, the delivery state machine, what the service does to a failing webhook
+//! (lifecycle), and the in-memory route table. Everything is
 //! re-exported here: callers name `webhooks::X` and never the submodule.
 
 mod attempts;
 mod deliveries;
+mod lifecycle;
 mod records;
 mod routes;
 
@@ -20,8 +22,9 @@ pub use deliveries::{
     Attempt, DeliveryRow, Outcome, QueuedEvent, QueuedPoint, backlog, cut_delivery, outbox_len, pending_delivery,
     prune, queued_events, queued_points, record_attempt,
 };
+pub use lifecycle::{Deactivation, backlog_items, deactivate};
 pub use records::{
     ATTRIBUTES, COLUMNS, FORWARDING_TYPES, NewWebhook, SORTABLE, WebhookChanges, WebhookRow, active, create, delete,
-    get, list, update,
+    get, list, replace_secrets, stored_secrets, update,
 };
 pub use routes::{RouteTable, Routes};

@@ -201,7 +201,7 @@ async fn render_page(
 ) -> Result<Markup, PageError> {
     let row = access::webhook(state, &viewer.caller, id, Role::Viewer).await?;
     let (queued, pending, failed) = store::backlog(&state.db, id).await?;
-    let mut record = api::webhook_fields(&row);
+    let mut record = api::webhook_fields(&row, &state.webhooks.vault);
     record.insert(
         "backlog".into(),
         json!({"queued_items": queued, "pending_deliveries": pending, "failed_deliveries": failed}),

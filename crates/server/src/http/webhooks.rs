@@ -12,6 +12,8 @@ use axum::routing::get;
 use devicecloud_query::{CollectionQuery, CollectionSpec};
 use devicecloud_store::webhooks::{self, AttemptRow, WebhookRow};
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
+use utoipa::openapi::Object;
 
 use super::body::json_object;
 use super::collection::{CollectionPage, RawCollection, Selection, items_json, record_fields};
@@ -22,6 +24,7 @@ use crate::service::access;
 use crate::service::webhooks as service;
 use crate::state::AppState;
 use crate::webhooks::format::FORMATTERS;
+use crate::webhooks::vault::{self, Vault};
 
 /// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints).
 const SPEC: CollectionSpec = CollectionSpec {
@@ -66,8 +69,14 @@ pub fn mask(authorization: &str) -> String {
     }
 }
 
-/// A webhook record: every stored field except the secret, the authorization masked.
-pub fn webhook_fields(row: &WebhookRow) -> Map<String, Value> {
+/// A webhook record: every stored field except the secret, the authorization opened from its
+/// sealed form and masked (one that cannot be opened, under another key, shows as `****`).
+pub fn webhook_fields(row: &WebhookRow, vault: &Vault) -> Map<String, Value> {
+    let authorization = row.authorization_header.as_deref().map(|stored| {
+        vault
+            .open(vault::AUTHORIZATION, stored)
+            .map_or_else(|_| "****".to_string(), |clear| mask(&clear))
+    });
     let mut map = Map::new();
     map.insert("id".into(), json!(row.id_webhook));
     map.insert("id_webhook".into(), json!(row.id_webhook));
@@ -76,15 +85,46 @@ pub fn webhook_fields(row: &WebhookRow) -> Map<String, Value> {
     map.insert("forwarding_type".into(), json!(row.forwarding_type));
     map.insert("formatter".into(), json!(row.formatter));
     map.insert("url".into(), json!(row.url));
-    map.insert(
-        "authorization".into(),
-        json!(row.authorization_header.as_deref().map(mask)),
-    );
+    map.insert("authorization".into(), json!(authorization));
     map.insert("is_active".into(), json!(row.is_active));
+    map.insert("disabled_reason".into(), json!(row.disabled_reason));
+    map.insert("disabled_at".into(), json!(row.disabled_at));
     map.insert("created_at".into(), json!(row.created_at));
     map.insert("updated_at".into(), json!(row.updated_at));
     map.insert("created_by".into(), json!(row.created_by));
     map
+}
+
+/// A Webhook record as the OpenAPI document describes it (the handlers build it as a map, so
+/// that `fields` and `expand` apply; every field may be left out by `fields`).
+#[derive(ToSchema)]
+#[expect(dead_code, reason = "describes the record that webhook_fields builds")]
+struct Webhook {
+    id: Option<String>,
+    id_webhook: Option<String>,
+    id_group: Option<String>,
+    label: Option<String>,
+    /// `measurements` or `events`.
+    forwarding_type: Option<String>,
+    /// `json` or `ndjson`.
+    formatter: Option<String>,
+    url: Option<String>,
+    /// Masked: the scheme and at most the last four characters.
+    authorization: Option<String>,
+    /// 1 active, 0 inactive.
+    is_active: Option<i64>,
+    /// Why the service set the webhook inactive: `retry_window` or `backlog`; null otherwise.
+    disabled_reason: Option<String>,
+    /// When the service set it inactive (Unix seconds); null otherwise.
+    disabled_at: Option<i64>,
+    created_at: Option<i64>,
+    updated_at: Option<i64>,
+    created_by: Option<String>,
+    /// Only in the answer that creates the webhook: the signing key, shown this once.
+    secret: Option<String>,
+    /// With `expand=backlog`: `{queued_items, pending_deliveries, failed_deliveries}`.
+    backlog: Option<Object>,
+    _links: Option<Object>,
 }
 
 /// The expand options of a webhook, listed by its collection (specification: `expand` present
@@ -106,7 +146,7 @@ async fn render(state: &AppState, row: &WebhookRow, selection: &Selection) -> Re
             json!({"queued_items": queued, "pending_deliveries": pending, "failed_deliveries": failed}),
         ));
     }
-    Ok(selection.render(webhook_fields(row), expanded, Some(links)))
+    Ok(selection.render(webhook_fields(row, &state.webhooks.vault), expanded, Some(links)))
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook", tag = "webhooks",
@@ -130,7 +170,7 @@ pub async fn index(
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
-    responses((status = 200, description = "A Webhook record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+    responses((status = 200, description = "A Webhook record", body = Webhook), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(
     State(state): State<AppState>,
     caller: Caller,
@@ -145,7 +185,7 @@ pub async fn view(
 
 #[utoipa::path(post, path = "/api/v2/webhook", tag = "webhooks",
     request_body(content = Object, description = "{label, id_group, forwarding_type: measurements|events, formatter, url, authorization?, is_active?}"),
-    responses((status = 201, description = "The Webhook with its secret (shown this once) and a Location header"), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, a private URL, or a group the caller cannot see")),
+    responses((status = 201, description = "The Webhook with its secret (shown this once) and a Location header", body = Webhook), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, a URL that does not resolve to public addresses only, a group the caller cannot see, or a group with webhooks_per_group webhooks already")),
     security(("bearer" = [])))]
 pub async fn create(
     State(state): State<AppState>,
@@ -164,7 +204,7 @@ pub async fn create(
 
 #[utoipa::path(patch, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
     request_body(content = Object, description = "{label?, formatter?, url?, authorization?, is_active?}"),
-    responses((status = 200, description = "The updated Webhook"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")),
+    responses((status = 200, description = "The updated Webhook (activating an inactive one clears disabled_reason and disabled_at and drops what it had queued)", body = Webhook), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields, or a URL that does not resolve to public addresses only")),
     security(("bearer" = [])))]
 pub async fn update(
     State(state): State<AppState>,

@@ -1,10 +1,11 @@
 //! Webhooks (docs/api.md, "Webhooks"): creating, changing and deleting a group's webhooks, with
-//! the validation both the JSON API and the dashboard's forms apply, the address check, and the
-//! wake-up of the delivery workers after each change.
+//! the validation both the JSON API and the dashboard's forms apply, the address check, the
+//! per-group limit, the sealing of their credentials, and the wake-up of the delivery workers
+//! after each change.
 
 use axum::http::HeaderValue;
-use devicecloud_store::unix_now;
 use devicecloud_store::webhooks::{self, FORWARDING_TYPES, NewWebhook, WebhookChanges, WebhookRow};
+use devicecloud_store::{Db, StoreError, unix_now};
 use serde_json::{Map, Value};
 
 use super::validate::Fields;
@@ -12,26 +13,22 @@ use super::{ServiceError, access};
 use crate::auth::secrets::random_token;
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
-use crate::webhooks::address::{self, AddressError, MAX_URL_CHARS};
+use crate::webhooks::address::{self, MAX_URL_CHARS};
 use crate::webhooks::format::{FORMATTERS, formatter};
+use crate::webhooks::vault::{self, Vault};
 
 /// Longest `authorization` value accepted.
 const MAX_AUTHORIZATION_CHARS: usize = 4096;
 
 /// A URL field checked for form and, unless private addresses are allowed, for where it
-/// resolves (docs/operations.md).
+/// resolves: every address public (docs/api.md, "Webhooks"). The worker checks again, with the
+/// same resolver, at every delivery.
 async fn check_url(state: &AppState, url: &str) -> Result<(), ServiceError> {
-    let parsed = address::parse(url).map_err(|e| ServiceError::invalid("url", e.to_string()))?;
-    if !state.settings.webhook_allow_private {
-        address::check_public(&parsed).await.map_err(|e| {
-            ServiceError::invalid(
-                "url",
-                match e {
-                    AddressError::Private => e.to_string(),
-                    other => other.to_string(),
-                },
-            )
-        })?;
+    let invalid = |e: address::AddressError| ServiceError::invalid("url", e.to_string());
+    let parsed = address::parse(url).map_err(invalid)?;
+    let resolver = &state.webhooks.resolver;
+    if !resolver.allows_private() {
+        resolver.resolve_url(&parsed).await.map_err(invalid)?;
     }
     Ok(())
 }
@@ -122,7 +119,8 @@ pub struct Created {
 }
 
 /// Creates a webhook from `{label, id_group, forwarding_type, formatter, url, authorization?,
-/// is_active?}`; the caller must be a manager of the group.
+/// is_active?}`; the caller must be a manager of the group, which must hold fewer than
+/// `webhooks_per_group` webhooks.
 pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value>) -> Result<Created, ServiceError> {
     let body = read_webhook(input, true)?;
     let id_group = body.id_group.unwrap_or_default();
@@ -130,25 +128,39 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value
     let url = body.url.unwrap_or_default();
     check_url(state, &url).await?;
     let secret = random_token();
-    let authorization = body.authorization.flatten();
+    let vault = &state.webhooks.vault;
+    let sealed_secret = vault.seal(vault::SECRET, &secret);
+    let sealed_authorization = body
+        .authorization
+        .flatten()
+        .map(|a| vault.seal(vault::AUTHORIZATION, &a));
     let new = NewWebhook {
         id_group: &id_group,
         label: body.label.as_deref().unwrap_or_default(),
         forwarding_type: body.forwarding_type.as_deref().unwrap_or_default(),
         formatter: body.formatter.as_deref().unwrap_or_default(),
         url: &url,
-        authorization_header: authorization.as_deref(),
-        secret: &secret,
+        authorization_header: sealed_authorization.as_deref(),
+        secret: &sealed_secret,
         is_active: body.is_active.unwrap_or(true),
         created_by: &caller.id_user,
     };
-    let row = webhooks::create(&state.db, &new, unix_now()).await?;
+    let per_group = state.settings.limits.webhooks_per_group;
+    let row = webhooks::create(&state.db, &new, per_group as u64, unix_now())
+        .await?
+        .ok_or_else(|| {
+            ServiceError::invalid(
+                "id_group",
+                format!("The group already has {per_group} webhooks, the most it may have."),
+            )
+        })?;
     state.webhooks.webhook_changed();
     Ok(Created { row, secret })
 }
 
 /// Changes a webhook with `{label?, formatter?, url?, authorization?, is_active?}`; the caller
-/// must be a manager of its group.
+/// must be a manager of its group. Activating an inactive webhook starts it from new data
+/// (whatever it had queued is dropped, and counted as dropped).
 pub async fn update(
     state: &AppState,
     caller: &Caller,
@@ -160,18 +172,53 @@ pub async fn update(
     if let Some(url) = &body.url {
         check_url(state, url).await?;
     }
+    let vault = &state.webhooks.vault;
+    let sealed_authorization = body
+        .authorization
+        .as_ref()
+        .map(|a| a.as_deref().map(|a| vault.seal(vault::AUTHORIZATION, a)));
     let changes = WebhookChanges {
         label: body.label.as_deref(),
         formatter: body.formatter.as_deref(),
         url: body.url.as_deref(),
-        authorization_header: body.authorization.as_ref().map(|a| a.as_deref()),
+        authorization_header: sealed_authorization.as_ref().map(|a| a.as_deref()),
         is_active: body.is_active,
     };
-    let row = webhooks::update(&state.db, id, &changes, unix_now())
+    let (row, dropped) = webhooks::update(&state.db, id, &changes, unix_now())
         .await?
         .ok_or_else(|| ServiceError::not_found("Webhook", id))?;
+    metrics::counter!(crate::webhooks::ITEMS, "outcome" => "dropped").increment(dropped);
     state.webhooks.webhook_changed();
     Ok(row)
+}
+
+/// Seals the `secret` and `authorization` that an older version stored in clear text; sealed
+/// ones are left as they are, so running it again (every start, every node) changes nothing.
+/// Returns how many webhooks were sealed.
+pub async fn seal_stored(db: &Db, vault: &Vault) -> Result<u64, StoreError> {
+    let mut sealed = 0;
+    for (id, secret, authorization) in webhooks::stored_secrets(db).await? {
+        let clear_secret = !Vault::is_sealed(&secret);
+        let clear_authorization = authorization.as_deref().is_some_and(|a| !Vault::is_sealed(a));
+        if !clear_secret && !clear_authorization {
+            continue;
+        }
+        let new_secret = if clear_secret {
+            vault.seal(vault::SECRET, &secret)
+        } else {
+            secret.clone()
+        };
+        let new_authorization = match authorization.as_deref() {
+            Some(a) if clear_authorization => Some(vault.seal(vault::AUTHORIZATION, a)),
+            other => other.map(str::to_string),
+        };
+        let old = (secret.as_str(), authorization.as_deref());
+        let new = (new_secret.as_str(), new_authorization.as_deref());
+        if webhooks::replace_secrets(db, &id, old, new).await? {
+            sealed += 1;
+        }
+    }
+    Ok(sealed)
 }
 
 /// Enables a disabled webhook or disables an enabled one.

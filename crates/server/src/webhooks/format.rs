@@ -101,6 +101,8 @@ mod tests {
             created_at: 0,
             updated_at: 0,
             created_by: None,
+            disabled_reason: None,
+            disabled_at: None,
         }
     }
 

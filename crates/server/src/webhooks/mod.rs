@@ -1,19 +1,26 @@
 //! Webhooks (docs/api.md, "Webhooks"): records pushed to customer endpoints, at least once. The
 //! ingest transaction queues records in the outbox; the worker here cuts them into batches, signs
 //! and posts them, and retries with backoff (docs/api.md, "Deliveries") until the receiver accepts
-//! or the retry window closes.
+//! or the retry window closes, setting inactive a webhook that keeps failing. Receivers'
+//! addresses are checked where they are resolved (`address`), and the webhooks' credentials are
+//! kept sealed (`vault`).
 
 pub mod address;
 pub mod format;
 pub mod signature;
+pub mod transport;
+pub mod vault;
 mod worker;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use devicecloud_store::webhooks::Routes;
 use tokio::sync::Notify;
 
-pub use worker::{backoff, spawn_worker};
+use address::CheckedResolver;
+use vault::Vault;
+pub use worker::{DISABLED, ITEMS, backoff, spawn_worker};
 
 /// What the ingest path, the API and the worker share about webhooks.
 #[derive(Debug)]
@@ -24,15 +31,21 @@ pub struct WebhookHub {
     pub queued: Notify,
     /// Rung when a webhook was created, changed or deleted: the worker revises its lanes.
     pub changed: Notify,
+    /// Resolves and checks receivers' hosts, for the API's check and the delivery client.
+    pub resolver: Arc<CheckedResolver>,
+    /// Seals and opens the webhooks' `secret` and `authorization`.
+    pub vault: Arc<Vault>,
 }
 
 impl WebhookHub {
     /// A hub whose route table is trusted for `ttl` (changes through another node).
-    pub fn new(ttl: Duration) -> WebhookHub {
+    pub fn new(ttl: Duration, resolver: CheckedResolver, vault: Vault) -> WebhookHub {
         WebhookHub {
             routes: Routes::new(ttl),
             queued: Notify::new(),
             changed: Notify::new(),
+            resolver: Arc::new(resolver),
+            vault: Arc::new(vault),
         }
     }
 

@@ -7,20 +7,26 @@
 //! records arriving while a delivery is in flight make the next batch, so batches grow with
 //! the load and latency stays one round trip), posts it, logs the attempt, and on failure waits
 //! out the backoff (docs/api.md, "Deliveries").
+//!
+//! A lane also watches its own webhook's health (docs/api.md, "Failing webhooks"): when a batch
+//! has failed for the whole retry window, or the backlog passes `webhook_backlog_max`, it sets
+//! the webhook inactive (queue dropped, event 214) and ends.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use devicecloud_store::webhooks::{self, Attempt, DeliveryRow, Outcome, WebhookRow};
+use devicecloud_store::webhooks::{self, Attempt, Deactivation, DeliveryRow, Outcome, WebhookRow};
 use devicecloud_store::{Db, StoreError, unix_now};
 use rand::Rng;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{WebhookHub, address, format, signature};
+use super::transport::{self, Failure};
+use super::{WebhookHub, format};
+use crate::event_catalogue::{REASON_BACKLOG, REASON_RETRY_WINDOW};
+use crate::event_types;
 use crate::state::{AppState, Settings};
 
 /// First retry delay, doubled per failure up to [`BACKOFF_MAX`] (docs/api.md, "Deliveries").
@@ -32,6 +38,18 @@ const BACKOFF_MAX: Duration = Duration::from_secs(600);
 const IDLE_POLL: Duration = Duration::from_millis(500);
 /// How often the lanes are compared with the stored webhooks without a local change.
 const REVISE_EVERY: Duration = Duration::from_secs(5);
+/// How often a lane with work counts its backlog against `webhook_backlog_max` (a count bounded
+/// by the limit, so not on every step).
+const BACKLOG_CHECK_EVERY: Duration = Duration::from_secs(2);
+/// How long a lane whose credentials cannot be opened (another key) waits before it is tried
+/// again.
+const UNOPENABLE_WAIT: Duration = Duration::from_secs(60);
+
+/// Records by what became of them: `delivered`, `failed` (a batch given up after the retry
+/// window), `dropped` (queued records of a webhook set inactive, or re-activated).
+pub const ITEMS: &str = "devicecloud_webhook_items_total";
+/// Webhooks the service set inactive, by `reason` (`retry_window`, `backlog`).
+pub const DISABLED: &str = "devicecloud_webhooks_disabled_total";
 
 /// The delay before retry number `failures` (1 after the first failed attempt): one second
 /// doubling up to ten minutes, spread by ±20 % so that receivers coming back are not hit by
@@ -62,11 +80,7 @@ struct Context {
 /// and the pruning of old attempts. Everything stops when `shutdown` is cancelled (a request in
 /// flight is abandoned and its batch sent again after the restart: at least once).
 pub fn spawn_worker(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
-    let client = match reqwest::Client::builder()
-        .timeout(state.settings.webhook_timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-    {
+    let client = match transport::client(state.webhooks.resolver.clone(), state.settings.webhook_timeout) {
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the webhook HTTP client; webhooks are not delivered");
@@ -80,7 +94,18 @@ pub fn spawn_worker(state: &AppState, tracker: &TaskTracker, shutdown: &Cancella
         client,
         shutdown: shutdown.clone(),
     });
-    tracker.spawn(supervise(context.clone()));
+    let start = context.clone();
+    tracker.spawn(async move {
+        // Credentials an older version kept in clear text are sealed before the first lane.
+        match crate::service::webhooks::seal_stored(&start.db, &start.hub.vault).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(webhooks = n, "webhook credentials sealed with the secret key"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot seal the stored webhook credentials; trying at the next start")
+            }
+        }
+        supervise(start).await;
+    });
     tracker.spawn(prune(context));
 }
 
@@ -132,20 +157,42 @@ enum Next {
     Idle,
     /// The pending delivery is due at this time (Unix milliseconds).
     RetryAt(i64),
+    /// The webhook was set inactive: the lane ends.
+    Disabled,
 }
 
 /// The delivery loop of one webhook.
 async fn lane(context: Arc<Context>, hook: WebhookRow) {
+    let credentials = match Credentials::open(&context, &hook) {
+        Ok(credentials) => credentials,
+        Err(e) => {
+            tracing::error!(error = %e, webhook = %hook.id_webhook, "webhook not delivered: check DEVICECLOUD_SECRET_KEY_FILE");
+            // The supervisor starts the lane again once it has ended.
+            tokio::select! {
+                _ = context.shutdown.cancelled() => {}
+                _ = tokio::time::sleep(UNOPENABLE_WAIT) => {}
+            }
+            return;
+        }
+    };
+    let mut lane = Lane {
+        context: &context,
+        hook: &hook,
+        credentials,
+        backlog_checked: None,
+    };
     loop {
         // Registered before looking at the queue, so that a commit in between is not missed.
         let queued = context.hub.queued.notified();
         tokio::pin!(queued);
         queued.as_mut().enable();
-        let wait = match step(&context, &hook).await {
+        let wait = match lane.step().await {
             Ok(Next::Again) => continue,
             Ok(Next::Idle) => IDLE_POLL,
+            Ok(Next::Disabled) => return,
             Ok(Next::RetryAt(at)) => {
-                let wait = Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0));
+                // Woken before it is due to keep counting the backlog.
+                let wait = Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)).min(BACKLOG_CHECK_EVERY);
                 tokio::select! {
                     _ = context.shutdown.cancelled() => return,
                     _ = tokio::time::sleep(wait) => {}
@@ -165,18 +212,131 @@ async fn lane(context: Arc<Context>, hook: WebhookRow) {
     }
 }
 
-/// One step of a lane: send the pending delivery if due, or cut and send a new batch.
-async fn step(context: &Context, hook: &WebhookRow) -> Result<Next, StoreError> {
-    let delivery = match webhooks::pending_delivery(&context.db, &hook.id_webhook).await? {
-        Some(d) if d.next_attempt_ms > now_ms() => return Ok(Next::RetryAt(d.next_attempt_ms)),
-        Some(d) => d,
-        None => match cut(context, hook).await? {
-            Some(d) => d,
-            None => return Ok(Next::Idle),
-        },
+/// A webhook's signing secret and authorization, opened from the store once per lane (a lane
+/// is started again when its webhook changes).
+struct Credentials {
+    secret: String,
+    authorization: Option<String>,
+}
+
+impl Credentials {
+    fn open(context: &Context, hook: &WebhookRow) -> Result<Credentials, super::vault::Unopenable> {
+        let vault = &context.hub.vault;
+        Ok(Credentials {
+            secret: vault.open(super::vault::SECRET, &hook.secret)?,
+            authorization: match &hook.authorization_header {
+                Some(stored) => Some(vault.open(super::vault::AUTHORIZATION, stored)?),
+                None => None,
+            },
+        })
+    }
+}
+
+/// One webhook's lane.
+struct Lane<'a> {
+    context: &'a Context,
+    hook: &'a WebhookRow,
+    credentials: Credentials,
+    /// When the backlog was last counted.
+    backlog_checked: Option<Instant>,
+}
+
+impl Lane<'_> {
+    /// One step: send the pending delivery if due, or cut and send a new batch; with work at
+    /// hand, count the backlog now and then.
+    async fn step(&mut self) -> Result<Next, StoreError> {
+        let (context, hook) = (self.context, self.hook);
+        let pending = webhooks::pending_delivery(&context.db, &hook.id_webhook).await?;
+        let delivery = match pending {
+            Some(d) => Some(d),
+            None => cut(context, hook).await?,
+        };
+        let Some(delivery) = delivery else {
+            return Ok(Next::Idle);
+        };
+        if self
+            .backlog_checked
+            .is_none_or(|at| at.elapsed() >= BACKLOG_CHECK_EVERY)
+        {
+            self.backlog_checked = Some(Instant::now());
+            let max = context.settings.limits.webhook_backlog_max;
+            if webhooks::backlog_items(&context.db, &hook.id_webhook, max).await? > max {
+                disable(context, hook, REASON_BACKLOG).await?;
+                return Ok(Next::Disabled);
+            }
+        }
+        if delivery.next_attempt_ms > now_ms() {
+            return Ok(Next::RetryAt(delivery.next_attempt_ms));
+        }
+        self.attempt(&delivery).await
+    }
+
+    /// Posts a delivery once, logs the attempt and decides what becomes of the delivery, and of
+    /// the webhook when the batch failed for the whole retry window.
+    async fn attempt(&self, delivery: &DeliveryRow) -> Result<Next, StoreError> {
+        let (context, hook) = (self.context, self.hook);
+        let number = delivery.attempts + 1;
+        let attempted_at = unix_now();
+        let started = Instant::now();
+        let request = transport::Request {
+            url: &hook.url,
+            delivery_id: &delivery.id_delivery,
+            content_type: &delivery.content_type,
+            body: &delivery.body,
+            secret: &self.credentials.secret,
+            authorization: self.credentials.authorization.as_deref(),
+        };
+        let result = transport::send(&context.client, &context.hub.resolver, &request).await;
+        let duration_ms = started.elapsed().as_millis() as i64;
+        let (status_code, error) = match result {
+            Ok(status) => (Some(i64::from(status)), None),
+            Err(Failure::Status(status)) => (Some(i64::from(status)), Some(Failure::Status(status).label())),
+            Err(failure) => (None, Some(failure.label())),
+        };
+        let window_over = now_ms() - delivery.created_ms >= context.settings.webhook_retry_window.as_millis() as i64;
+        let outcome = if error.is_none() {
+            metrics::counter!(ITEMS, "outcome" => "delivered").increment(delivery.item_count as u64);
+            Outcome::Delivered
+        } else if window_over {
+            tracing::warn!(webhook = %hook.id_webhook, delivery = %delivery.id_delivery, "webhook delivery failed for the whole retry window");
+            metrics::counter!(ITEMS, "outcome" => "failed").increment(delivery.item_count as u64);
+            Outcome::Failed
+        } else {
+            let failures = u32::try_from(number).unwrap_or(u32::MAX);
+            Outcome::RetryAt(now_ms() + backoff(failures).as_millis() as i64)
+        };
+        metrics::histogram!("devicecloud_webhook_attempt_seconds").record(duration_ms as f64 / 1000.0);
+        let logged = Attempt {
+            attempted_at,
+            status_code,
+            duration_ms,
+            error,
+            attempt: number,
+        };
+        webhooks::record_attempt(&context.db, delivery, &logged, outcome).await?;
+        if outcome == Outcome::Failed {
+            disable(context, hook, REASON_RETRY_WINDOW).await?;
+            return Ok(Next::Disabled);
+        }
+        Ok(Next::Again)
+    }
+}
+
+/// Sets the webhook inactive for `reason` (its queue dropped, event 214 recorded), counts it,
+/// and has the lanes revised.
+async fn disable(context: &Context, hook: &WebhookRow, reason: &'static str) -> Result<(), StoreError> {
+    let how = Deactivation {
+        reason,
+        event_type: event_types::WEBHOOK_DISABLED,
+        now: unix_now(),
     };
-    attempt(context, hook, &delivery).await?;
-    Ok(Next::Again)
+    if let Some(dropped) = webhooks::deactivate(&context.db, &hook.id_webhook, &how).await? {
+        tracing::warn!(webhook = %hook.id_webhook, reason, dropped, "webhook set inactive");
+        metrics::counter!(ITEMS, "outcome" => "dropped").increment(dropped);
+        metrics::counter!(DISABLED, "reason" => reason).increment(1);
+    }
+    context.hub.webhook_changed();
+    Ok(())
 }
 
 /// Renders the oldest queued records of the webhook into a delivery.
@@ -201,80 +361,6 @@ async fn cut(context: &Context, hook: &WebhookRow) -> Result<Option<DeliveryRow>
     let (body, content_type) = format::body(hook, &records);
     let delivery = webhooks::cut_delivery(&context.db, &hook.id_webhook, &ids, body, content_type, now_ms()).await?;
     Ok(Some(delivery))
-}
-
-/// Posts a delivery once, logs the attempt and decides what becomes of the delivery.
-async fn attempt(context: &Context, hook: &WebhookRow, delivery: &DeliveryRow) -> Result<(), StoreError> {
-    let number = delivery.attempts + 1;
-    let attempted_at = unix_now();
-    let started = Instant::now();
-    let result = post(context, hook, delivery).await;
-    let duration_ms = started.elapsed().as_millis() as i64;
-    let (status_code, error) = match &result {
-        Ok(status) if (200..300).contains(status) => (Some(i64::from(*status)), None),
-        Ok(status) => (Some(i64::from(*status)), Some(format!("answered {status}"))),
-        Err(e) => (None, Some(e.clone())),
-    };
-    let outcome = if error.is_none() {
-        metrics::counter!("devicecloud_webhook_items_total", "outcome" => "delivered")
-            .increment(delivery.item_count as u64);
-        Outcome::Delivered
-    } else if now_ms() - delivery.created_ms >= context.settings.webhook_retry_window.as_millis() as i64 {
-        tracing::warn!(webhook = %hook.id_webhook, delivery = %delivery.id_delivery, "webhook delivery failed for the whole retry window");
-        metrics::counter!("devicecloud_webhook_items_total", "outcome" => "failed")
-            .increment(delivery.item_count as u64);
-        Outcome::Failed
-    } else {
-        let failures = u32::try_from(number).unwrap_or(u32::MAX);
-        Outcome::RetryAt(now_ms() + backoff(failures).as_millis() as i64)
-    };
-    metrics::histogram!("devicecloud_webhook_attempt_seconds").record(duration_ms as f64 / 1000.0);
-    let logged = Attempt {
-        attempted_at,
-        status_code,
-        duration_ms,
-        error: error.as_deref(),
-        attempt: number,
-    };
-    webhooks::record_attempt(&context.db, delivery, &logged, outcome).await
-}
-
-/// Sends the delivery; the receiver's status, or why there was none.
-async fn post(context: &Context, hook: &WebhookRow, delivery: &DeliveryRow) -> Result<u16, String> {
-    let url = address::parse(&hook.url).map_err(|e| e.to_string())?;
-    if !context.settings.webhook_allow_private {
-        // Checked again at every delivery: a name may resolve elsewhere than at creation.
-        address::check_public(&url).await.map_err(|e| e.to_string())?;
-    }
-    let content_type = HeaderValue::from_str(&delivery.content_type).map_err(|e| e.to_string())?;
-    let mut request = context
-        .client
-        .post(url)
-        .header(CONTENT_TYPE, content_type)
-        .header(USER_AGENT, "devicecloud-webhook")
-        .header("X-Devicecloud-Delivery", &delivery.id_delivery)
-        .header("X-Devicecloud-Signature", signature::sign(&hook.secret, &delivery.body))
-        .body(delivery.body.clone());
-    if let Some(authorization) = &hook.authorization_header {
-        let value =
-            HeaderValue::from_str(authorization).map_err(|_| "authorization is not a valid header".to_string())?;
-        request = request.header(AUTHORIZATION, value);
-    }
-    let response = request.send().await.map_err(describe)?;
-    Ok(response.status().as_u16())
-}
-
-/// A short reason for a failed request, for the attempt log.
-fn describe(error: reqwest::Error) -> String {
-    if error.is_timeout() {
-        "timed out".into()
-    } else if error.is_connect() {
-        "connection failed".into()
-    } else {
-        let mut text = error.to_string();
-        text.truncate(500);
-        text
-    }
 }
 
 /// Removes attempts and failed deliveries older than the retention, hourly.

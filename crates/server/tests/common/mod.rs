@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub mod gateway_client;
+pub mod webhook_receiver;
 
 /// The keys of a physical-device record, in the specification's order.
 pub const DEVICE_FIELDS: [&str; 24] = [
@@ -56,6 +57,8 @@ pub struct TestApp {
     pub client_secret: String,
     shutdown: CancellationToken,
     running: Running,
+    /// Where the store is, for a restart.
+    db_url: String,
     _dir: TempDir,
 }
 
@@ -64,12 +67,22 @@ pub struct TempDir(pub std::path::PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // An empty path: the directory was handed to a restarted service.
+        if !self.0.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
 /// Opens a fresh store: SQLite in `dir`, or a new PostgreSQL database.
 pub async fn fresh_db(dir: &std::path::Path) -> Db {
+    Db::connect(&fresh_db_url(dir).await)
+        .await
+        .expect("open the test store")
+}
+
+/// The address of a fresh store: an SQLite file in `dir`, or a new PostgreSQL database.
+pub async fn fresh_db_url(dir: &std::path::Path) -> String {
     match std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
         .ok()
         .filter(|u| !u.is_empty())
@@ -88,15 +101,12 @@ pub async fn fresh_db(dir: &std::path::Path) -> Db {
                 .await
                 .expect("create test database");
             admin.close().await;
-            let url = match base.rsplit_once('/') {
+            match base.rsplit_once('/') {
                 Some((server, _)) => format!("{server}/{name}"),
                 None => panic!("DEVICECLOUD_TEST_DATABASE_URL must end with /<database>"),
-            };
-            Db::connect(&url).await.expect("open test database")
+            }
         }
-        None => Db::connect(&format!("sqlite://{}", dir.join("test.db").display()))
-            .await
-            .expect("open sqlite"),
+        None => format!("sqlite://{}", dir.join("test.db").display()),
     }
 }
 
@@ -112,8 +122,14 @@ impl TestApp {
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let db = fresh_db(&dir).await;
-        // The service as `serve` starts it: the same listeners and background tasks.
+        let db_url = fresh_db_url(&dir).await;
+        TestApp::start(TempDir(dir), db_url, settings, None).await
+    }
+
+    /// The service as `serve` starts it on the store at `db_url`: the same listeners and
+    /// background tasks. Registers an API client unless `client` names one already stored.
+    async fn start(dir: TempDir, db_url: String, settings: Settings, client: Option<(String, String)>) -> TestApp {
+        let db = Db::connect(&db_url).await.expect("open the test store");
         let listeners = Listeners {
             http: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
             mqtt: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
@@ -123,10 +139,16 @@ impl TestApp {
         let (state, shutdown) = (running.state.clone(), running.shutdown_token());
         let base = format!("http://{}", running.addresses.http);
         let mqtt_addr = running.addresses.mqtt;
-        let (client_id, client_secret) = (devicecloud_store::new_id(), random_token());
-        clients::create(&db, &client_id, "tests", &token_hash(&client_secret), unix_now())
-            .await
-            .unwrap();
+        let (client_id, client_secret) = match client {
+            Some(client) => client,
+            None => {
+                let (id, secret) = (devicecloud_store::new_id(), random_token());
+                clients::create(&db, &id, "tests", &token_hash(&secret), unix_now())
+                    .await
+                    .unwrap();
+                (id, secret)
+            }
+        };
         TestApp {
             base,
             mqtt_addr,
@@ -136,8 +158,25 @@ impl TestApp {
             client_secret,
             shutdown,
             running,
-            _dir: TempDir(dir),
+            db_url,
+            _dir: dir,
         }
+    }
+
+    /// Stops this service and starts a new one on the same store (and data directory) with
+    /// `settings`, as a restart of `serve` does; tokens and the API client stay valid.
+    pub async fn restart(mut self, settings: Settings) -> TestApp {
+        self.stop();
+        // The lanes and listeners end on the cancellation; give them a moment.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let dir = std::mem::replace(&mut self._dir, TempDir(std::path::PathBuf::new()));
+        let client = (self.client_id.clone(), self.client_secret.clone());
+        TestApp::start(dir, self.db_url.clone(), settings, Some(client)).await
+    }
+
+    /// The data directory of this service (a fresh one per test).
+    pub fn dir(&self) -> &std::path::Path {
+        &self._dir.0
     }
 
     /// Starts the TLS listener of the gateway endpoint beside the plain one (loopback, port

@@ -196,7 +196,9 @@ pub async fn record_attempt(db: &Db, delivery: &DeliveryRow, attempt: &Attempt<'
 }
 
 /// Removes attempts and failed deliveries older than `before` (Unix seconds), and queued rows
-/// of webhooks that no longer exist; returns how many rows went.
+/// of webhooks that no longer exist or are inactive (routed to them by a route table that had
+/// not seen the change yet: an inactive webhook starts from new data when activated again);
+/// returns how many rows went.
 pub async fn prune(db: &Db, before: i64) -> Result<u64> {
     let statements = [
         "DELETE FROM webhook_attempts WHERE attempted_at < $1",
@@ -210,7 +212,8 @@ pub async fn prune(db: &Db, before: i64) -> Result<u64> {
             .await
             .map(|r| r.rows_affected()))?;
     }
-    let orphans = "DELETE FROM webhook_outbox WHERE id_webhook NOT IN (SELECT id_webhook FROM webhooks)";
+    let orphans =
+        "DELETE FROM webhook_outbox WHERE id_webhook NOT IN (SELECT id_webhook FROM webhooks WHERE is_active = 1)";
     removed += on_pool!(db, |p| sqlx::query(orphans).execute(p).await.map(|r| r.rows_affected()))?;
     Ok(removed)
 }

@@ -12,7 +12,8 @@ use crate::{Result, new_id};
 /// The two forwarding types (specification, Events: Measurements or Events).
 pub const FORWARDING_TYPES: [&str; 2] = ["measurements", "events"];
 
-/// A stored webhook. `secret` is the HMAC key; it never leaves the service after creation.
+/// A stored webhook. `secret` (the HMAC key) and `authorization_header` are kept as the service
+/// hands them over: sealed (encrypted) by the server before they reach the store.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
 pub struct WebhookRow {
     pub id_webhook: String,
@@ -27,6 +28,11 @@ pub struct WebhookRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub created_by: Option<String>,
+    /// Why the service set the webhook inactive (`retry_window`, `backlog`); cleared when a
+    /// client activates it again.
+    pub disabled_reason: Option<String>,
+    /// When the service set it inactive (Unix seconds).
+    pub disabled_at: Option<i64>,
 }
 
 /// Fields of a new webhook.
@@ -62,10 +68,10 @@ fn output() -> &'static [&'static str] {
     *FIELDS
 }
 const SELECT: &str = "SELECT id_webhook, id_group, label, forwarding_type, formatter, url, authorization_header, \
-                      secret, is_active, created_at, updated_at, created_by FROM webhooks";
+                      secret, is_active, created_at, updated_at, created_by, disabled_reason, disabled_at FROM webhooks";
 
 /// The filterable and sortable attributes of the webhook collection.
-pub const COLUMNS: [Column; 10] = [
+pub const COLUMNS: [Column; 12] = [
     col(TABLE, "id", "id_webhook", AttrKind::String),
     col(TABLE, "id_webhook", "id_webhook", AttrKind::String),
     col(TABLE, "id_group", "id_group", AttrKind::String),
@@ -76,11 +82,13 @@ pub const COLUMNS: [Column; 10] = [
     col(TABLE, "is_active", "is_active", AttrKind::Integer),
     col(TABLE, "created_at", "created_at", AttrKind::Integer),
     col(TABLE, "updated_at", "updated_at", AttrKind::Integer),
+    col(TABLE, "disabled_reason", "disabled_reason", AttrKind::String),
+    col(TABLE, "disabled_at", "disabled_at", AttrKind::Integer),
 ];
 /// The filter attributes of the webhook collection.
-pub const ATTRIBUTES: [Attribute; 10] = attributes(&COLUMNS);
+pub const ATTRIBUTES: [Attribute; 12] = attributes(&COLUMNS);
 /// The sortable attributes of the webhook collection.
-pub const SORTABLE: [&str; 10] = names(&COLUMNS);
+pub const SORTABLE: [&str; 12] = names(&COLUMNS);
 
 pub(super) const fn col(table: &'static str, attr: &'static str, column: &'static str, kind: AttrKind) -> Column {
     Column {
@@ -91,30 +99,51 @@ pub(super) const fn col(table: &'static str, attr: &'static str, column: &'stati
     }
 }
 
-/// Creates a webhook and returns it.
-pub async fn create(db: &Db, new: &NewWebhook<'_>, now: i64) -> Result<WebhookRow> {
+/// Creates a webhook and returns it, or `None` when its group already holds `per_group`
+/// webhooks (docs/operations.md, "Limits"). The count and the insert are one transaction that
+/// starts by writing the group's row: that takes SQLite's write lock and PostgreSQL's lock on
+/// the row, so concurrent creations in one group are serialised and the limit holds.
+pub async fn create(db: &Db, new: &NewWebhook<'_>, per_group: u64, now: i64) -> Result<Option<WebhookRow>> {
     let id = new_id();
-    on_pool!(db, |p| {
+    let per_group = i64::try_from(per_group).unwrap_or(i64::MAX);
+    let created = on_pool!(db, |p| {
+        async {
+        let mut tx = p.begin().await?;
+        sqlx::query("UPDATE groups SET id_group = id_group WHERE id_group = $1")
+            .bind(new.id_group)
+            .execute(&mut *tx)
+            .await?;
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhooks WHERE id_group = $1")
+            .bind(new.id_group)
+            .fetch_one(&mut *tx)
+            .await?;
+        if count >= per_group {
+            tx.rollback().await?;
+            return Ok(false);
+        }
         sqlx::query(
-        "INSERT INTO webhooks (id_webhook, id_group, label, forwarding_type, formatter, url, authorization_header, \
-         secret, is_active, created_at, updated_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)"
-    )
-    .bind(&id)
-    .bind(new.id_group)
-    .bind(new.label)
-    .bind(new.forwarding_type)
-    .bind(new.formatter)
-    .bind(new.url)
-    .bind(new.authorization_header)
-    .bind(new.secret)
-    .bind(i64::from(new.is_active))
-    .bind(now)
-    .bind(new.created_by)
-    .execute(p)
+            "INSERT INTO webhooks (id_webhook, id_group, label, forwarding_type, formatter, url, authorization_header, \
+             secret, is_active, created_at, updated_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)",
+        )
+        .bind(&id)
+        .bind(new.id_group)
+        .bind(new.label)
+        .bind(new.forwarding_type)
+        .bind(new.formatter)
+        .bind(new.url)
+        .bind(new.authorization_header)
+        .bind(new.secret)
+        .bind(i64::from(new.is_active))
+        .bind(now)
+        .bind(new.created_by)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(true)
+    }
     .await
-    .map(|r| r.rows_affected())
     })?;
-    Ok(WebhookRow {
+    Ok(created.then(|| WebhookRow {
         id_webhook: id,
         id_group: new.id_group.into(),
         label: new.label.into(),
@@ -127,7 +156,9 @@ pub async fn create(db: &Db, new: &NewWebhook<'_>, now: i64) -> Result<WebhookRo
         created_at: now,
         updated_at: now,
         created_by: Some(new.created_by.into()),
-    })
+        disabled_reason: None,
+        disabled_at: None,
+    }))
 }
 
 /// One webhook; visibility is the caller's business.
@@ -161,8 +192,19 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
     collection::scoped_list(db, TABLE, output(), &COLUMNS, &[], args, oldest_first, &KEY).await
 }
 
-/// Applies `changes` and returns the webhook (`None` if it does not exist).
-pub async fn update(db: &Db, id_webhook: &str, changes: &WebhookChanges<'_>, now: i64) -> Result<Option<WebhookRow>> {
+/// Applies `changes` and returns the webhook (`None` if it does not exist). Activating an
+/// inactive webhook starts it from new data: its `disabled_*` fields are cleared and whatever
+/// it still had queued (rows routed to it by a stale route table, batches pending from before)
+/// is dropped in the same transaction; the second value counts the records dropped.
+pub async fn update(
+    db: &Db,
+    id_webhook: &str,
+    changes: &WebhookChanges<'_>,
+    now: i64,
+) -> Result<Option<(WebhookRow, u64)>> {
+    let Some(before) = get(db, id_webhook).await? else {
+        return Ok(None);
+    };
     let mut update = Query::update();
     update
         .table(TABLE)
@@ -183,12 +225,45 @@ pub async fn update(db: &Db, id_webhook: &str, changes: &WebhookChanges<'_>, now
     if let Some(active) = changes.is_active {
         update.value("is_active", i64::from(active));
     }
+    let reactivated = changes.is_active == Some(true) && before.is_active != 1;
+    if reactivated {
+        update
+            .value("disabled_reason", Option::<String>::None)
+            .value("disabled_at", Option::<i64>::None);
+    }
     let (sql, values) = db.build(&update);
-    on_pool!(db, |p| sqlx::query_with(sqlx::AssertSqlSafe(sql), values)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?;
-    get(db, id_webhook).await
+    let mut tx = Tx::begin(db).await?;
+    tx.execute(sql, values).await?;
+    let dropped = if reactivated {
+        drop_queue(&mut tx, id_webhook).await?
+    } else {
+        0
+    };
+    tx.commit().await?;
+    Ok(get(db, id_webhook).await?.map(|row| (row, dropped)))
+}
+
+/// Removes what a webhook has queued, rows in the outbox and pending batches, in `tx`; returns
+/// the records removed. Failed batches stay, for the attempt log's sake, until pruned.
+pub(super) async fn drop_queue(tx: &mut Tx, id_webhook: &str) -> sqlx::Result<u64> {
+    let bind = || sea_query_sqlx::SqlxValues(sea_query::Values(vec![id_webhook.into()]));
+    let pending = tx
+        .scalar(
+            "SELECT CAST(COALESCE(SUM(item_count), 0) AS BIGINT) FROM webhook_deliveries \
+             WHERE id_webhook = $1 AND state = 'pending'"
+                .into(),
+            bind(),
+        )
+        .await?;
+    tx.execute(
+        "DELETE FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'pending'".into(),
+        bind(),
+    )
+    .await?;
+    let queued = tx
+        .execute("DELETE FROM webhook_outbox WHERE id_webhook = $1".into(), bind())
+        .await?;
+    Ok(queued + u64::try_from(pending).unwrap_or(0))
 }
 
 /// Deletes a webhook with its queue, deliveries and attempts; returns whether it existed.
@@ -205,4 +280,33 @@ pub async fn delete(db: &Db, id_webhook: &str) -> Result<bool> {
         .await?;
     tx.commit().await?;
     Ok(n > 0)
+}
+
+/// The stored `secret` and `authorization_header` of every webhook, for the service's start,
+/// which seals those still kept in clear text by an older version.
+pub async fn stored_secrets(db: &Db) -> Result<Vec<(String, String, Option<String>)>> {
+    let sql = "SELECT id_webhook, secret, authorization_header FROM webhooks ORDER BY id_webhook";
+    Ok(on_pool!(db, |p| sqlx::query_as(sql).fetch_all(p).await)?)
+}
+
+/// Replaces a webhook's stored `secret` and `authorization_header` with `new` if they still are
+/// `old` (a client may have changed them meanwhile); returns whether they were replaced.
+pub async fn replace_secrets(
+    db: &Db,
+    id_webhook: &str,
+    old: (&str, Option<&str>),
+    new: (&str, Option<&str>),
+) -> Result<bool> {
+    let sql = "UPDATE webhooks SET secret = $2, authorization_header = $3 \
+               WHERE id_webhook = $1 AND secret = $4 AND authorization_header IS NOT DISTINCT FROM $5";
+    let n = on_pool!(db, |p| sqlx::query(sql)
+        .bind(id_webhook)
+        .bind(new.0)
+        .bind(new.1)
+        .bind(old.0)
+        .bind(old.1)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()))?;
+    Ok(n == 1)
 }
