@@ -15,9 +15,9 @@ use crate::state::AppState;
 #[openapi(
     info(title = "devicecloud REST API", description = "Groups, physical devices, data, events and commands of an IoT device cloud."),
     paths(
-        oauth::token,
+        oauth::token::token, oauth::revoke::revoke,
         groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
-        users::create, users::view,
+        users::index, users::create, users::view, users::view_me, users::update, users::update_me,
         gateway::measurements, gateway::events,
         device_collection::index, devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
         commands::ping, commands::restart, commands::status, commands::request_measurement, commands::wifi_scan, commands::wifi_connect, commands::wifi_disconnect, commands::reset_main_counter, commands::reset_daily_counter, commands::modbus_write, commands::zwave_node,
