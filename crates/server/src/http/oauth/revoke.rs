@@ -48,5 +48,6 @@ pub async fn revoke(State(state): State<AppState>, req: Request) -> Result<Respo
     if let Some(access_hash) = tokens::revoke(&state.db, &token_hash(token), &client_id).await? {
         state.auth.forget_token(&access_hash);
     }
-    Ok(([(CACHE_CONTROL, HeaderValue::from_static("no-store"))], "").into_response())
+    // No body, so no content type either.
+    Ok((StatusCode::OK, [(CACHE_CONTROL, HeaderValue::from_static("no-store"))]).into_response())
 }
