@@ -36,12 +36,18 @@ pub enum ApiError {
     /// (docs/operations.md, "Limits").
     #[error("{0}")]
     Busy(String),
-    /// An OAuth 2.0 token-endpoint error: the standard body plus RFC 6749 §5.2 `error` fields.
+    /// 429 with `Retry-After`: past an account's rate limit, or past the failed sign-ins of a
+    /// username from one address (docs/operations.md, "Limits").
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after_s: u64 },
+    /// An OAuth 2.0 endpoint error: the standard body plus RFC 6749 §5.2 `error` fields, and
+    /// `Retry-After` when the client is to wait.
     #[error("{description}")]
     OAuth {
         status: StatusCode,
         error: &'static str,
         description: String,
+        retry_after_s: Option<u64>,
     },
     /// Something that should not happen; logged, answered 500 without details.
     #[error("internal error: {0}")]
@@ -91,11 +97,14 @@ impl From<StoreError> for ApiError {
 
 impl From<ServiceError> for ApiError {
     fn from(err: ServiceError) -> ApiError {
+        let message = err.to_string();
         match err {
             ServiceError::NotFound(message) => ApiError::NotFound(message),
             ServiceError::NotAllowed => ApiError::forbidden(),
             ServiceError::Invalid(list) => ApiError::Validation(list),
             ServiceError::BadInput(message) => ApiError::BadRequest(message),
+            ServiceError::SignInRefused => ApiError::Unauthorized(message),
+            ServiceError::TooManySignIns { retry_after_s } => ApiError::TooManyRequests { message, retry_after_s },
             ServiceError::Command { method, error } => command_error(method, error),
             ServiceError::Store(e) => e.into(),
             ServiceError::Internal(detail) => ApiError::Internal(detail),
@@ -163,10 +172,15 @@ impl IntoResponse for ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 error_body(StatusCode::SERVICE_UNAVAILABLE, m),
             ),
+            ApiError::TooManyRequests { message, .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                error_body(StatusCode::TOO_MANY_REQUESTS, message),
+            ),
             ApiError::OAuth {
                 status,
                 error,
                 description,
+                ..
             } => {
                 let mut body = error_body(*status, description);
                 if let Some(map) = body.as_object_mut() {
@@ -181,11 +195,18 @@ impl IntoResponse for ApiError {
                 (status, error_body(status, "An internal server error occurred."))
             }
         };
+        let retry_after = match &self {
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(HeaderValue::from_static(RETRY_AFTER_S)),
+            ApiError::TooManyRequests { retry_after_s, .. }
+            | ApiError::OAuth {
+                retry_after_s: Some(retry_after_s),
+                ..
+            } => Some(HeaderValue::from(*retry_after_s)),
+            _ => None,
+        };
         let mut response = (status, axum::Json(body)).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
+        if let Some(value) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(

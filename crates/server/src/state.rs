@@ -11,6 +11,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::cache::AuthCache;
 use crate::auth::login_limit::LoginLimiter;
+use crate::auth::rate_limit::AccountLimiter;
 use crate::commands::CommandLog;
 use crate::gateway::RejectionLog;
 use crate::ingest::IngestQueue;
@@ -249,8 +250,11 @@ pub struct Services {
     pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
     /// Webhook routes and the signals between the ingest path, the API and the worker.
     pub webhooks: Arc<WebhookHub>,
-    /// Failed dashboard sign-ins, for the rate limit.
-    pub login_limiter: Arc<LoginLimiter>,
+    /// Failed sign-ins per (username, client address), for the password grant and the
+    /// dashboard's form alike.
+    pub login_limiter: LoginLimiter,
+    /// Requests per account on `/api/v2/`; `None` when the rate limit is off.
+    pub account_limiter: Option<AccountLimiter>,
     /// Rejection events of this node's gateways, coalesced per minute.
     pub rejections: RejectionLog,
     /// Connections the MQTT listeners may still take (`Limits::mqtt_max_connections`).
@@ -281,6 +285,8 @@ impl AppState {
             devicecloud_store::Backend::Postgres => 16,
         };
         let requests = db.for_requests(limits.query_timeout, connections);
+        let login_limiter = LoginLimiter::new(limits.signin_failures_max, limits.signin_window);
+        let account_limiter = AccountLimiter::new(settings.rate_limit);
         AppState(Arc::new(Services {
             ingest: IngestQueue::start(db.clone(), webhooks.clone(), tracker, shutdown.clone()),
             command_log: CommandLog::start(db.clone(), tracker, shutdown.clone()),
@@ -296,7 +302,8 @@ impl AppState {
             gateways: Arc::default(),
             node_id: uuid::Uuid::new_v4().to_string(),
             readiness: tokio::sync::Mutex::new(None),
-            login_limiter: Arc::default(),
+            login_limiter,
+            account_limiter,
             rejections: RejectionLog::default(),
         }))
     }

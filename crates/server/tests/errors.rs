@@ -52,7 +52,7 @@ async fn unknown_routes_are_404() {
         "/api/v3/group",
         "/api/v2/group/a/b/c",
         "/oauth2/other",
-        "/api/v2/user",
+        "/oauth2/revoke",
     ] {
         for token in [None, Some(admin.as_str())] {
             let mut request = app.http.get(app.url(path));
@@ -60,7 +60,7 @@ async fn unknown_routes_are_404() {
                 request = request.bearer_auth(token);
             }
             let reply = send(request).await;
-            if path == "/api/v2/user" {
+            if path == "/oauth2/revoke" {
                 // Served for POST only: a wrong method, not an unknown route.
                 assert_eq!(reply.status, 405, "{path}");
                 continue;
@@ -91,7 +91,13 @@ async fn wrong_methods_are_405_with_allow() {
             vec!["GET", "HEAD", "PATCH", "DELETE"],
         ),
         (Method::GET, "/oauth2/token".to_string(), vec!["POST"]),
-        (Method::GET, "/api/v2/user".to_string(), vec!["POST"]),
+        (Method::DELETE, "/api/v2/user".to_string(), vec!["GET", "HEAD", "POST"]),
+        (Method::GET, "/oauth2/revoke".to_string(), vec!["POST"]),
+        (
+            Method::DELETE,
+            "/api/v2/user/me".to_string(),
+            vec!["GET", "HEAD", "PATCH"],
+        ),
         (Method::POST, "/healthz".to_string(), vec!["GET", "HEAD"]),
     ];
     for (method, path, methods) in cases {

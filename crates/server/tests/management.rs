@@ -233,7 +233,10 @@ async fn create_a_user() {
     .await
     .expect(201);
     let body = reply.json();
-    assert_eq!(keys(&body), ["id_user", "username", "is_admin", "created_at"]);
+    assert_eq!(
+        keys(&body),
+        ["id_user", "username", "is_admin", "disabled", "created_at"]
+    );
     let id = body["id_user"].as_str().unwrap();
     assert!(uuid::Uuid::parse_str(id).is_ok());
     assert_eq!(body["username"], "New.Person@example.com");
@@ -393,7 +396,10 @@ async fn view_a_user() {
         .await
         .expect(200)
         .json();
-    assert_eq!(keys(&body), ["id_user", "username", "is_admin", "created_at"]);
+    assert_eq!(
+        keys(&body),
+        ["id_user", "username", "is_admin", "disabled", "created_at"]
+    );
     assert_eq!(body["id_user"], user_id);
     assert_eq!(body["is_admin"], json!(false));
     assert!(body["created_at"].is_i64());

@@ -82,7 +82,9 @@ async fn the_openapi_document() {
         "/api/v2/group/{id}",
         "/api/v2/group",
         "/oauth2/token",
+        "/oauth2/revoke",
         "/api/v2/user",
+        "/api/v2/user/me",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -95,7 +97,17 @@ async fn the_openapi_document() {
     }
     assert!(paths["/oauth2/token"]["post"].is_object());
     assert!(paths["/api/v2/group/index"]["get"].is_object());
+    assert!(paths["/api/v2/user/{id}"]["patch"].is_object());
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    // The rate limit per account: its headers and its 429 on operations that need a token.
+    let responses = &paths["/api/v2/group/index"]["get"]["responses"];
+    assert!(
+        responses["200"]["headers"]["X-Rate-Limit-Remaining"].is_object(),
+        "{responses}"
+    );
+    assert!(responses["429"]["headers"]["Retry-After"].is_object(), "{responses}");
+    assert!(paths["/oauth2/token"]["post"]["responses"]["429"].is_object());
+    assert!(paths["/healthz"]["get"]["responses"]["429"].is_null());
 }
 
 /// The `src` and `href` values of a page, in order.

@@ -28,6 +28,16 @@ pub struct Column {
     pub kind: AttrKind,
 }
 
+/// A column of `table` whose attribute has the column's own name.
+pub(crate) const fn same_name(table: &'static str, attr: &'static str, kind: AttrKind) -> Column {
+    Column {
+        attr,
+        table,
+        column: attr,
+        kind,
+    }
+}
+
 /// The filter attributes of a collection's columns, so that one table of columns is the single
 /// description of a collection (the server hands these to the `query` parser).
 pub const fn attributes<const N: usize>(columns: &[Column; N]) -> [Attribute; N] {

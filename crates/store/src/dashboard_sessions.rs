@@ -39,12 +39,12 @@ pub async fn create(
     Ok(())
 }
 
-/// The unexpired session with this hash.
+/// The unexpired session with this hash (none for a disabled account).
 pub async fn get(db: &Db, session_hash: &str, now: i64) -> Result<Option<SessionRow>> {
     Ok(on_pool!(db, |p| sqlx::query_as::<_, SessionRow>(
         "SELECT s.id_user, a.username, a.is_admin, s.csrf_token, s.expires_at \
          FROM dashboard_sessions s JOIN accounts a ON a.id_user = s.id_user \
-         WHERE s.session_hash = $1 AND s.expires_at > $2"
+         WHERE s.session_hash = $1 AND s.expires_at > $2 AND a.disabled = 0"
     )
     .bind(session_hash)
     .bind(now)

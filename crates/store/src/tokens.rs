@@ -37,11 +37,12 @@ pub async fn insert(
     Ok(())
 }
 
-/// The owner of an access token, expired or not (the caller checks `expires_at`).
+/// The owner of an access token, expired or not (the caller checks `expires_at`); `None` also
+/// for a token of a disabled account.
 pub async fn owner(db: &Db, token_hash: &str) -> Result<Option<TokenOwner>> {
     Ok(on_pool!(db, |p| {
         sqlx::query_as::<_, TokenOwner>(
-        "SELECT t.id_user, a.is_admin, t.client_id, t.expires_at FROM access_tokens t JOIN accounts a ON a.id_user = t.id_user WHERE t.token_hash = $1"
+        "SELECT t.id_user, a.is_admin, t.client_id, t.expires_at FROM access_tokens t JOIN accounts a ON a.id_user = t.id_user WHERE t.token_hash = $1 AND a.disabled = 0"
     )
     .bind(token_hash)
     .fetch_optional(p)
@@ -49,22 +50,76 @@ pub async fn owner(db: &Db, token_hash: &str) -> Result<Option<TokenOwner>> {
     })?)
 }
 
-/// Extends the access token to `expires_at` if `refresh_hash` and `client_id` belong to it.
-/// Returns whether a token was extended.
-pub async fn refresh(db: &Db, token_hash: &str, refresh_hash: &str, client_id: &str, expires_at: i64) -> Result<bool> {
-    let n = on_pool!(db, |p| {
-        sqlx::query(
-            "UPDATE access_tokens SET expires_at = $1 WHERE token_hash = $2 AND refresh_hash = $3 AND client_id = $4",
+/// What a refresh did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refresh {
+    /// The pair lives on until this time.
+    Extended(i64),
+    /// The pair was granted more than the token lifetime ago: only a new password grant helps.
+    TooOld,
+    /// No pair of this access token, refresh token and client.
+    Unknown,
+}
+
+/// Extends the access token to `wanted` if `refresh_hash` and `client_id` belong to it, but never
+/// past `lifetime_s` after the password grant that made the pair: its `created_at`, which a
+/// refresh does not move (docs/api.md, "Authentication").
+pub async fn refresh(
+    db: &Db,
+    token_hash: &str,
+    refresh_hash: &str,
+    client_id: &str,
+    wanted: i64,
+    lifetime_s: i64,
+    now: i64,
+) -> Result<Refresh> {
+    let granted: Option<i64> = on_pool!(db, |p| {
+        sqlx::query_scalar(
+            "SELECT created_at FROM access_tokens WHERE token_hash = $1 AND refresh_hash = $2 AND client_id = $3",
         )
-        .bind(expires_at)
         .bind(token_hash)
         .bind(refresh_hash)
         .bind(client_id)
-        .execute(p)
+        .fetch_optional(p)
         .await
-        .map(|r| r.rows_affected())
     })?;
-    Ok(n > 0)
+    let Some(granted) = granted else {
+        return Ok(Refresh::Unknown);
+    };
+    let end = granted.saturating_add(lifetime_s);
+    if end <= now {
+        return Ok(Refresh::TooOld);
+    }
+    let expires_at = wanted.min(end);
+    let n = on_pool!(db, |p| {
+        sqlx::query("UPDATE access_tokens SET expires_at = $1 WHERE token_hash = $2 AND refresh_hash = $3")
+            .bind(expires_at)
+            .bind(token_hash)
+            .bind(refresh_hash)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected())
+    })?;
+    Ok(if n > 0 {
+        Refresh::Extended(expires_at)
+    } else {
+        Refresh::Unknown
+    })
+}
+
+/// Revokes the pair that `hash` names, as its access or its refresh token, if it was issued to
+/// `client_id` (RFC 7009: a client revokes its own tokens). Returns the access token's hash
+/// when a pair ended.
+pub async fn revoke(db: &Db, hash: &str, client_id: &str) -> Result<Option<String>> {
+    Ok(on_pool!(db, |p| {
+        sqlx::query_scalar(
+            "DELETE FROM access_tokens WHERE (token_hash = $1 OR refresh_hash = $1) AND client_id = $2 RETURNING token_hash",
+        )
+        .bind(hash)
+        .bind(client_id)
+        .fetch_optional(p)
+        .await
+    })?)
 }
 
 /// Deletes tokens that expired before `before`; returns how many.

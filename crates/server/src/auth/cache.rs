@@ -56,10 +56,18 @@ impl AuthCache {
         }
     }
 
-    /// Forgets a token, after a refresh changed its expiry.
+    /// Forgets a token, after a refresh changed its expiry or a revocation ended it.
     pub fn forget_token(&self, hash: &str) {
         if let Ok(mut map) = self.tokens.write() {
             map.remove(hash);
+        }
+    }
+
+    /// Forgets every token of an account, after its tokens were revoked (a disabled account,
+    /// a changed password): the next request with any of them reads the store, and fails.
+    pub fn forget_user(&self, id_user: &str) {
+        if let Ok(mut map) = self.tokens.write() {
+            map.retain(|_, (entry, _)| entry.id_user != id_user);
         }
     }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use devicecloud_store::groups::{GroupRow, GroupScope};
@@ -92,9 +93,19 @@ impl Caller {
     }
 }
 
+/// The token entry of a request whose bearer token an outer layer already checked (the rate
+/// limit, `http::rate_limit`), so that the extractor does not look it up twice.
+#[derive(Clone, Debug)]
+pub struct Authenticated(pub TokenEntry);
+
 /// The bearer token of a request, if the header has the `Bearer <token>` form.
 pub fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    bearer_value(&parts.headers)
+}
+
+/// The bearer token in `headers`, if `Authorization` has the `Bearer <token>` form.
+pub fn bearer_value(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -104,10 +115,15 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, ApiError> {
-        let token = bearer_token(parts).ok_or_else(ApiError::invalid_credentials)?;
-        let entry = token_entry(state, &token_hash(token))
-            .await?
-            .ok_or_else(ApiError::invalid_credentials)?;
+        let entry = match parts.extensions.remove::<Authenticated>() {
+            Some(Authenticated(entry)) => entry,
+            None => {
+                let token = bearer_token(parts).ok_or_else(ApiError::invalid_credentials)?;
+                token_entry(state, &token_hash(token))
+                    .await?
+                    .ok_or_else(ApiError::invalid_credentials)?
+            }
+        };
         if entry.expires_at <= unix_now() {
             return Err(ApiError::invalid_credentials());
         }

@@ -1,95 +1,124 @@
-//! Rate limit of the sign-in form: failed attempts are counted per client address and per
-//! username over a sliding window; past the limit the form answers 429 until the oldest
-//! counted failure leaves the window. Counting per username too stops a spread-out guessing
-//! attack on one account; counting per address stops one client from trying many accounts.
+//! The limit on failed sign-ins (docs/operations.md, "Limits"): the OAuth password grant and the
+//! dashboard's form count failures per (username, client address) over a sliding window; past
+//! the limit that pair answers 429 until its oldest counted failure leaves the window, and the
+//! password is not even checked meanwhile. Keying by the pair, not by the username alone, means
+//! that a guesser elsewhere cannot lock an account's owner out; keying by the address alone
+//! would let one address behind a shared proxy lock out everyone behind it.
 //!
-//! The counts live in memory: a restart forgets them, and each node counts its own.
+//! The counts live in memory, at most [`MAX_KEYS`] pairs: a restart forgets them, and each node
+//! counts its own.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Failures allowed per key within [`WINDOW`].
-pub const MAX_FAILURES: usize = 10;
-/// The sliding window.
-pub const WINDOW: Duration = Duration::from_secs(300);
-/// Keys kept at most; beyond, expired keys are dropped, then the oldest.
+/// Pairs remembered at most. Beyond, expired pairs are dropped first, then the pairs that
+/// failed least recently (blocked ones last), so a flood of distinct usernames costs bounded
+/// memory.
 const MAX_KEYS: usize = 100_000;
 
-/// Failed sign-ins by key (`ip:<addr>` and `user:<lowercase name>`).
-#[derive(Debug, Default)]
+/// One (username, client address) pair: the username lower-cased (sign-in compares it so), an
+/// IPv6 client by its /64 (one host usually holds a whole /64 and could otherwise take a fresh
+/// address for every attempt).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SignInKey {
+    username: String,
+    address: String,
+}
+
+impl SignInKey {
+    pub fn new(username: &str, client: IpAddr) -> SignInKey {
+        let address = match client {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        };
+        SignInKey {
+            username: username.trim().to_lowercase(),
+            address,
+        }
+    }
+}
+
+/// Failed sign-ins by pair.
+#[derive(Debug)]
 pub struct LoginLimiter {
-    failures: Mutex<HashMap<String, VecDeque<Instant>>>,
+    max_failures: usize,
+    window: Duration,
+    failures: Mutex<HashMap<SignInKey, VecDeque<Instant>>>,
 }
 
 impl LoginLimiter {
-    /// Counts an attempt against every key before the password is checked, so that requests
-    /// sent at once cannot all pass; `Err` with the seconds to wait when a key is at its limit
-    /// (nothing is counted then). A success takes its count back ([`Self::succeeded`]).
-    pub fn attempt(&self, keys: &[String], now: Instant) -> Result<(), u64> {
+    /// A limiter that blocks a pair after `max_failures` failures within `window`.
+    pub fn new(max_failures: u32, window: Duration) -> LoginLimiter {
+        LoginLimiter {
+            max_failures: usize::try_from(max_failures).unwrap_or(usize::MAX).max(1),
+            window,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Counts an attempt before the password is checked, so that requests sent at once cannot
+    /// all pass; `Err` with the seconds to wait when the pair is at its limit (nothing is
+    /// counted then). A success takes its count back ([`Self::succeeded`]).
+    pub fn attempt(&self, key: &SignInKey, now: Instant) -> Result<(), u64> {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let wait = keys
-            .iter()
-            .filter_map(|key| {
-                let times = failures.get_mut(key)?;
-                expire(times, now);
-                (times.len() >= MAX_FAILURES).then(|| {
-                    let oldest = times.front().copied().unwrap_or(now);
-                    (WINDOW.saturating_sub(now.duration_since(oldest))).as_secs().max(1)
-                })
-            })
-            .max();
-        if let Some(wait) = wait {
-            return Err(wait);
+        if let Some(times) = failures.get_mut(key) {
+            self.expire(times, now);
+            if times.len() >= self.max_failures {
+                let oldest = times.front().copied().unwrap_or(now);
+                let wait = self.window.saturating_sub(now.duration_since(oldest));
+                // Whole seconds, rounded up, at least 1: waiting that long is enough.
+                return Err((wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1));
+            }
+        } else {
+            self.make_room(&mut failures, now);
         }
-        make_room(&mut failures, now);
-        for key in keys {
-            let times = failures.entry(key.clone()).or_default();
-            expire(times, now);
-            times.push_back(now);
-        }
+        failures.entry(key.clone()).or_default().push_back(now);
         Ok(())
     }
 
-    /// After a successful sign-in: the username's failures are forgotten, and the address
-    /// gets back the attempt just counted (its earlier failures stay: one success must not
-    /// reset a guessing run across accounts).
-    pub fn succeeded(&self, user_key: &str, address_key: &str) {
+    /// After a successful sign-in the pair's failures are forgotten.
+    pub fn succeeded(&self, key: &SignInKey) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.remove(user_key);
-        if let Some(times) = failures.get_mut(address_key) {
-            times.pop_back();
+        failures.remove(key);
+    }
+
+    /// Keeps the map under [`MAX_KEYS`]: expired pairs go first, then those that failed least
+    /// recently, pairs still open before blocked ones, a tenth of the map at a time so that the
+    /// sort is rare.
+    fn make_room(&self, failures: &mut HashMap<SignInKey, VecDeque<Instant>>, now: Instant) {
+        if failures.len() < MAX_KEYS {
+            return;
+        }
+        failures.retain(|_, times| {
+            self.expire(times, now);
+            !times.is_empty()
+        });
+        if failures.len() < MAX_KEYS {
+            return;
+        }
+        let mut by_age: Vec<(bool, Instant, SignInKey)> = failures
+            .iter()
+            .filter_map(|(key, times)| {
+                let blocked = times.len() >= self.max_failures;
+                times.back().map(|last| (blocked, *last, key.clone()))
+            })
+            .collect();
+        by_age.sort_by_key(|a| (a.0, a.1));
+        let excess = (failures.len() + 1 - MAX_KEYS).max(MAX_KEYS / 10);
+        for (_, _, key) in by_age.into_iter().take(excess) {
+            failures.remove(&key);
         }
     }
-}
 
-/// Keeps the map under [`MAX_KEYS`]: expired keys go first, then the least recently failed
-/// ones that are not at their limit (a blocked key is never forgotten early).
-fn make_room(failures: &mut HashMap<String, VecDeque<Instant>>, now: Instant) {
-    if failures.len() < MAX_KEYS {
-        return;
-    }
-    failures.retain(|_, times| {
-        expire(times, now);
-        !times.is_empty()
-    });
-    if failures.len() < MAX_KEYS {
-        return;
-    }
-    let mut open: Vec<(Instant, String)> = failures
-        .iter()
-        .filter(|(_, times)| times.len() < MAX_FAILURES)
-        .filter_map(|(key, times)| times.back().map(|t| (*t, key.clone())))
-        .collect();
-    open.sort();
-    for (_, key) in open.into_iter().take(failures.len() + 1 - MAX_KEYS) {
-        failures.remove(&key);
-    }
-}
-
-fn expire(times: &mut VecDeque<Instant>, now: Instant) {
-    while times.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
-        times.pop_front();
+    fn expire(&self, times: &mut VecDeque<Instant>, now: Instant) {
+        while times.front().is_some_and(|t| now.duration_since(*t) >= self.window) {
+            times.pop_front();
+        }
     }
 }
 
@@ -97,38 +126,57 @@ fn expire(times: &mut VecDeque<Instant>, now: Instant) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn blocks_after_the_limit_until_the_window_passes() {
-        let limiter = LoginLimiter::default();
-        let keys = vec!["ip:127.0.0.1".to_string(), "user:ann".to_string()];
-        let start = Instant::now();
-        for i in 0..MAX_FAILURES {
-            assert_eq!(limiter.attempt(&keys, start), Ok(()), "attempt {i}");
-        }
-        let later = start + Duration::from_secs(10);
-        assert_eq!(limiter.attempt(&keys, later), Err(WINDOW.as_secs() - 10));
-        // Another address is still blocked for the same username.
-        assert!(
-            limiter
-                .attempt(&["ip:10.0.0.1".into(), "user:ann".into()], later)
-                .is_err()
-        );
-        assert_eq!(limiter.attempt(&keys, start + WINDOW), Ok(()));
+    const WINDOW: Duration = Duration::from_secs(300);
+
+    fn key(user: &str, ip: &str) -> SignInKey {
+        SignInKey::new(user, ip.parse().unwrap())
     }
 
     #[test]
-    fn a_success_gives_back_its_attempt_and_clears_the_username() {
-        let limiter = LoginLimiter::default();
+    fn blocks_the_pair_after_the_limit_until_the_window_passes() {
+        let limiter = LoginLimiter::new(10, WINDOW);
+        let ann = key("Ann", "127.0.0.1");
         let start = Instant::now();
-        let keys = vec!["ip:a".to_string(), "user:bob".to_string()];
-        for _ in 0..MAX_FAILURES - 1 {
-            limiter.attempt(&keys, start).unwrap();
+        for i in 0..10 {
+            assert_eq!(limiter.attempt(&ann, start), Ok(()), "attempt {i}");
         }
-        limiter.attempt(&keys, start).unwrap();
-        limiter.succeeded("user:bob", "ip:a");
-        // The address has its nine failures, one more is allowed; the username starts over.
-        assert_eq!(limiter.attempt(&["ip:a".into()], start), Ok(()));
-        assert!(limiter.attempt(&["ip:a".into()], start).is_err());
-        assert_eq!(limiter.attempt(&["user:bob".into()], start), Ok(()));
+        let later = start + Duration::from_secs(10);
+        assert_eq!(limiter.attempt(&ann, later), Err(WINDOW.as_secs() - 10));
+        assert_eq!(limiter.attempt(&key(" ann ", "127.0.0.1"), later), Err(290));
+        // The same username from another address, another username from this one: open.
+        assert_eq!(limiter.attempt(&key("ann", "10.0.0.1"), later), Ok(()));
+        assert_eq!(limiter.attempt(&key("bob", "127.0.0.1"), later), Ok(()));
+        assert_eq!(limiter.attempt(&ann, start + WINDOW), Ok(()));
+    }
+
+    #[test]
+    fn a_success_forgets_the_pair() {
+        let limiter = LoginLimiter::new(3, WINDOW);
+        let bob = key("bob", "10.0.0.2");
+        let start = Instant::now();
+        for _ in 0..3 {
+            limiter.attempt(&bob, start).unwrap();
+        }
+        limiter.succeeded(&bob);
+        for _ in 0..3 {
+            assert_eq!(limiter.attempt(&bob, start), Ok(()));
+        }
+        assert!(limiter.attempt(&bob, start).is_err());
+    }
+
+    #[test]
+    fn ipv6_clients_are_limited_by_their_64() {
+        assert_eq!(key("a", "2001:db8:1:2:aaaa::1"), key("a", "2001:db8:1:2:bbbb::9"));
+        assert_ne!(key("a", "2001:db8:1:3::1"), key("a", "2001:db8:1:2::1"));
+    }
+
+    #[test]
+    fn memory_stays_bounded() {
+        let limiter = LoginLimiter::new(1, WINDOW);
+        let now = Instant::now();
+        for i in 0..MAX_KEYS + 10 {
+            let _ = limiter.attempt(&key(&format!("user{i}"), "10.0.0.3"), now);
+        }
+        assert!(limiter.failures.lock().unwrap().len() <= MAX_KEYS);
     }
 }

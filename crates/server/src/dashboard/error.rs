@@ -18,7 +18,7 @@ pub enum PageError {
     /// A form without the session's CSRF token (or a stale one).
     #[error("the form was not accepted")]
     Csrf,
-    /// Too many failed sign-ins from this address or for this username.
+    /// Too many failed sign-ins of this username from this address.
     #[error("too many sign-in attempts")]
     TooManyAttempts { retry_after_s: u64 },
     /// Whatever the shared API code refused (rights, absence, validation) or failed at.
@@ -28,7 +28,12 @@ pub enum PageError {
 
 impl From<crate::service::ServiceError> for PageError {
     fn from(e: crate::service::ServiceError) -> PageError {
-        PageError::Api(e.into())
+        match e {
+            crate::service::ServiceError::TooManySignIns { retry_after_s } => {
+                PageError::TooManyAttempts { retry_after_s }
+            }
+            other => PageError::Api(other.into()),
+        }
     }
 }
 
@@ -55,6 +60,7 @@ fn status_and_message(error: &ApiError) -> (StatusCode, String) {
         ),
         ApiError::Status(status, m) => (*status, m.clone()),
         ApiError::Busy(m) => (StatusCode::SERVICE_UNAVAILABLE, m.clone()),
+        ApiError::TooManyRequests { message, .. } => (StatusCode::TOO_MANY_REQUESTS, message.clone()),
         ApiError::OAuth {
             status, description, ..
         } => (*status, description.clone()),

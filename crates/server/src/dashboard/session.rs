@@ -7,7 +7,6 @@
 //! a cookie and a hidden field that must match.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use axum::Form;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
@@ -22,9 +21,10 @@ use super::error::PageError;
 use super::layout;
 use super::viewer::{CSRF_FIELD, Viewer};
 use crate::auth::Caller;
-use crate::auth::login::check_password;
 use crate::auth::secrets::{random_token, same_hash, token_hash};
 use crate::http::origin::Origin;
+use crate::service::ServiceError;
+use crate::service::sign_in::sign_in;
 use crate::state::AppState;
 
 /// How long a session lasts after sign-in.
@@ -192,18 +192,6 @@ fn redirect(to: &str, cookie: Option<HeaderValue>) -> Response {
     response
 }
 
-/// The rate limit's key of a client address: an IPv6 client is its /64 (one host usually holds
-/// a whole /64, and could otherwise take a fresh address for every attempt).
-fn address_key(ip: std::net::IpAddr) -> String {
-    match ip {
-        std::net::IpAddr::V4(v4) => v4.to_string(),
-        std::net::IpAddr::V6(v6) => {
-            let s = v6.segments();
-            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
-        }
-    }
-}
-
 #[derive(serde::Deserialize)]
 pub struct LoginForm {
     #[serde(default)]
@@ -216,10 +204,10 @@ pub struct LoginForm {
     csrf: String,
 }
 
-/// `POST /login`: checks the token, the rate limit and the password; starts a session.
+/// `POST /login`: checks the form's token, then signs in (the failure limit and the password
+/// check are the sign-in operation's, shared with the password grant); starts a session.
 pub async fn login(State(state): State<AppState>, request: Request) -> Result<Response, PageError> {
     let origin = Origin::of(&state.settings, request.headers(), request.extensions());
-    let peer = address_key(origin.client);
     let headers = request.headers().clone();
     let Form(form) = Form::<LoginForm>::from_request(request, &state)
         .await
@@ -229,23 +217,20 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
         return Err(PageError::Csrf);
     }
     let next = safe_next(form.next.as_deref());
-    let user_key = format!("user:{}", form.username.trim().to_lowercase());
-    let address = format!("ip:{peer}");
-    let keys = [address.clone(), user_key.clone()];
-    if let Err(retry_after_s) = state.login_limiter.attempt(&keys, Instant::now()) {
-        return Err(PageError::TooManyAttempts { retry_after_s });
-    }
-    let Some(account) = check_password(&state, form.username.trim(), &form.password).await? else {
-        metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "refused").increment(1);
-        return Ok(login_page(
-            &origin,
-            &next,
-            form.username.trim(),
-            Some("Invalid username or password."),
-            StatusCode::UNAUTHORIZED,
-        ));
+    let account = match sign_in(&state, &form.username, &form.password, origin.client).await {
+        Ok(account) => account,
+        Err(ServiceError::SignInRefused) => {
+            metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "refused").increment(1);
+            return Ok(login_page(
+                &origin,
+                &next,
+                form.username.trim(),
+                Some("Invalid username or password."),
+                StatusCode::UNAUTHORIZED,
+            ));
+        }
+        Err(other) => return Err(other.into()),
     };
-    state.login_limiter.succeeded(&user_key, &address);
     metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "accepted").increment(1);
     let (token, csrf, now) = (random_token(), random_token(), unix_now());
     dashboard_sessions::create(
@@ -289,14 +274,6 @@ mod tests {
         assert_eq!(safe_next(Some("/\t/evil.example")), "/");
         assert_eq!(safe_next(Some("/ok/\\path")), "/ok/\\path");
         assert_eq!(safe_next(None), "/");
-    }
-
-    #[test]
-    fn ipv6_clients_are_limited_by_their_64() {
-        let a: std::net::IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
-        let b: std::net::IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
-        assert_eq!(address_key(a), address_key(b));
-        assert_eq!(address_key("10.0.0.1".parse().unwrap()), "10.0.0.1");
     }
 
     #[test]

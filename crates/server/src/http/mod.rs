@@ -18,6 +18,7 @@ pub mod listener;
 pub mod oauth;
 pub mod openapi;
 pub mod origin;
+pub mod rate_limit;
 pub mod request_log;
 pub mod sessions;
 pub mod users;
@@ -92,6 +93,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::dashboard::router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), rate_limit::per_account))
         .layer(middleware::from_fn_with_state(state.clone(), limits::guard))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::Internal("handler panicked".into()).into_response()

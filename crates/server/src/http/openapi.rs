@@ -15,9 +15,9 @@ use crate::state::AppState;
 #[openapi(
     info(title = "devicecloud REST API", description = "Groups, physical devices, data, events and commands of an IoT device cloud."),
     paths(
-        oauth::token,
+        oauth::token::token, oauth::revoke::revoke,
         groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
-        users::create, users::view,
+        users::index, users::create, users::view, users::view_me, users::update, users::update_me,
         gateway::measurements, gateway::events,
         device_collection::index, devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
         commands::ping, commands::restart, commands::status, commands::request_measurement, commands::wifi_scan, commands::wifi_connect, commands::wifi_disconnect, commands::reset_main_counter, commands::reset_daily_counter, commands::modbus_write, commands::zwave_node,
@@ -26,7 +26,7 @@ use crate::state::AppState;
         health::healthz, health::readyz, health::metrics_text,
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
     ),
-    modifiers(&BearerAuth, &StandardErrors, &OperationIds),
+    modifiers(&BearerAuth, &StandardErrors, &RateLimits, &OperationIds),
 )]
 struct ApiDoc;
 
@@ -50,7 +50,6 @@ struct StandardErrors;
 impl utoipa::Modify for StandardErrors {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
-        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 
         let error = ObjectBuilder::new()
             .property("name", ObjectBuilder::new().schema_type(Type::String))
@@ -72,17 +71,6 @@ impl utoipa::Modify for StandardErrors {
             .schemas
             .insert("FieldErrors".into(), ArrayBuilder::new().items(field_error).into());
 
-        let answer = |description: &str, schema: &str| {
-            ResponseBuilder::new()
-                .description(description)
-                .content(
-                    "application/json",
-                    ContentBuilder::new()
-                        .schema(Some(Ref::from_schema_name(schema)))
-                        .build(),
-                )
-                .build()
-        };
         for (path, item) in openapi.paths.paths.iter_mut() {
             if !path.starts_with("/api/") {
                 continue;
@@ -116,7 +104,75 @@ impl utoipa::Modify for StandardErrors {
                         .responses
                         .responses
                         .entry(status.to_string())
-                        .or_insert_with(|| answer(description, schema).into());
+                        .or_insert_with(|| error_answer(description, schema).build().into());
+                }
+            }
+        }
+    }
+}
+
+/// An error answer of `description` whose JSON body has the component schema `schema`.
+fn error_answer(description: &str, schema: &str) -> utoipa::openapi::ResponseBuilder {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    ResponseBuilder::new().description(description).content(
+        "application/json",
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name(schema)))
+            .build(),
+    )
+}
+
+/// The rate limit per account (docs/operations.md, "Limits") on every operation that needs a
+/// token: Yii2's `X-Rate-Limit-*` headers on its answers, and the 429 with `Retry-After`.
+struct RateLimits;
+
+impl utoipa::Modify for RateLimits {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::RefOr;
+        use utoipa::openapi::header::HeaderBuilder;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+
+        let header = |description: &str| {
+            HeaderBuilder::new()
+                .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
+                .description(Some(description))
+                .build()
+        };
+        let headers = [
+            ("X-Rate-Limit-Limit", "Requests allowed per period to this account"),
+            ("X-Rate-Limit-Remaining", "Requests left now"),
+            (
+                "X-Rate-Limit-Reset",
+                "Seconds until every request of the period is available again",
+            ),
+        ];
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if !path.starts_with("/api/") {
+                continue;
+            }
+            for operation in operations_mut(item) {
+                if operation.security.as_ref().is_none_or(|s| s.is_empty()) {
+                    continue;
+                }
+                operation
+                    .responses
+                    .responses
+                    .entry("429".to_string())
+                    .or_insert_with(|| {
+                        error_answer("Rate limit exceeded for this account", "Error")
+                            .header("Retry-After", header("Seconds until one more request is allowed"))
+                            .build()
+                            .into()
+                    });
+                for response in operation.responses.responses.values_mut() {
+                    if let RefOr::T(response) = response {
+                        for (name, description) in headers {
+                            response
+                                .headers
+                                .entry(name.to_string())
+                                .or_insert_with(|| RefOr::T(header(description)));
+                        }
+                    }
                 }
             }
         }

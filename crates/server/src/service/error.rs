@@ -39,6 +39,14 @@ pub enum ServiceError {
     /// Input that cannot be read as the operation's input at all.
     #[error("{0}")]
     BadInput(String),
+    /// A username and password that do not sign in (wrong, unknown, or a disabled account; the
+    /// three are not told apart).
+    #[error("Invalid username and password combination")]
+    SignInRefused,
+    /// Too many failed sign-ins of this username from this client address: the password was not
+    /// checked; try again after `retry_after_s` seconds.
+    #[error("Too many failed sign-in attempts; try again in {retry_after_s} seconds.")]
+    TooManySignIns { retry_after_s: u64 },
     /// A command that did not get an answer from its gateway.
     #[error("{method:?}: {error}")]
     Command { method: CommandMethod, error: CommandError },

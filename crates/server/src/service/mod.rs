@@ -12,6 +12,7 @@ mod error;
 pub mod groups;
 pub mod memberships;
 pub mod sessions;
+pub mod sign_in;
 
 pub mod validate;
 pub mod webhooks;

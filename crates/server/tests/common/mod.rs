@@ -13,6 +13,7 @@ use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub mod browser;
 pub mod gateway_client;
 pub mod webhook_receiver;
 
@@ -425,17 +426,28 @@ impl TestApp {
 
     /// Sets the expiry of an access token in the store.
     pub async fn set_token_expiry(&self, token: &str, expires_at: i64) {
+        self.set_token_time(token, "expires_at", expires_at).await;
+    }
+
+    /// Sets when a token pair was granted (its creation time) in the store.
+    pub async fn set_token_created(&self, token: &str, created_at: i64) {
+        self.set_token_time(token, "created_at", created_at).await;
+    }
+
+    /// Sets one time column of an access token's row.
+    async fn set_token_time(&self, token: &str, column: &str, value: i64) {
         let hash = token_hash(token);
+        let sql = format!("UPDATE access_tokens SET {column} = $1 WHERE token_hash = $2");
         let done = match &self.state.db {
-            Db::Sqlite(pool) => sqlx::query("UPDATE access_tokens SET expires_at = $1 WHERE token_hash = $2")
-                .bind(expires_at)
+            Db::Sqlite(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(value)
                 .bind(&hash)
                 .execute(pool)
                 .await
                 .unwrap()
                 .rows_affected(),
-            Db::Postgres(pool) => sqlx::query("UPDATE access_tokens SET expires_at = $1 WHERE token_hash = $2")
-                .bind(expires_at)
+            Db::Postgres(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(value)
                 .bind(&hash)
                 .execute(pool)
                 .await
@@ -443,6 +455,8 @@ impl TestApp {
                 .rows_affected(),
         };
         assert_eq!(done, 1, "token not found in the store");
+        // The bearer cache may hold the old row.
+        self.state.auth.forget_token(&hash);
     }
 
     /// A password-grant token response (status and body) for `form`.

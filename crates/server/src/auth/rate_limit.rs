@@ -1,0 +1,180 @@
+//! The rate limit per account on `/api/v2/` (docs/operations.md, "Limits"): `N` requests per `S`
+//! seconds, as a token bucket that holds `N` and refills one request every `S / N` (governor's
+//! GCRA, which is exactly that bucket without a timer per account). The numbers a client sees
+//! are Yii2's: the limit, what remains, and the seconds until the bucket is full again.
+//!
+//! Keys are account ids of valid tokens only, so the map holds at most one entry per account;
+//! entries of accounts whose bucket is full again are swept out once per period, which keeps it
+//! to the accounts active within the last `S` seconds. Each node counts its own.
+
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use governor::clock::{Clock, DefaultClock};
+use governor::middleware::StateInformationMiddleware;
+use governor::state::keyed::DashMapStateStore;
+use governor::{Quota, RateLimiter};
+
+use crate::state::RateLimit;
+
+/// The answer for one request: its numbers, and whether it may go on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allowance {
+    /// `X-Rate-Limit-Limit`: requests per period.
+    pub limit: u32,
+    /// `X-Rate-Limit-Remaining`: requests left right now, this one counted.
+    pub remaining: u32,
+    /// `X-Rate-Limit-Reset`: whole seconds until all `limit` requests are available again.
+    pub reset_s: u64,
+    /// `None` when the request may go on; otherwise the seconds until one more request is
+    /// allowed (`Retry-After`, at least 1).
+    pub retry_after_s: Option<u64>,
+}
+
+type Keyed = RateLimiter<String, DashMapStateStore<String>, DefaultClock, StateInformationMiddleware>;
+
+/// The buckets of every account.
+pub struct AccountLimiter {
+    limit: u32,
+    /// The time one request takes to come back (`S / N`).
+    refill: Duration,
+    period: Duration,
+    buckets: Keyed,
+    clock: DefaultClock,
+    last_sweep: Mutex<Instant>,
+}
+
+impl std::fmt::Debug for AccountLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccountLimiter")
+            .field("limit", &self.limit)
+            .field("period", &self.period)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AccountLimiter {
+    /// Buckets for `settings`: `None` when the setting is `off` (or cannot make a bucket).
+    pub fn new(settings: Option<RateLimit>) -> Option<AccountLimiter> {
+        let RateLimit { requests, per } = settings?;
+        let burst = NonZeroU32::new(requests)?;
+        let refill = per / requests;
+        let quota = Quota::with_period(refill)?.allow_burst(burst);
+        Some(AccountLimiter {
+            limit: requests,
+            refill,
+            period: per,
+            buckets: RateLimiter::dashmap(quota).with_middleware::<StateInformationMiddleware>(),
+            clock: DefaultClock::default(),
+            last_sweep: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Takes one request from `id_user`'s bucket, if there is one to take.
+    pub fn check(&self, id_user: &str) -> Allowance {
+        self.sweep();
+        let key = id_user.to_string();
+        match self.buckets.check_key(&key) {
+            Ok(state) => {
+                let remaining = state.remaining_burst_capacity();
+                Allowance {
+                    limit: self.limit,
+                    remaining,
+                    reset_s: seconds_up(self.refill * (self.limit - remaining.min(self.limit))),
+                    retry_after_s: None,
+                }
+            }
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.clock.now());
+                Allowance {
+                    limit: self.limit,
+                    remaining: 0,
+                    // Empty: one request back after `wait`, all of them `limit - 1` refills later.
+                    reset_s: seconds_up(wait + self.refill * (self.limit - 1)),
+                    retry_after_s: Some(seconds_up(wait).max(1)),
+                }
+            }
+        }
+    }
+
+    /// Drops the buckets that are full again, at most once per period.
+    fn sweep(&self) {
+        let Ok(mut last) = self.last_sweep.try_lock() else {
+            return;
+        };
+        if last.elapsed() < self.period {
+            return;
+        }
+        *last = Instant::now();
+        self.buckets.retain_recent();
+        self.buckets.shrink_to_fit();
+    }
+
+    /// Accounts with a bucket in memory.
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Whether no account has a bucket in memory.
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+}
+
+/// Whole seconds, rounded up.
+fn seconds_up(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limiter(requests: u32, seconds: u64) -> AccountLimiter {
+        AccountLimiter::new(Some(RateLimit {
+            requests,
+            per: Duration::from_secs(seconds),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn counts_down_then_refuses_with_the_wait() {
+        let l = limiter(3, 30);
+        let first = l.check("ann");
+        assert_eq!((first.limit, first.remaining, first.retry_after_s), (3, 2, None));
+        assert_eq!(first.reset_s, 10);
+        assert_eq!(l.check("ann").remaining, 1);
+        let last = l.check("ann");
+        assert_eq!((last.remaining, last.reset_s), (0, 30));
+        let refused = l.check("ann");
+        assert_eq!(refused.remaining, 0);
+        let retry = refused.retry_after_s.unwrap();
+        assert!((9..=10).contains(&retry), "{retry}");
+        assert!((29..=30).contains(&refused.reset_s), "{}", refused.reset_s);
+        // Another account has its own bucket.
+        assert_eq!(l.check("bob").remaining, 2);
+    }
+
+    #[test]
+    fn off_is_no_limiter() {
+        assert!(AccountLimiter::new(None).is_none());
+    }
+
+    #[test]
+    fn full_buckets_are_swept() {
+        let l = AccountLimiter::new(Some(RateLimit {
+            requests: 1000,
+            per: Duration::from_millis(10),
+        }))
+        .unwrap();
+        for i in 0..100 {
+            l.check(&format!("user{i}"));
+        }
+        assert_eq!(l.len(), 100);
+        std::thread::sleep(Duration::from_millis(20));
+        l.check("last");
+        assert!(l.len() <= 1, "{}", l.len());
+    }
+}

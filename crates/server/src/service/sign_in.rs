@@ -1,0 +1,70 @@
+//! Signing in with a username and a password: the OAuth password grant and the dashboard's form
+//! call the same operation, so both refuse alike, count failures alike (per username and client
+//! address, docs/operations.md, "Limits") and take the same time for known and unknown
+//! usernames. A password change by the account itself checks the current password here too.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use devicecloud_store::accounts::{self, AccountRow};
+
+use super::ServiceError;
+use crate::auth::login_limit::SignInKey;
+use crate::auth::secrets::{hash_password, random_token, verify_password};
+use crate::state::AppState;
+
+/// The account when `password` is its password and it is not disabled; otherwise
+/// [`ServiceError::SignInRefused`], or [`ServiceError::TooManySignIns`] without the password
+/// being checked once the pair (`username`, `client`) is past its failures.
+pub async fn sign_in(
+    state: &AppState,
+    username: &str,
+    password: &str,
+    client: IpAddr,
+) -> Result<AccountRow, ServiceError> {
+    let username = username.trim();
+    // No account name holds a NUL (PostgreSQL cannot even compare one): unknown user.
+    let account = if username.contains('\0') {
+        None
+    } else {
+        accounts::by_username(&state.db, username).await?
+    };
+    checked(state, account, password, &SignInKey::new(username, client)).await
+}
+
+/// Checks `password` against `account` (`None`: an unknown username) under the failure limit
+/// of `key`: counted before the check, so that requests sent at once cannot all pass, and
+/// forgotten on success.
+pub async fn checked(
+    state: &AppState,
+    account: Option<AccountRow>,
+    password: &str,
+    key: &SignInKey,
+) -> Result<AccountRow, ServiceError> {
+    state
+        .login_limiter
+        .attempt(key, Instant::now())
+        .map_err(|retry_after_s| ServiceError::TooManySignIns { retry_after_s })?;
+    // An unknown user is checked against a dummy hash too, so timing does not reveal which
+    // usernames exist.
+    let hash = account.as_ref().map_or_else(dummy_hash, |a| a.password_hash.clone());
+    let password = password.to_string();
+    let matches = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    // A disabled account is refused like a wrong password: nothing tells a guesser which.
+    match account.filter(|a| matches && a.disabled == 0) {
+        Some(account) => {
+            state.login_limiter.succeeded(key);
+            Ok(account)
+        }
+        None => Err(ServiceError::SignInRefused),
+    }
+}
+
+/// An argon2 hash of a random password nobody knows, made once.
+fn dummy_hash() -> String {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| hash_password(&random_token()).unwrap_or_default())
+        .clone()
+}
