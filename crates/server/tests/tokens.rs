@@ -196,3 +196,34 @@ async fn the_token_lifetime_is_a_setting() {
     app.set_token_created(&access, unix_now() - 3601).await;
     assert_oauth(&refresh(&app, &access, &refresh_token).await, 400, "invalid_grant");
 }
+
+/// Revocation as a user calls it from a shell, with curl: the client authenticated with HTTP
+/// Basic, `token_type_hint` given, the form encoded by curl.
+#[tokio::test]
+async fn curl_revokes_a_refresh_token_as_rfc_7009_shows() {
+    let app = TestApp::spawn().await;
+    let (_, _, access, refresh_token) = app.user_with_tokens(false).await;
+    let url = app.url("/oauth2/revoke");
+    let (client, token) = (
+        format!("{}:{}", app.client_id, app.client_secret),
+        format!("token={refresh_token}"),
+    );
+    let output = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-u",
+            &client,
+            "-d",
+            &token,
+        ])
+        .args(["-d", "token_type_hint=refresh_token", &url])
+        .output()
+        .await
+        .expect("curl is installed (.ci/run installs it)");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "200", "{output:?}");
+    assert_invalid_credentials(&send(app.get("/api/v2/group", &access)).await);
+}

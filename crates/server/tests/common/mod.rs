@@ -66,6 +66,19 @@ pub struct TestApp {
 /// A directory removed on drop.
 pub struct TempDir(pub std::path::PathBuf);
 
+impl TempDir {
+    /// A fresh directory of this test process.
+    pub fn new() -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "dc-test-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         // An empty path: the directory was handed to a restarted service.
@@ -117,19 +130,14 @@ impl TestApp {
     }
 
     pub async fn spawn_with(settings: Settings) -> TestApp {
-        let dir = std::env::temp_dir().join(format!(
-            "dc-test-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let db_url = fresh_db_url(&dir).await;
-        TestApp::start(TempDir(dir), db_url, settings, None).await
+        let dir = TempDir::new();
+        let db_url = fresh_db_url(&dir.0).await;
+        TestApp::start(dir, db_url, settings, None).await
     }
 
     /// The service as `serve` starts it on the store at `db_url`: the same listeners and
     /// background tasks. Registers an API client unless `client` names one already stored.
-    async fn start(dir: TempDir, db_url: String, settings: Settings, client: Option<(String, String)>) -> TestApp {
+    pub async fn start(dir: TempDir, db_url: String, settings: Settings, client: Option<(String, String)>) -> TestApp {
         let db = Db::connect(&db_url).await.expect("open the test store");
         let listeners = Listeners {
             http: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),

@@ -1,0 +1,174 @@
+//! A store made before the account and webhook credential migrations (0007, 0008) is carried
+//! forward by the next start, on SQLite and PostgreSQL: its token pair keeps working (and its
+//! refresh stays bounded by the pair's first grant), its accounts are enabled, and its webhook
+//! credentials, written in clear by the earlier release, are sealed and still sign deliveries.
+
+mod common;
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use common::webhook_receiver::{Receiver, assert_signed, header};
+use common::{TempDir, TestApp, fresh_db_url, send};
+use devicecloud_server::Settings;
+use devicecloud_server::auth::secrets::{hash_password, random_token, token_hash};
+use devicecloud_store::unix_now;
+use reqwest::Method;
+use serde_json::json;
+
+/// The last migration of the release before the credential migrations.
+const EARLIER_RELEASE: i64 = 6;
+
+/// Runs `statements` (each with its text binds, cast where a column is a number) on the store
+/// at `url`.
+async fn execute(url: &str, statements: &[(&str, Vec<String>)]) {
+    macro_rules! run {
+        ($pool:expr) => {
+            for (sql, binds) in statements {
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+                for bind in binds {
+                    query = query.bind(bind.clone());
+                }
+                query.execute(&$pool).await.unwrap();
+            }
+        };
+    }
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        run!(pool);
+        pool.close().await;
+    } else {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        run!(pool);
+        pool.close().await;
+    }
+}
+
+/// The schema as the earlier release left it: the migrations up to [`EARLIER_RELEASE`].
+async fn earlier_schema(url: &str) {
+    macro_rules! migrate {
+        ($migrator:expr, $pool:expr) => {{
+            let mut migrator = $migrator;
+            let earlier: Vec<_> = migrator
+                .migrations
+                .iter()
+                .filter(|m| m.version <= EARLIER_RELEASE)
+                .cloned()
+                .collect();
+            assert_eq!(earlier.len() as i64, EARLIER_RELEASE);
+            migrator.migrations = Cow::Owned(earlier);
+            migrator.run(&$pool).await.unwrap();
+            $pool.close().await;
+        }};
+    }
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        migrate!(sqlx::migrate!("../store/migrations/postgres"), pool);
+    } else {
+        let options: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+        let pool = sqlx::SqlitePool::connect_with(options.create_if_missing(true))
+            .await
+            .unwrap();
+        migrate!(sqlx::migrate!("../store/migrations/sqlite"), pool);
+    }
+}
+
+#[tokio::test]
+async fn a_store_of_the_earlier_release_keeps_its_tokens_and_seals_its_webhook_credentials() {
+    let dir = TempDir::new();
+    let url = fresh_db_url(&dir.0).await;
+    earlier_schema(&url).await;
+
+    // Rows as the earlier release wrote them.
+    let (client_id, client_secret) = ("client-1".to_string(), random_token());
+    let (access, refresh) = (random_token(), random_token());
+    let (secret, authorization) = ("s".repeat(32), "Bearer clear-text-credential".to_string());
+    let (receiver, hook_url) = Receiver::start(Vec::new()).await;
+    let now = unix_now();
+    let granted = (now - 3_600).to_string();
+    execute(
+        &url,
+        &[
+            (
+                "INSERT INTO accounts (id_user, username, password_hash, is_admin, created_at) VALUES ($1, $2, $3, 1, CAST($4 AS BIGINT))",
+                vec!["user-1".into(), "admin@example.com".into(), hash_password("correct horse").unwrap(), now.to_string()],
+            ),
+            (
+                "INSERT INTO api_clients (client_id, name, secret_hash, created_at) VALUES ($1, 'earlier', $2, CAST($3 AS BIGINT))",
+                vec![client_id.clone(), token_hash(&client_secret), now.to_string()],
+            ),
+            (
+                "INSERT INTO access_tokens (token_hash, refresh_hash, id_user, client_id, created_at, expires_at) \
+                 VALUES ($1, $2, 'user-1', $3, CAST($4 AS BIGINT), CAST($5 AS BIGINT))",
+                vec![token_hash(&access), token_hash(&refresh), client_id.clone(), granted, (now + 86_400).to_string()],
+            ),
+            ("INSERT INTO groups (id_group, label, created_at) VALUES ('group-1', 'Earlier', CAST($1 AS BIGINT))", vec![now.to_string()]),
+            (
+                "INSERT INTO webhooks (id_webhook, id_group, label, forwarding_type, formatter, url, \
+                 authorization_header, secret, is_active, created_at, updated_at) \
+                 VALUES ('hook-1', 'group-1', 'earlier', 'measurements', 'json', $1, $2, $3, 1, CAST($4 AS BIGINT), CAST($4 AS BIGINT))",
+                vec![hook_url, authorization.clone(), secret.clone(), now.to_string()],
+            ),
+        ],
+    )
+    .await;
+
+    let settings = Settings {
+        webhook_allow_private: true,
+        secret_key_file: Some(dir.0.join("secret.key")),
+        ..Settings::default()
+    };
+    let app = TestApp::start(dir, url, settings, Some((client_id, client_secret))).await;
+
+    // The token pair of the earlier release still works, and so does its refresh.
+    let me = send(app.get("/api/v2/user/me", &access)).await.expect(200);
+    assert_eq!(me.json()["username"], "admin@example.com");
+    assert_eq!(me.json()["disabled"], false);
+    // (The refresh grant is sent with the access token it extends.)
+    let form = [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh.as_str()),
+        ("client_id", app.client_id.as_str()),
+        ("client_secret", app.client_secret.as_str()),
+    ];
+    let refreshed = send(app.http.post(app.url("/oauth2/token")).bearer_auth(&access).form(&form)).await;
+    assert_eq!(refreshed.status, 200, "{}", refreshed.text);
+
+    // Its webhook credentials are sealed at start …
+    let mut sealed = None;
+    for _ in 0..100 {
+        let stored = devicecloud_store::webhooks::stored_secrets(&app.state.db)
+            .await
+            .unwrap();
+        let (_, stored_secret, stored_authorization) = stored.into_iter().find(|(id, _, _)| id == "hook-1").unwrap();
+        if stored_secret != secret {
+            sealed = Some((stored_secret, stored_authorization));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (stored_secret, stored_authorization) = sealed.expect("the clear credentials were not sealed at start");
+    assert!(!stored_secret.contains(&secret));
+    assert!(
+        !stored_authorization
+            .unwrap_or_default()
+            .contains("clear-text-credential")
+    );
+
+    // … and still sign and authorise its deliveries.
+    let token = refreshed.json()["access_token"].as_str().unwrap_or(&access).to_string();
+    let body = json!({"id_group": "group-1", "serial_hardware": "GW-EARLIER", "kind": "CORE"});
+    let gateway = send(app.request(Method::POST, "/api/v2/physical-device", &token).json(&body))
+        .await
+        .expect(201);
+    let device_token = gateway.json()["device_token"].as_str().unwrap().to_string();
+    let request = app
+        .http
+        .post(app.url("/gateway/v1/measurements"))
+        .basic_auth("GW-EARLIER", Some(&device_token))
+        .json(&json!([{"ts": 1_763_726_400, "values": {"1": 5}}]));
+    send(request).await.expect(200);
+    let got = receiver.until("the point", |got| !got.is_empty()).await;
+    assert_signed(&got[0], &secret);
+    assert_eq!(header(&got[0], "authorization"), authorization);
+}
