@@ -8,7 +8,7 @@
 //! to the accounts active within the last `S` seconds. Each node counts its own.
 
 use std::num::NonZeroU32;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use governor::clock::{Clock, DefaultClock};
@@ -42,7 +42,11 @@ pub struct AccountLimiter {
     period: Duration,
     buckets: Keyed,
     clock: DefaultClock,
-    last_sweep: Mutex<Instant>,
+    /// When this limiter was made: the origin of `next_sweep_ms`.
+    started: Instant,
+    /// Milliseconds after `started` when the next sweep is due. An atomic read per request
+    /// (a lock taken by every request on every core measured as a cost of its own).
+    next_sweep_ms: AtomicU64,
 }
 
 impl std::fmt::Debug for AccountLimiter {
@@ -67,7 +71,8 @@ impl AccountLimiter {
             period: per,
             buckets: RateLimiter::dashmap(quota).with_middleware::<StateInformationMiddleware>(),
             clock: DefaultClock::default(),
-            last_sweep: Mutex::new(Instant::now()),
+            started: Instant::now(),
+            next_sweep_ms: AtomicU64::new(millis(per)),
         })
     }
 
@@ -98,17 +103,23 @@ impl AccountLimiter {
         }
     }
 
-    /// Drops the buckets that are full again, at most once per period.
+    /// Drops the buckets that are full again, at most once per period (the request that finds
+    /// the sweep due and wins the exchange does it).
     fn sweep(&self) {
-        let Ok(mut last) = self.last_sweep.try_lock() else {
-            return;
-        };
-        if last.elapsed() < self.period {
+        let now = millis(self.started.elapsed());
+        let due = self.next_sweep_ms.load(Ordering::Relaxed);
+        if now < due {
             return;
         }
-        *last = Instant::now();
-        self.buckets.retain_recent();
-        self.buckets.shrink_to_fit();
+        let next = now.saturating_add(millis(self.period));
+        if self
+            .next_sweep_ms
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.buckets.retain_recent();
+            self.buckets.shrink_to_fit();
+        }
     }
 
     /// Accounts with a bucket in memory.
@@ -120,6 +131,10 @@ impl AccountLimiter {
     pub fn is_empty(&self) -> bool {
         self.buckets.is_empty()
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Whole seconds, rounded up.
