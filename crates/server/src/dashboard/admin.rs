@@ -1,6 +1,7 @@
 //! `GET /admin` (administrators): accounts with their group roles, and API clients; forms to
 //! create an account, grant / change / remove a role, and register a client. Accounts and
-//! roles go through the API's handlers; a client's secret is shown once.
+//! roles go through the service layer the API's handlers call; a client's secret is shown once.
+//! Each username leads to the account's own page (`accounts`): disable, reset the password.
 
 use std::collections::HashMap;
 
@@ -50,7 +51,11 @@ async fn render(state: &AppState, viewer: &Viewer, outcome: Outcome) -> Result<M
             tbody {
                 @for u in &users {
                     tr {
-                        td { (u.username) br; code.muted { (u.id_user) } }
+                        td {
+                            a href=(format!("/admin/accounts/{}", u.id_user)) { (u.username) }
+                            @if u.disabled == 1 { " " span.status.alarm { "disabled" } }
+                            br; code.muted { (u.id_user) }
+                        }
                         td { @if u.is_admin == 1 { "yes" } @else { "no" } }
                         td {
                             @for m in members.iter().filter(|m| m.id_user == u.id_user) {

@@ -18,6 +18,8 @@ pub enum Section {
     Events,
     Webhooks,
     Admin,
+    Accounts,
+    Password,
 }
 
 fn head(title: &str) -> Markup {
@@ -51,7 +53,11 @@ pub fn page(viewer: &Viewer, section: Section, title: &str, content: Markup) -> 
                         (link(Section::Sessions, "/sessions", "Sessions"))
                         (link(Section::Events, "/events", "Events"))
                         (link(Section::Webhooks, "/webhooks", "Webhooks"))
-                        @if viewer.caller.is_admin { (link(Section::Admin, "/admin", "Administration")) }
+                        @if viewer.caller.is_admin {
+                            (link(Section::Admin, "/admin", "Administration"))
+                            (link(Section::Accounts, "/admin/accounts", "Accounts"))
+                        }
+                        (link(Section::Password, "/account/password", "Password"))
                         // The API reference (Swagger UI over the OpenAPI document), not a
                         // dashboard section.
                         a href="/api/docs" { "API" }

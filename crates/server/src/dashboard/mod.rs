@@ -1,8 +1,10 @@
 //! The web dashboard (`/`): server-rendered pages for the fleet, its data, its commands, its
 //! webhooks and its accounts, signed in with the API's accounts and answering to the same
-//! rights. Pages read through the store functions and call the API handlers themselves, so a
-//! page can show nothing the API would refuse the same account.
+//! rights. Pages read through the store functions and change things through the service layer
+//! the API's handlers call, so a page can show or do nothing the API would refuse the same
+//! account.
 
+mod accounts;
 mod admin;
 mod chart;
 mod device;
@@ -13,6 +15,7 @@ mod format;
 mod group;
 mod layout;
 mod overview;
+mod password;
 mod series;
 mod session;
 mod sessions;
@@ -28,7 +31,7 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::state::AppState;
 
 pub use error::PageError;
@@ -60,7 +63,10 @@ pub fn router() -> Router<AppState> {
         .route("/admin/users", post(admin::create_user))
         .route("/admin/members", post(admin::put_member))
         .route("/admin/members/remove", post(admin::remove_member))
-        .route("/admin/clients", post(admin::create_client));
+        .route("/admin/clients", post(admin::create_client))
+        .route("/admin/accounts", get(accounts::list))
+        .route("/admin/accounts/{id}", get(accounts::page).post(accounts::update))
+        .route("/account/password", get(password::page).post(password::change));
     crate::http::browser_pages(routes, CSP)
 }
 
@@ -138,6 +144,11 @@ fn pager(page: &Page, base: &str) -> Markup {
             }
         }
     }
+}
+
+/// The messages of one field of a refused form, shown beside that field.
+fn field_errors(errors: &[FieldError], field: &str) -> Markup {
+    html! { @for e in errors.iter().filter(|e| e.field == field) { span.error { (e.message) } } }
 }
 
 /// The viewer's role in a group as a word.

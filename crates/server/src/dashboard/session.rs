@@ -136,6 +136,45 @@ impl FromRequest<AppState> for Posted {
 #[derive(serde::Deserialize)]
 pub struct NextQuery {
     next: Option<String>,
+    notice: Option<String>,
+}
+
+/// Why the sign-in form is shown after a change that ended the viewer's session. The URL
+/// carries only its key (`/login?notice=password-changed`), so no link can put words of its own
+/// on the form.
+#[derive(Clone, Copy)]
+pub enum SignInNotice {
+    /// The account's own password changed: every session of the account has ended.
+    PasswordChanged,
+}
+
+impl SignInNotice {
+    const ALL: [SignInNotice; 1] = [SignInNotice::PasswordChanged];
+
+    fn key(self) -> &'static str {
+        match self {
+            SignInNotice::PasswordChanged => "password-changed",
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            SignInNotice::PasswordChanged => {
+                "Your password was changed, which signed your account out everywhere. Sign in with the new password."
+            }
+        }
+    }
+
+    fn from_key(key: Option<&str>) -> Option<SignInNotice> {
+        Self::ALL.into_iter().find(|n| Some(n.key()) == key)
+    }
+}
+
+/// Back to the sign-in form with the session cookie cleared (sign-out, or a change that ended
+/// the session in the store), `notice` saying why.
+pub fn to_sign_in(origin: &Origin, notice: Option<SignInNotice>) -> Response {
+    let target = notice.map_or_else(|| "/login".to_string(), |n| format!("/login?notice={}", n.key()));
+    redirect(&target, Some(set_cookie(origin, SESSION_COOKIE, "", 0, "Lax")))
 }
 
 /// `GET /login`: the sign-in form (already signed in: straight on).
@@ -154,11 +193,19 @@ pub async fn login_form(
     {
         return redirect(&next, None);
     }
-    login_page(&origin, &next, "", None, StatusCode::OK)
+    let message = SignInNotice::from_key(q.notice.as_deref()).map_or(Message::Nothing, |n| Message::Notice(n.text()));
+    login_page(&origin, &next, "", message, StatusCode::OK)
+}
+
+/// What the sign-in form says above its fields.
+enum Message<'a> {
+    Nothing,
+    Notice(&'a str),
+    Error(&'a str),
 }
 
 /// The sign-in form with a fresh double-submit token.
-fn login_page(origin: &Origin, next: &str, username: &str, error: Option<&str>, status: StatusCode) -> Response {
+fn login_page(origin: &Origin, next: &str, username: &str, message: Message<'_>, status: StatusCode) -> Response {
     let token = random_token();
     let body = layout::bare(
         "Sign in",
@@ -166,7 +213,11 @@ fn login_page(origin: &Origin, next: &str, username: &str, error: Option<&str>, 
             main.narrow {
                 h1 { "devicecloud" }
                 p.muted { "Sign in with your API account." }
-                @if let Some(error) = error { p.error role="alert" { (error) } }
+                @match message {
+                    Message::Nothing => {},
+                    Message::Notice(notice) => p.notice role="status" { (notice) },
+                    Message::Error(error) => p.error role="alert" { (error) },
+                }
                 form method="post" action="/login" {
                     input type="hidden" name=(CSRF_FIELD) value=(token);
                     input type="hidden" name="next" value=(next);
@@ -225,7 +276,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
                 &origin,
                 &next,
                 form.username.trim(),
-                Some("Invalid username or password."),
+                Message::Error("Invalid username or password."),
                 StatusCode::UNAUTHORIZED,
             ));
         }
@@ -255,10 +306,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
 /// `POST /logout`: ends the session here and in the database.
 pub async fn logout(State(state): State<AppState>, origin: Origin, posted: Posted) -> Result<Response, PageError> {
     dashboard_sessions::delete(&state.db, &posted.viewer.session_hash).await?;
-    Ok(redirect(
-        "/login",
-        Some(set_cookie(&origin, SESSION_COOKIE, "", 0, "Lax")),
-    ))
+    Ok(to_sign_in(&origin, None))
 }
 
 #[cfg(test)]

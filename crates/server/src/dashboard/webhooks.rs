@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::layout::{self, Section};
 use super::session::Posted;
 use super::viewer::Viewer;
-use super::{PageError, PageQuery, format, list_args, page_request, pager, visible_groups};
+use super::{PageError, PageQuery, field_errors, format, list_args, page_request, pager, visible_groups};
 use crate::auth::Role;
 use crate::error::{ApiError, FieldError};
 use crate::http::webhooks as api;
@@ -89,7 +89,7 @@ impl Draft {
     }
 
     fn errors_of(&self, key: &str) -> Markup {
-        html! { @for e in self.errors.iter().filter(|e| e.field == key) { span.error { (e.message) } } }
+        field_errors(&self.errors, key)
     }
 }
 
