@@ -233,6 +233,8 @@ pub struct Services {
     /// The pool of the background writers (ingest, command log, webhooks, upkeep), apart from
     /// `db` so that neither starves the other of connections.
     pub writer: Db,
+    /// The ingest writer's own pool ([`Db::dedicated`]).
+    pub ingest_db: Db,
     pub settings: Arc<Settings>,
     pub auth: Arc<AuthCache>,
     pub pages: Arc<PageCache>,
@@ -285,10 +287,12 @@ impl AppState {
             devicecloud_store::Backend::Postgres => 16,
         };
         let requests = db.for_requests(limits.query_timeout, connections);
+        let ingest = db.dedicated();
         let login_limiter = LoginLimiter::new(limits.signin_failures_max, limits.signin_window);
         let account_limiter = AccountLimiter::new(settings.rate_limit);
         AppState(Arc::new(Services {
-            ingest: IngestQueue::start(db.clone(), webhooks.clone(), tracker, shutdown.clone()),
+            ingest: IngestQueue::start(ingest.clone(), webhooks.clone(), tracker, shutdown.clone()),
+            ingest_db: ingest,
             command_log: CommandLog::start(db.clone(), tracker, shutdown.clone()),
             webhooks,
             pages: Arc::new(PageCache::new(limits.page_cache_bytes)),
@@ -308,9 +312,10 @@ impl AppState {
         }))
     }
 
-    /// Closes both pools (on SQLite, the last one closed checkpoints the WAL).
+    /// Closes the pools (on SQLite, the last one closed checkpoints the WAL).
     pub async fn close(&self) {
         self.db.close().await;
+        self.ingest_db.close().await;
         self.writer.close().await;
     }
 }

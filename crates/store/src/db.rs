@@ -121,6 +121,23 @@ impl Db {
         }
     }
 
+    /// A pool of its own for a writer that runs one transaction at a time (the ingest writer).
+    /// On SQLite it holds one connection: a pool hands its connections out in turn, each
+    /// filling a page cache of its own with the same pages, so a busy writer spread over eight
+    /// connections held eight caches (docs/benchmarks.md, "Abuse"). On PostgreSQL, where the
+    /// server keeps the cache, this pool.
+    pub fn dedicated(&self) -> Db {
+        match self {
+            Db::Sqlite(pool) => Db::Sqlite(
+                SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(0)
+                    .connect_lazy_with((*pool.connect_options()).clone()),
+            ),
+            Db::Postgres(_) => self.clone(),
+        }
+    }
+
     /// Applies the migrations of this backend that are not applied yet.
     async fn migrate(&self) -> Result<()> {
         match self {
