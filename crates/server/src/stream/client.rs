@@ -4,8 +4,10 @@
 //! Rights are checked again whenever a change of rights is made through this node (a revoked
 //! token, a changed membership, a deleted group: `AuthCache::changes`), before anything more
 //! is sent, and otherwise every `recheck` (a change made through another node reaches this one
-//! through the token and role caches, within their time to live). A client that lost a token
-//! or a group is closed; its reconnection then answers 401 or 404.
+//! through the token and role caches, within their time to live). The periodic check reads the
+//! token and roles through those caches, and the groups' rows (a group deleted through another
+//! node) once per cache time to live, so that many listening clients cost the store little. A
+//! client that lost a token or a group is closed; its reconnection then answers 401 or 404.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -50,6 +52,8 @@ pub struct Client {
     heartbeat_at: Instant,
     recheck: Interval,
     rights_seen: u64,
+    /// When the groups' rows were last read.
+    groups_read: Instant,
     done: bool,
 }
 
@@ -80,6 +84,7 @@ impl Client {
             overflowed,
             pending: VecDeque::new(),
             rights_seen,
+            groups_read: Instant::now(),
             done: false,
             state,
         }
@@ -95,7 +100,7 @@ impl Client {
                 self.heartbeat_at = Instant::now() + self.state.settings.stream_heartbeat;
                 return Some(Event::default().comment("heartbeat"));
             }
-            if self.state.auth.changes() != self.rights_seen && !self.rights_hold().await {
+            if self.state.auth.changes() != self.rights_seen && !self.rights_hold(true).await {
                 return None;
             }
             if let Some(record) = self.pending.pop_front() {
@@ -117,7 +122,7 @@ impl Client {
                 }
                 _ = tokio::time::sleep_until(self.heartbeat_at) => {}
                 _ = self.recheck.tick() => {
-                    if !self.rights_hold().await {
+                    if !self.rights_hold(false).await {
                         return None;
                     }
                 }
@@ -167,15 +172,23 @@ impl Client {
             .data(serde_json::json!({ "message": message }).to_string())
     }
 
-    /// Checks the token and every group again.
-    async fn rights_hold(&mut self) -> bool {
+    /// Checks the token and every group again; the groups' rows are read when `changed` (a
+    /// change through this node) or once per cache time to live.
+    async fn rights_hold(&mut self, changed: bool) -> bool {
         self.rights_seen = self.state.auth.changes();
-        let checked = async {
-            let caller = Caller::of_token(&self.state, &self.request.token_hash).await.ok()?;
-            access::groups(&self.state, &caller, &self.request.groups, Role::Viewer)
-                .await
-                .ok()
+        let Ok(caller) = Caller::of_token(&self.state, &self.request.token_hash).await else {
+            return false;
         };
-        checked.await.is_some()
+        // Groups are never removed, only marked deleted, which administrators still see.
+        if caller.is_admin {
+            return true;
+        }
+        if changed || self.groups_read.elapsed() >= self.state.settings.auth_cache_ttl {
+            self.groups_read = Instant::now();
+            return access::groups(&self.state, &caller, &self.request.groups, Role::Viewer)
+                .await
+                .is_ok();
+        }
+        self.request.groups.iter().all(|g| caller.role_in_group(g).is_some())
     }
 }
