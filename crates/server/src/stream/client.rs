@@ -17,7 +17,7 @@ use axum::response::sse::Event;
 use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-use super::ring::{Kind, Read, Record};
+use super::ring::{Kind, Record};
 use super::{Listener, Resume};
 use crate::auth::{Caller, Role};
 use crate::service::access;
@@ -25,6 +25,33 @@ use crate::state::AppState;
 
 /// Records taken from the buffer at once.
 const READ_BATCH: usize = 512;
+
+/// Up to this many groups are compared one by one, cheaper than hashing each record's group.
+const FEW_GROUPS: usize = 8;
+
+/// The groups a client asked for, matched against every record it passes.
+enum Groups {
+    Few(Vec<Box<str>>),
+    Many(HashSet<Box<str>>),
+}
+
+impl Groups {
+    fn of(ids: &[String]) -> Groups {
+        let boxed = ids.iter().map(|g| Box::from(g.as_str()));
+        if ids.len() <= FEW_GROUPS {
+            Groups::Few(boxed.collect())
+        } else {
+            Groups::Many(boxed.collect())
+        }
+    }
+
+    fn has(&self, id_group: &str) -> bool {
+        match self {
+            Groups::Few(ids) => ids.iter().any(|g| **g == *id_group),
+            Groups::Many(ids) => ids.contains(id_group),
+        }
+    }
+}
 
 /// What a client asked for.
 #[derive(Clone, Debug)]
@@ -42,7 +69,7 @@ pub struct Client {
     state: AppState,
     listener: Listener,
     request: Request,
-    groups: HashSet<Arc<str>>,
+    groups: Groups,
     cursor: u64,
     /// Set once the cursor cannot go on: the next event is `overflow`, then the end.
     overflowed: bool,
@@ -77,7 +104,7 @@ impl Client {
             head: listener.feed().head.subscribe(),
             heartbeat_at: Instant::now() + settings.stream_heartbeat,
             recheck: every(settings.stream_recheck),
-            groups: request.groups.iter().map(|g| Arc::from(g.as_str())).collect(),
+            groups: Groups::of(&request.groups),
             listener,
             request,
             cursor,
@@ -96,10 +123,6 @@ impl Client {
             if self.done {
                 return None;
             }
-            if Instant::now() >= self.heartbeat_at {
-                self.heartbeat_at = Instant::now() + self.state.settings.stream_heartbeat;
-                return Some(Event::default().comment("heartbeat"));
-            }
             if self.state.auth.changes() != self.rights_seen && !self.rights_hold(true).await {
                 return None;
             }
@@ -108,6 +131,12 @@ impl Client {
             }
             if self.overflowed {
                 return Some(self.overflow());
+            }
+            // The clock is read once per batch of records, not per record.
+            let now = Instant::now();
+            if now >= self.heartbeat_at {
+                self.heartbeat_at = now + self.state.settings.stream_heartbeat;
+                return Some(Event::default().comment("heartbeat"));
             }
             // Seen before reading, so that a record pushed after the read wakes the wait below.
             self.head.borrow_and_update();
@@ -132,24 +161,23 @@ impl Client {
     }
 
     /// Takes the next records after the cursor, keeping those asked for; whether it moved.
+    /// Filtered in place under the buffer's lock: only the records kept are cloned (their
+    /// reference counts are shared by every client, so each clone is contended).
     fn fill(&mut self) -> bool {
-        let read = self.listener.feed().ring().after(self.cursor, READ_BATCH);
-        match read {
-            Read::Overflow => {
-                self.overflowed = true;
-                true
-            }
-            Read::Records(records) => {
-                let Some(last) = records.last() else {
-                    return false;
-                };
-                self.cursor = last.seq;
-                let wanted =
-                    |r: &Arc<Record>| self.request.kinds.contains(&r.kind) && self.groups.contains(&r.id_group);
-                self.pending.extend(records.iter().filter(|r| wanted(r)).cloned());
-                true
+        let feed = Arc::clone(self.listener.feed());
+        let ring = feed.ring();
+        let Some(records) = ring.after(self.cursor, READ_BATCH) else {
+            self.overflowed = true;
+            return true;
+        };
+        let before = self.cursor;
+        for record in records {
+            self.cursor = record.seq;
+            if self.request.kinds.contains(&record.kind) && self.groups.has(&record.id_group) {
+                self.pending.push_back(Arc::clone(record));
             }
         }
+        self.cursor != before
     }
 
     fn event(&self, record: &Record) -> Event {

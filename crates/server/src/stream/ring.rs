@@ -4,7 +4,8 @@
 //!
 //! The buffer is bounded in bytes. It also knows its floor: the sequence number below which
 //! records may be missing (evicted, or never recorded). A cursor below the floor cannot go on
-//! without a gap, and is answered [`Read::Overflow`] instead: a gap is never silent.
+//! without a gap, and is answered "overflow" ([`Ring::after`] gives `None`) instead: a gap is
+//! never silent.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -59,15 +60,6 @@ impl Record {
     fn size(&self) -> usize {
         self.data.len() + OVERHEAD
     }
-}
-
-/// The answer to "what comes after this cursor".
-#[derive(Debug, PartialEq)]
-pub enum Read {
-    /// The next records (possibly none yet).
-    Records(Vec<Arc<Record>>),
-    /// Records after the cursor are no longer (or were never) held.
-    Overflow,
 }
 
 /// The buffer itself; the caller holds it under a lock.
@@ -136,14 +128,15 @@ impl Ring {
         self.gapped = true;
     }
 
-    /// Up to `max` records after `cursor`.
-    pub fn after(&self, cursor: u64, max: usize) -> Read {
+    /// Up to `max` records after `cursor` (possibly none yet), read in place; `None` when
+    /// records after the cursor are no longer (or were never) held: the client overflowed.
+    pub fn after(&self, cursor: u64, max: usize) -> Option<impl Iterator<Item = &Arc<Record>>> {
         if cursor < self.floor || cursor > self.head() {
-            return Read::Overflow;
+            return None;
         }
         let first = self.records.front().map_or(self.next, |r| r.seq);
         let skip = usize::try_from((cursor + 1).saturating_sub(first)).unwrap_or(usize::MAX);
-        Read::Records(self.records.iter().skip(skip).take(max).cloned().collect())
+        Some(self.records.iter().skip(skip).take(max))
     }
 
     /// Bytes held.
@@ -160,26 +153,27 @@ mod tests {
         ring.push(Kind::Event, Arc::from("g"), text.into())
     }
 
-    fn seqs(read: Read) -> Vec<u64> {
-        match read {
-            Read::Records(records) => records.iter().map(|r| r.seq).collect(),
-            Read::Overflow => panic!("overflow"),
-        }
+    fn seqs(ring: &Ring, cursor: u64, max: usize) -> Vec<u64> {
+        ring.after(cursor, max).expect("no overflow").map(|r| r.seq).collect()
+    }
+
+    fn overflows(ring: &Ring, cursor: u64) -> bool {
+        ring.after(cursor, 10).is_none()
     }
 
     #[test]
     fn cursors_read_what_follows_them_in_order() {
         let mut ring = Ring::new(1 << 20);
-        assert_eq!(seqs(ring.after(0, 10)), Vec::<u64>::new());
+        assert_eq!(seqs(&ring, 0, 10), Vec::<u64>::new());
         for i in 0..5 {
             assert_eq!(push(&mut ring, "x"), i + 1);
         }
-        assert_eq!(seqs(ring.after(0, 10)), vec![1, 2, 3, 4, 5]);
-        assert_eq!(seqs(ring.after(3, 10)), vec![4, 5]);
-        assert_eq!(seqs(ring.after(1, 2)), vec![2, 3]);
-        assert_eq!(seqs(ring.after(5, 10)), Vec::<u64>::new());
+        assert_eq!(seqs(&ring, 0, 10), vec![1, 2, 3, 4, 5]);
+        assert_eq!(seqs(&ring, 3, 10), vec![4, 5]);
+        assert_eq!(seqs(&ring, 1, 2), vec![2, 3]);
+        assert_eq!(seqs(&ring, 5, 10), Vec::<u64>::new());
         // A cursor from the future (another process's numbers) cannot resume.
-        assert_eq!(ring.after(6, 10), Read::Overflow);
+        assert!(overflows(&ring, 6));
     }
 
     #[test]
@@ -189,8 +183,8 @@ mod tests {
             push(&mut ring, "x");
         }
         assert!(ring.bytes() <= 3 * (OVERHEAD + 1));
-        assert_eq!(ring.after(1, 10), Read::Overflow);
-        assert_eq!(seqs(ring.after(2, 10)), vec![3, 4, 5]);
+        assert!(overflows(&ring, 1));
+        assert_eq!(seqs(&ring, 2, 10), vec![3, 4, 5]);
     }
 
     #[test]
@@ -201,9 +195,9 @@ mod tests {
         ring.gap();
         ring.gap();
         assert_eq!(ring.head(), 3);
-        assert_eq!(ring.after(2, 10), Read::Overflow);
-        assert_eq!(seqs(ring.after(3, 10)), Vec::<u64>::new());
+        assert!(overflows(&ring, 2));
+        assert_eq!(seqs(&ring, 3, 10), Vec::<u64>::new());
         assert_eq!(push(&mut ring, "c"), 4);
-        assert_eq!(seqs(ring.after(3, 10)), vec![4]);
+        assert_eq!(seqs(&ring, 3, 10), vec![4]);
     }
 }
