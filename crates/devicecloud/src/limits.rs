@@ -24,6 +24,7 @@ pub struct Limits {
     pub webhook_backlog_max: u64,
     pub assets_per_gateway: u64,
     pub datatypes_per_device: u64,
+    pub stream_buffer_mb: u64,
 }
 
 impl Default for Limits {
@@ -45,13 +46,14 @@ impl Default for Limits {
             webhook_backlog_max: d.webhook_backlog_max,
             assets_per_gateway: d.assets_per_gateway as u64,
             datatypes_per_device: d.datatypes_per_device as u64,
+            stream_buffer_mb: (d.stream_buffer_bytes / (1024 * 1024)) as u64,
         }
     }
 }
 
 impl Limits {
     /// Each limit by its key (the TOML key; the variable is the key in capitals).
-    fn slots(&mut self) -> [(&'static str, &mut u64); 15] {
+    fn slots(&mut self) -> [(&'static str, &mut u64); 16] {
         [
             ("expand_max_depth", &mut self.expand_max_depth),
             ("filter_max_values", &mut self.filter_max_values),
@@ -68,6 +70,7 @@ impl Limits {
             ("webhook_backlog_max", &mut self.webhook_backlog_max),
             ("assets_per_gateway", &mut self.assets_per_gateway),
             ("datatypes_per_device", &mut self.datatypes_per_device),
+            ("stream_buffer_mb", &mut self.stream_buffer_mb),
         ]
     }
 
@@ -132,6 +135,7 @@ impl Limits {
             webhook_backlog_max: self.webhook_backlog_max,
             assets_per_gateway: size(self.assets_per_gateway),
             datatypes_per_device: size(self.datatypes_per_device),
+            stream_buffer_bytes: size(self.stream_buffer_mb.saturating_mul(1024 * 1024)),
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod page_cache;
 pub mod running;
 pub mod service;
 pub mod state;
+pub mod stream;
 pub mod webhooks;
 
 use std::time::Duration;

@@ -17,6 +17,7 @@ use crate::gateway::RejectionLog;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
 use crate::page_cache::PageCache;
+use crate::stream::LiveFeed;
 use crate::webhooks::WebhookHub;
 use crate::webhooks::address::{CheckedResolver, SystemLookup};
 use crate::webhooks::vault::Vault;
@@ -57,6 +58,14 @@ pub struct Settings {
     /// binary defaults it to `secret.key` in the data dir). `None` keeps a key in memory only,
     /// for tests and throw-away stores.
     pub secret_key_file: Option<std::path::PathBuf>,
+    /// How often the live stream sends a comment line (docs/api.md, "Live stream": 15 s).
+    pub stream_heartbeat: Duration,
+    /// How often the live stream checks its client's token and groups again when no change
+    /// of rights was made through this node meanwhile.
+    pub stream_recheck: Duration,
+    /// How long the live stream records after its last client left: the time within which a
+    /// reconnection resumes without a gap (docs/api.md, "Live stream": 10 minutes).
+    pub stream_retention: Duration,
 }
 
 /// `N` requests per `per` for one account (docs/operations.md, "Limits").
@@ -131,6 +140,9 @@ pub struct Limits {
     pub assets_per_gateway: usize,
     /// Most datatypes (series) one device may have (`DEVICECLOUD_DATATYPES_PER_DEVICE`).
     pub datatypes_per_device: usize,
+    /// Bytes the live stream's replay buffer may hold (`DEVICECLOUD_STREAM_BUFFER_MB`): a client
+    /// further behind, or resuming from further back, gets `overflow`.
+    pub stream_buffer_bytes: usize,
 }
 
 impl Default for Limits {
@@ -151,6 +163,7 @@ impl Default for Limits {
             webhook_backlog_max: 1_000_000,
             assets_per_gateway: 1000,
             datatypes_per_device: 1000,
+            stream_buffer_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -174,6 +187,9 @@ impl Default for Settings {
                 per: Duration::from_secs(60),
             }),
             secret_key_file: None,
+            stream_heartbeat: Duration::from_secs(15),
+            stream_recheck: Duration::from_secs(1),
+            stream_retention: Duration::from_secs(600),
         }
     }
 }
@@ -263,6 +279,8 @@ pub struct Services {
     pub mqtt_slots: Arc<Semaphore>,
     /// Cancelled when the service stops: a request still reading its body answers at once.
     pub shutdown: CancellationToken,
+    /// What this node commits, for the live stream's clients.
+    pub stream: Arc<LiveFeed>,
 }
 
 impl AppState {
@@ -290,10 +308,24 @@ impl AppState {
         let ingest = db.dedicated();
         let login_limiter = LoginLimiter::new(limits.signin_failures_max, limits.signin_window);
         let account_limiter = AccountLimiter::new(settings.rate_limit);
+        let stream = LiveFeed::start(
+            db.clone(),
+            limits.stream_buffer_bytes,
+            settings.stream_retention,
+            tracker,
+            shutdown.clone(),
+        );
         AppState(Arc::new(Services {
-            ingest: IngestQueue::start(ingest.clone(), webhooks.clone(), tracker, shutdown.clone()),
+            ingest: IngestQueue::start(
+                ingest.clone(),
+                webhooks.clone(),
+                stream.clone(),
+                tracker,
+                shutdown.clone(),
+            ),
             ingest_db: ingest,
-            command_log: CommandLog::start(db.clone(), tracker, shutdown.clone()),
+            command_log: CommandLog::start(db.clone(), stream.clone(), tracker, shutdown.clone()),
+            stream,
             webhooks,
             pages: Arc::new(PageCache::new(limits.page_cache_bytes)),
             mqtt_slots: Arc::new(Semaphore::new(limits.mqtt_max_connections)),

@@ -6,6 +6,7 @@
 
 use crate::Result;
 use crate::db::{Db, on_pool};
+use crate::event_collection::EventRow;
 use crate::webhooks::{RouteTable, Routes};
 
 /// An event to record.
@@ -23,27 +24,44 @@ pub struct NewEvent<'a> {
     pub value_description: Option<&'a str>,
 }
 
+impl NewEvent<'_> {
+    /// The event as recorded under `id_event`: the record the `event` endpoint reads back.
+    pub fn recorded(&self, id_event: i64) -> EventRow {
+        EventRow {
+            id_event,
+            id_group: self.id_group.to_string(),
+            source_device: self.source_device.to_string(),
+            from_device: self.from_device,
+            event_type: self.event_type,
+            occurred_at: self.occurred_at,
+            value: self.value.to_string(),
+            datatype: self.datatype,
+            value_description: self.value_description.map(str::to_string),
+        }
+    }
+}
+
 /// Records events in one transaction, each queued in it for the active events webhooks of its
 /// group as the service's cached route table names them (the table that routes measurements);
-/// returns how many.
-pub async fn insert_routed(db: &Db, routes: &Routes, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
+/// returns their ids, in the order of `events`.
+pub async fn insert_routed(db: &Db, routes: &Routes, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
     let table = routes.table(db).await?;
     write(db, Some(&table), events, now).await
 }
 
 /// [`insert_routed`] for callers without the service's route cache (the command log, tools):
-/// the route table is read in the transaction itself.
-pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
+/// the route table is read in the transaction itself. Returns the events' ids.
+pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
     write(db, None, events, now).await
 }
 
 /// Records `events` and their outbox rows in one transaction, routed by `table` (read in the
-/// transaction when `None`).
-async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now: i64) -> Result<u64> {
+/// transaction when `None`); returns their ids.
+async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
     let sql = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, datatype, \
                value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";
     let queue = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
-    let n = on_pool!(db, |p| async {
+    let ids = on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         // The events are written first: on SQLite a transaction that reads before its first
         // write cannot wait for the write lock (another writer between its read and its write
@@ -82,10 +100,9 @@ async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now
                     .await?;
             }
         }
-        let n = ids.len() as u64;
         tx.commit().await?;
-        Ok::<_, sqlx::Error>(n)
+        Ok::<_, sqlx::Error>(ids)
     }
     .await)?;
-    Ok(n)
+    Ok(ids)
 }

@@ -112,6 +112,24 @@ pub async fn get(db: &Db, id_group: &str) -> Result<Option<GroupRow>> {
     Ok(row)
 }
 
+/// The groups among `ids` that exist, deleted or not, in one query (the live stream checks its
+/// groups with it every second).
+pub async fn get_many(db: &Db, ids: &[String]) -> Result<Vec<GroupRow>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let sql = format!("{SELECT} WHERE id_group IN ({marks})");
+    let rows = on_pool!(db, |p| {
+        let mut query = sqlx::query_as::<_, GroupRow>(sqlx::AssertSqlSafe(sql));
+        for id in ids {
+            query = query.bind(id);
+        }
+        query.fetch_all(p).await
+    })?;
+    Ok(rows)
+}
+
 /// A page of the groups `scope` allows, filtered and sorted as asked.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
     let mut select = Query::select();

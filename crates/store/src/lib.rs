@@ -22,6 +22,7 @@ pub mod groups;
 pub mod ingest;
 pub mod memberships;
 pub mod raw_data;
+pub mod series;
 pub mod session_collection;
 pub mod sessions;
 pub mod tokens;

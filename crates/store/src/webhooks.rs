@@ -22,7 +22,7 @@ pub use deliveries::{
     Attempt, DeliveryRow, Outcome, QueuedEvent, QueuedPoint, backlog, cut_delivery, outbox_len, pending_delivery,
     prune, queued_events, queued_points, record_attempt,
 };
-pub use lifecycle::{Deactivation, backlog_items, deactivate};
+pub use lifecycle::{Deactivated, Deactivation, backlog_items, deactivate};
 pub use records::{
     ATTRIBUTES, COLUMNS, FORWARDING_TYPES, NewWebhook, SORTABLE, WebhookChanges, WebhookRow, active, create, delete,
     get, list, replace_secrets, stored_secrets, update,

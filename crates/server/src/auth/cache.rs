@@ -5,6 +5,7 @@
 //! role, say) can go unseen; changes made through this node invalidate at once.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,9 @@ pub struct AuthCache {
     ttl: Duration,
     tokens: RwLock<HashMap<String, (TokenEntry, Instant)>>,
     roles: RwLock<HashMap<String, (Arc<Roles>, Instant)>>,
+    /// Counts the changes of rights made through this node (a token revoked, a role changed, a
+    /// group deleted), so that long-lived requests re-check at once when it moves.
+    changes: AtomicU64,
 }
 
 /// Above this many entries a map is cleared rather than grown: a flood of distinct bogus
@@ -37,7 +41,19 @@ impl AuthCache {
             ttl,
             tokens: RwLock::default(),
             roles: RwLock::default(),
+            changes: AtomicU64::new(0),
         }
+    }
+
+    /// The number of rights changes so far (see [`AuthCache::rights_changed`]).
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
+    /// Notes a change of rights made through this node: whoever holds rights checked earlier
+    /// (a live stream) checks again. Every `forget_*` notes one.
+    pub fn rights_changed(&self) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
     }
 
     pub fn token(&self, hash: &str) -> Option<TokenEntry> {
@@ -61,6 +77,8 @@ impl AuthCache {
         if let Ok(mut map) = self.tokens.write() {
             map.remove(hash);
         }
+        // After the entry is gone: a re-check prompted by the change reads the store.
+        self.rights_changed();
     }
 
     /// Forgets every token of an account, after its tokens were revoked (a disabled account,
@@ -69,6 +87,8 @@ impl AuthCache {
         if let Ok(mut map) = self.tokens.write() {
             map.retain(|_, (entry, _)| entry.id_user != id_user);
         }
+        // After the entry is gone: a re-check prompted by the change reads the store.
+        self.rights_changed();
     }
 
     pub fn roles(&self, id_user: &str) -> Option<Arc<Roles>> {
@@ -92,5 +112,7 @@ impl AuthCache {
         if let Ok(mut map) = self.roles.write() {
             map.remove(id_user);
         }
+        // After the entry is gone: a re-check prompted by the change reads the store.
+        self.rights_changed();
     }
 }

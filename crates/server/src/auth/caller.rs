@@ -115,15 +115,27 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, ApiError> {
-        let entry = match parts.extensions.remove::<Authenticated>() {
-            Some(Authenticated(entry)) => entry,
+        match parts.extensions.remove::<Authenticated>() {
+            Some(Authenticated(entry)) => Caller::of_entry(state, entry).await,
             None => {
                 let token = bearer_token(parts).ok_or_else(ApiError::invalid_credentials)?;
-                token_entry(state, &token_hash(token))
-                    .await?
-                    .ok_or_else(ApiError::invalid_credentials)?
+                Caller::of_token(state, &token_hash(token)).await
             }
-        };
+        }
+    }
+}
+
+impl Caller {
+    /// The caller behind a bearer token's hash, as the extractor finds it; asked again by a
+    /// long-lived request (the live stream) to notice a revoked token or a removed role.
+    pub async fn of_token(state: &AppState, hash: &str) -> Result<Caller, ApiError> {
+        let entry = token_entry(state, hash)
+            .await?
+            .ok_or_else(ApiError::invalid_credentials)?;
+        Caller::of_entry(state, entry).await
+    }
+
+    async fn of_entry(state: &AppState, entry: TokenEntry) -> Result<Caller, ApiError> {
         if entry.expires_at <= unix_now() {
             return Err(ApiError::invalid_credentials());
         }

@@ -1,15 +1,20 @@
 //! Every command sent through the API is recorded as a cloud event (docs/gateway-protocol.md,
 //! "Event codes the cloud records"): type 213, value the method, description the outcome, the
 //! caller and the request id. Recorded off the request path by one writer that inserts what queued
-//! up in one transaction, so that commands cost no store write of their own.
+//! up in one transaction, so that commands cost no store write of their own. Once committed,
+//! the events and the outcomes go to the live stream.
+
+use std::sync::Arc;
 
 use devicecloud_store::Db;
 use devicecloud_store::events::{self, NewEvent};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::event_types;
+use crate::stream::{CommandOutcome, LiveFeed};
 
 /// Records queued before callers wait for the writer.
 const QUEUE: usize = 4096;
@@ -31,12 +36,30 @@ pub struct CommandRecord {
     /// `invalid response`, `not supported`.
     pub outcome: String,
     pub occurred_at: i64,
+    /// From sending the command to its outcome.
+    pub duration_ms: u64,
 }
 
 impl CommandRecord {
     /// The event description: `<outcome>; caller <id_user>; request <request_id>`.
     pub fn description(&self) -> String {
         format!("{}; caller {}; request {}", self.outcome, self.caller, self.request_id)
+    }
+
+    /// The outcome as the live stream shows it: the device's status as a number when it
+    /// answered one, otherwise the reason as text.
+    pub fn stream_outcome(&self) -> CommandOutcome {
+        CommandOutcome {
+            id_group: self.id_group.clone(),
+            id_physical_device: self.source_device.clone(),
+            method: self.method,
+            status: self
+                .outcome
+                .parse::<i64>()
+                .map_or_else(|_| Value::from(self.outcome.as_str()), Value::from),
+            duration_ms: self.duration_ms,
+            requested_at: self.occurred_at,
+        }
     }
 }
 
@@ -48,7 +71,7 @@ pub struct CommandLog {
 
 impl CommandLog {
     /// Starts the writer on `tracker`; at `shutdown` it writes what is queued and stops.
-    pub fn start(db: Db, tracker: &TaskTracker, shutdown: CancellationToken) -> CommandLog {
+    pub fn start(db: Db, stream: Arc<LiveFeed>, tracker: &TaskTracker, shutdown: CancellationToken) -> CommandLog {
         let (queue, mut records) = mpsc::channel(QUEUE);
         tracker.spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
@@ -59,14 +82,14 @@ impl CommandLog {
                         if n == 0 {
                             return;
                         }
-                        write(&db, &mut batch).await;
+                        write(&db, &stream, &mut batch).await;
                     }
                 }
             }
             while let Ok(record) = records.try_recv() {
                 batch.push(record);
             }
-            write(&db, &mut batch).await;
+            write(&db, &stream, &mut batch).await;
         });
         CommandLog { queue }
     }
@@ -79,7 +102,7 @@ impl CommandLog {
     }
 }
 
-async fn write(db: &Db, batch: &mut Vec<CommandRecord>) {
+async fn write(db: &Db, stream: &LiveFeed, batch: &mut Vec<CommandRecord>) {
     if batch.is_empty() {
         return;
     }
@@ -98,8 +121,12 @@ async fn write(db: &Db, batch: &mut Vec<CommandRecord>) {
             value_description: Some(description),
         })
         .collect();
-    if let Err(e) = events::insert(db, &rows, devicecloud_store::unix_now()).await {
-        tracing::warn!(error = %e, count = rows.len(), "cannot record command events");
+    match events::insert(db, &rows, devicecloud_store::unix_now()).await {
+        Ok(ids) => {
+            stream.events(&rows, &ids);
+            stream.commands(batch.iter().map(CommandRecord::stream_outcome).collect());
+        }
+        Err(e) => tracing::warn!(error = %e, count = rows.len(), "cannot record command events"),
     }
     batch.clear();
 }

@@ -14,7 +14,7 @@ use devicecloud_protocol::{
 use devicecloud_store::devices::{self, Asset, Child, HelloUpdate};
 use devicecloud_store::events::{self, NewEvent};
 use devicecloud_store::ingest::{self, Point, SeriesId};
-use devicecloud_store::{StoreError, sessions};
+use devicecloud_store::{Db, StoreError, sessions};
 
 pub use auth::{AuthError, authenticate};
 pub use rejections::{Record as RejectionRecord, RejectionLog, WINDOW as REJECTION_WINDOW};
@@ -125,9 +125,17 @@ pub async fn record_rejections(state: &AppState, records: &[RejectionRecord]) {
             value_description: Some(&r.description),
         })
         .collect();
-    if let Err(e) = events::insert_routed(&state.writer, &state.webhooks.routes, &events, now).await {
+    if let Err(e) = record_events(state, &state.writer, &events, now).await {
         tracing::warn!(error = %e, "cannot record a rejected message");
     }
+}
+
+/// Records events through `db`, routed to the webhooks of their groups, and hands them to the
+/// live stream once committed; returns how many.
+async fn record_events(state: &AppState, db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<usize, StoreError> {
+    let ids = events::insert_routed(db, &state.webhooks.routes, events, now).await?;
+    state.stream.events(events, &ids);
+    Ok(ids.len())
 }
 
 /// The rejection of a message naming assets a gateway at its limit cannot have.
@@ -200,9 +208,7 @@ impl Gateway {
             datatype: None,
             value_description: None,
         };
-        events::insert_routed(&state.db, &state.webhooks.routes, &[event], now)
-            .await
-            .map(drop)
+        record_events(state, &state.db, &[event], now).await.map(drop)
     }
 
     /// Hello (docs/gateway-protocol.md, "Messages"): device fields, event 208, and for a GO module
@@ -417,7 +423,7 @@ impl Gateway {
                 value_description: None,
             })
             .collect();
-        Ok(events::insert_routed(&state.db, &state.webhooks.routes, &records, now).await? as usize)
+        Ok(record_events(state, &state.db, &records, now).await?)
     }
 
     /// Attached assets (docs/gateway-protocol.md, "Messages"): created or updated as children of

@@ -21,6 +21,7 @@ pub mod origin;
 pub mod rate_limit;
 pub mod request_log;
 pub mod sessions;
+pub mod stream;
 pub mod users;
 pub mod webhooks;
 
@@ -82,6 +83,7 @@ pub fn router(state: AppState) -> Router {
         .merge(devices::router())
         .merge(data::router())
         .merge(events::router())
+        .merge(stream::router())
         .merge(sessions::router())
         .merge(commands::router())
         .merge(gateway::router())

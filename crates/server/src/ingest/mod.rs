@@ -10,6 +10,7 @@ use devicecloud_store::ingest::{self, Batch, Point, Routed};
 use std::sync::Arc;
 
 use crate::metrics::{Failed, Outcome};
+use crate::stream::LiveFeed;
 use crate::webhooks::WebhookHub;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -107,10 +108,18 @@ pub struct IngestQueue {
 
 impl IngestQueue {
     /// Starts the writer on `tracker`. On shutdown it stops taking jobs only once the queue is
-    /// empty, so every job accepted before is committed and answered.
-    pub fn start(db: Db, webhooks: Arc<WebhookHub>, tracker: &TaskTracker, shutdown: CancellationToken) -> IngestQueue {
+    /// empty, so every job accepted before is committed and answered. What each commit stored
+    /// is handed to the live stream after the commit.
+    pub fn start(
+        db: Db,
+        webhooks: Arc<WebhookHub>,
+        stream: Arc<LiveFeed>,
+        tracker: &TaskTracker,
+        shutdown: CancellationToken,
+    ) -> IngestQueue {
         let (tx, rx) = mpsc::channel(QUEUE_JOBS);
-        tracker.spawn(writer(db, webhooks, rx, shutdown));
+        let sinks = Sinks { webhooks, stream };
+        tracker.spawn(writer(db, Arc::new(sinks), rx, shutdown));
         IngestQueue { tx }
     }
 
@@ -147,7 +156,7 @@ impl std::future::Future for Receipt {
 /// while the previous one commits and, when it fills up before that commit ends (under load),
 /// also prepared meanwhile (sorted, its statements built: [`Batch`]), so the database is not
 /// left waiting for that work; commits still run one after another, in queue order.
-async fn writer(db: Db, webhooks: Arc<WebhookHub>, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken) {
+async fn writer(db: Db, sinks: Arc<Sinks>, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken) {
     let mut committing: Option<JoinHandle<()>> = None;
     while let Some(jobs) = gather(&mut rx, &mut committing, &shutdown).await {
         let backend = db.backend();
@@ -169,8 +178,8 @@ async fn writer(db: Db, webhooks: Arc<WebhookHub>, mut rx: mpsc::Receiver<Job>, 
         if let Some(previous) = committing.take() {
             finished(previous.await);
         }
-        let (db, webhooks) = (db.clone(), Arc::clone(&webhooks));
-        committing = Some(tokio::spawn(async move { commit(&db, &webhooks, batch, jobs).await }));
+        let (db, sinks) = (db.clone(), Arc::clone(&sinks));
+        committing = Some(tokio::spawn(async move { commit(&db, &sinks, batch, jobs).await }));
     }
     if let Some(last) = committing {
         finished(last.await);
@@ -241,9 +250,9 @@ async fn gather(
 /// job (a device archived meanwhile, say) cannot hold back the others. New points are queued
 /// for webhooks in the same transaction, and idle delivery lanes woken after the commit. Every
 /// job ends here, with its points counted.
-async fn commit(db: &Db, webhooks: &WebhookHub, batch: Batch, mut jobs: Vec<Job>) {
+async fn commit(db: &Db, sinks: &Sinks, batch: Batch, mut jobs: Vec<Job>) {
     let started = std::time::Instant::now();
-    match write(db, webhooks, batch).await {
+    match write(db, sinks, batch).await {
         Ok(()) => {
             metrics::histogram!("devicecloud_ingest_commit_seconds").record(started.elapsed().as_secs_f64());
             for job in &mut jobs {
@@ -258,7 +267,7 @@ async fn commit(db: &Db, webhooks: &WebhookHub, batch: Batch, mut jobs: Vec<Job>
                     std::mem::take(&mut job.devices),
                     db.backend(),
                 );
-                let result = write(db, webhooks, batch).await.map_err(|e| {
+                let result = write(db, sinks, batch).await.map_err(|e| {
                     tracing::error!(error = %e, "ingest write failed");
                     IngestError::Store
                 });
@@ -274,13 +283,21 @@ async fn commit(db: &Db, webhooks: &WebhookHub, batch: Batch, mut jobs: Vec<Job>
     }
 }
 
+/// Where committed points go besides the store: the webhook lanes and the live stream.
+struct Sinks {
+    webhooks: Arc<WebhookHub>,
+    stream: Arc<LiveFeed>,
+}
+
 /// Writes one batch with its webhook rows, counts its points (stored or duplicate) once it is
-/// committed, and wakes the delivery lanes if it queued any.
-async fn write(db: &Db, webhooks: &WebhookHub, batch: Batch) -> Result<(), devicecloud_store::StoreError> {
-    let Routed { written, queued } = ingest::write_routed(db, batch, &webhooks.routes).await?;
+/// committed, wakes the delivery lanes if it queued any, and hands the new points to the live
+/// stream (commits run one after another, so the stream gets them in commit order).
+async fn write(db: &Db, sinks: &Sinks, batch: Batch) -> Result<(), devicecloud_store::StoreError> {
+    let Routed { written, queued, fresh } = ingest::write_routed(db, batch, &sinks.webhooks.routes).await?;
     if queued > 0 {
-        webhooks.queued.notify_waiters();
+        sinks.webhooks.queued.notify_waiters();
     }
+    sinks.stream.points(fresh);
     Outcome::Stored.points(written.inserted);
     Outcome::Duplicate.points(written.duplicates);
     Ok(())

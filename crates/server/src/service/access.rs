@@ -54,6 +54,21 @@ pub async fn group(state: &AppState, caller: &Caller, id: &str, need: Role) -> R
         .map_err(|e| e.unwrap_or_else(|| ServiceError::not_found("Group", id)))
 }
 
+/// Every group of `ids` as the caller may act on it with `need`, in one query: the first that
+/// is absent or invisible is "not found", a role too low anywhere is "not allowed".
+pub async fn groups(state: &AppState, caller: &Caller, ids: &[String], need: Role) -> Result<(), ServiceError> {
+    let rows = groups::get_many(&state.db, ids).await?;
+    for id in ids {
+        let role = rows.iter().find(|g| g.id_group == *id).and_then(|g| caller.role_in(g));
+        match role {
+            None => return Err(ServiceError::not_found("Group", id)),
+            Some(role) if role < need => return Err(ServiceError::NotAllowed),
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// The device `id` as the caller may act on it with `need`.
 pub async fn device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow, ServiceError> {
     let row = devices::get(&state.db, id).await?;

@@ -98,7 +98,9 @@ pub async fn run(
         request_id: request_id.clone(),
         outcome: String::new(),
         occurred_at: unix_now(),
+        duration_ms: 0,
     };
+    let started = std::time::Instant::now();
     // A kind without the method (Wi-Fi on a GO module) answers as the device layer would: the
     // specification's only Wi-Fi failure, 501 `Wifi disabled`. Nothing is published.
     if target.kind.is_some_and(|kind| !method.supported_by(kind)) {
@@ -112,6 +114,7 @@ pub async fn run(
         Ok(response) => response.status.to_string(),
         Err(e) => e.outcome().to_string(),
     };
+    record.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     // The gateway chooses its status: outside 100–599 it counts as one label, so a gateway
     // cannot grow the metric without bound.
     let label = match &outcome {

@@ -98,5 +98,6 @@ pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<(), S
     access::group(state, caller, id, Role::Manager).await?;
     groups::soft_delete(&state.db, id, unix_now()).await?;
     state.pages.invalidate();
+    state.auth.rights_changed();
     Ok(())
 }

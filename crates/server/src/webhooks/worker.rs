@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use devicecloud_store::webhooks::{self, Attempt, Deactivation, DeliveryRow, Outcome, WebhookRow};
+use devicecloud_store::webhooks::{self, Attempt, Deactivated, Deactivation, DeliveryRow, Outcome, WebhookRow};
 use devicecloud_store::{Db, StoreError, unix_now};
 use rand::Rng;
 use tokio::task::JoinHandle;
@@ -28,6 +28,7 @@ use super::{WebhookHub, format};
 use crate::event_catalogue::{REASON_BACKLOG, REASON_RETRY_WINDOW};
 use crate::event_types;
 use crate::state::{AppState, Settings};
+use crate::stream::LiveFeed;
 
 /// First retry delay, doubled per failure up to [`BACKOFF_MAX`] (docs/api.md, "Deliveries").
 const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
@@ -71,6 +72,8 @@ fn now_ms() -> i64 {
 struct Context {
     db: Db,
     hub: Arc<WebhookHub>,
+    /// Where the event of a webhook set inactive goes once committed.
+    stream: Arc<LiveFeed>,
     settings: Arc<Settings>,
     client: reqwest::Client,
     shutdown: CancellationToken,
@@ -90,6 +93,7 @@ pub fn spawn_worker(state: &AppState, tracker: &TaskTracker, shutdown: &Cancella
     let context = Arc::new(Context {
         db: state.writer.clone(),
         hub: state.webhooks.clone(),
+        stream: state.stream.clone(),
         settings: state.settings.clone(),
         client,
         shutdown: shutdown.clone(),
@@ -330,7 +334,8 @@ async fn disable(context: &Context, hook: &WebhookRow, reason: &'static str) -> 
         event_type: event_types::WEBHOOK_DISABLED,
         now: unix_now(),
     };
-    if let Some(dropped) = webhooks::deactivate(&context.db, &hook.id_webhook, &how).await? {
+    if let Some(Deactivated { dropped, event }) = webhooks::deactivate(&context.db, &hook.id_webhook, &how).await? {
+        context.stream.event_rows(vec![event]);
         tracing::warn!(webhook = %hook.id_webhook, reason, dropped, "webhook set inactive");
         metrics::counter!(ITEMS, "outcome" => "dropped").increment(dropped);
         metrics::counter!(DISABLED, "reason" => reason).increment(1);

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 pub mod browser;
 pub mod gateway_client;
+pub mod sse;
 pub mod webhook_receiver;
 
 /// The keys of a physical-device record, in the specification's order.

@@ -95,15 +95,19 @@ pub async fn container_key(db: &Db, series: &SeriesId, max_per_device: usize) ->
 /// tests that fill a store directly; the service writes through [`write_routed`].
 pub async fn write(db: &Db, points: &[Point], devices: &[(String, i64)]) -> Result<Written> {
     let batch = Batch::new(points.to_vec(), devices.to_vec(), db.backend());
-    write_batch(db, batch, None).await.map(|(written, _)| written)
+    write_batch(db, batch, None).await.map(|(written, _, _)| written)
 }
 
-/// What a batch did, and how many outbox rows it queued for webhooks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a batch did, how many outbox rows it queued for webhooks, and the points it stored.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Routed {
     pub written: Written,
     /// Outbox rows written: one per new point and webhook of its group.
     pub queued: usize,
+    /// The points stored for the first time, in the order they were sent (resent ones left
+    /// out): what the live stream shows once the transaction is committed. Moved out of the
+    /// batch, so handing them over costs nothing.
+    pub fresh: Vec<Point>,
 }
 
 /// Stores a batch as [`write`] does and, in the same transaction, queues every newly stored point
@@ -113,8 +117,12 @@ pub struct Routed {
 pub async fn write_routed(db: &Db, batch: Batch, routes: &Routes) -> Result<Routed> {
     let table = routes.table(db).await?;
     if !table.forwards_measurements() {
-        let (written, _) = write_batch(db, batch, None).await?;
-        return Ok(Routed { written, queued: 0 });
+        let (written, _, fresh) = write_batch(db, batch, None).await?;
+        return Ok(Routed {
+            written,
+            queued: 0,
+            fresh,
+        });
     }
     let groups = routes.groups_of(db, &batch.series()).await?;
     let targets: HashMap<i64, &[String]> = groups
@@ -124,12 +132,17 @@ pub async fn write_routed(db: &Db, batch: Batch, routes: &Routes) -> Result<Rout
             (!hooks.is_empty()).then_some((*key, hooks))
         })
         .collect();
-    let (written, queued) = write_batch(db, batch, Some(&targets)).await?;
-    Ok(Routed { written, queued })
+    let (written, queued, fresh) = write_batch(db, batch, Some(&targets)).await?;
+    Ok(Routed { written, queued, fresh })
 }
 
 /// The write of [`write`] and [`write_routed`]; `targets` maps a series to its webhooks.
-async fn write_batch(db: &Db, mut batch: Batch, targets: Option<&HashMap<i64, &[String]>>) -> Result<(Written, usize)> {
+/// Returns what it did, the outbox rows queued, and the new points in the order sent.
+async fn write_batch(
+    db: &Db,
+    mut batch: Batch,
+    targets: Option<&HashMap<i64, &[String]>>,
+) -> Result<(Written, usize, Vec<Point>)> {
     let mut tx = Tx::begin(db).await?;
     let mut batch = if run(&mut tx, std::mem::take(&mut batch.inserts)).await? == batch.sorted.len() as u64 {
         batch
@@ -163,7 +176,7 @@ async fn write_batch(db: &Db, mut batch: Batch, targets: Option<&HashMap<i64, &[
         inserted: batch.sorted.len(),
         duplicates: batch.submitted - batch.sorted.len(),
     };
-    Ok((written, queued))
+    Ok((written, queued, batch.sent))
 }
 
 /// Runs statements in order; returns the rows they affected.

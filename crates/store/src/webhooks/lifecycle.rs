@@ -9,6 +9,8 @@ use sea_query_sqlx::SqlxValues;
 use super::records::{drop_queue, get};
 use crate::Result;
 use crate::db::{Db, Tx, on_pool};
+use crate::event_collection::EventRow;
+use crate::events::NewEvent;
 
 /// The records a webhook has waiting (rows in the outbox and the items of its pending batches),
 /// counted no further than `cap` + 1 outbox rows: it is asked of queues that may be huge.
@@ -36,11 +38,20 @@ pub struct Deactivation<'a> {
     pub now: i64,
 }
 
+/// What a deactivation did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deactivated {
+    /// Queued records dropped.
+    pub dropped: u64,
+    /// The event recorded.
+    pub event: EventRow,
+}
+
 /// Sets an active webhook inactive with `disabled_reason` and `disabled_at`, drops its queue and
 /// records the event on the webhook (`source_device` is its id, `from_device` 0), routed to the
-/// active events webhooks of its group like any event. Returns the records dropped, or `None`
-/// when the webhook was already inactive or gone (another node, or a client, was first).
-pub async fn deactivate(db: &Db, id_webhook: &str, how: &Deactivation<'_>) -> Result<Option<u64>> {
+/// active events webhooks of its group like any event. Returns what it did, or `None` when the
+/// webhook was already inactive or gone (another node, or a client, was first).
+pub async fn deactivate(db: &Db, id_webhook: &str, how: &Deactivation<'_>) -> Result<Option<Deactivated>> {
     let Some(row) = get(db, id_webhook).await? else {
         return Ok(None);
     };
@@ -71,7 +82,7 @@ pub async fn deactivate(db: &Db, id_webhook: &str, how: &Deactivation<'_>) -> Re
                 how.event_type.into(),
                 how.now.into(),
                 how.reason.into(),
-                description.into(),
+                description.as_str().into(),
             ]),
         )
         .await?;
@@ -84,5 +95,18 @@ pub async fn deactivate(db: &Db, id_webhook: &str, how: &Deactivation<'_>) -> Re
     )
     .await?;
     tx.commit().await?;
-    Ok(Some(dropped))
+    let event = NewEvent {
+        id_group: &row.id_group,
+        source_device: id_webhook,
+        from_device: Some(0),
+        event_type: how.event_type,
+        occurred_at: how.now,
+        value: how.reason,
+        datatype: None,
+        value_description: Some(&description),
+    };
+    Ok(Some(Deactivated {
+        dropped,
+        event: event.recorded(id_event),
+    }))
 }

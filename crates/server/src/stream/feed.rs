@@ -1,0 +1,153 @@
+//! The one task that turns hand-overs into records: in the order they were handed over (the
+//! commit order), each record rendered once and numbered as it enters the replay buffer.
+//!
+//! A point carries only its series key; the series' fields (group, device, datatype) are read
+//! once per series and kept, as the group of a series never changes.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use devicecloud_store::Db;
+use devicecloud_store::ingest::Point;
+use devicecloud_store::series::{self, Series};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::ring::Kind;
+use super::{Item, LiveFeed};
+use crate::event_catalogue::event_fields;
+
+/// How often the task looks whether recording lapsed, to free the buffer.
+const LAPSE_CHECK: Duration = Duration::from_secs(5);
+
+/// Most series kept; past it the map starts over (a series is then read once more).
+const MAX_SERIES: usize = 1_000_000;
+
+/// A rendered record before it is numbered.
+type Rendered = (Kind, Arc<str>, Box<str>);
+
+/// Series by key, hashed by one multiplication: the keys are our own integers, looked up for
+/// every point, where the default hasher (SipHash) was a visible share of the feed's time.
+type Known = HashMap<i64, (Series, Arc<str>), BuildHasherDefault<KeyHasher>>;
+
+/// Fibonacci hashing of an integer key.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_i64(&mut self, key: i64) {
+        self.0 = (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub(super) async fn run(
+    feed: Arc<LiveFeed>,
+    db: Db,
+    mut items: mpsc::UnboundedReceiver<Item>,
+    shutdown: CancellationToken,
+) {
+    let mut known = Known::default();
+    let mut lapse = tokio::time::interval(LAPSE_CHECK);
+    loop {
+        let item = tokio::select! {
+            item = items.recv() => match item {
+                Some(item) => item,
+                None => return,
+            },
+            _ = lapse.tick() => {
+                feed.settle_lapse(&mut feed.ring());
+                continue;
+            }
+            _ = shutdown.cancelled() => return,
+        };
+        feed.queued.fetch_sub(1, Ordering::SeqCst);
+        let rendered = match item {
+            Item::Points(points) => match points_of(&db, &mut known, &points).await {
+                Some(rendered) => rendered,
+                None => {
+                    feed.ring().gap();
+                    continue;
+                }
+            },
+            Item::Events(rows) => rows
+                .iter()
+                .map(|row| {
+                    let text = serde_json::Value::Object(event_fields(row)).to_string();
+                    (Kind::Event, Arc::from(row.id_group.as_str()), text.into_boxed_str())
+                })
+                .collect(),
+            Item::Commands(outcomes) => outcomes
+                .iter()
+                .map(|c| (Kind::Command, Arc::from(c.id_group.as_str()), json(c)))
+                .collect(),
+            Item::Gap => {
+                feed.ring().gap();
+                continue;
+            }
+        };
+        let head = {
+            let mut ring = feed.ring();
+            for (kind, group, data) in rendered {
+                ring.push(kind, group, data);
+            }
+            ring.head()
+        };
+        feed.head.send_replace(head);
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Box<str> {
+    serde_json::to_string(value).unwrap_or_default().into_boxed_str()
+}
+
+/// The `data` records of points, with their series read where not known yet; `None` when the
+/// series cannot be read (the points are then lost to the stream, as a gap).
+async fn points_of(db: &Db, known: &mut Known, points: &[Point]) -> Option<Vec<Rendered>> {
+    let mut missing: Vec<i64> = points
+        .iter()
+        .map(|p| p.container_key)
+        .filter(|k| !known.contains_key(k))
+        .collect();
+    if !missing.is_empty() {
+        if known.len() + missing.len() > MAX_SERIES {
+            known.clear();
+            missing = points.iter().map(|p| p.container_key).collect();
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        match series::of_keys(db, &missing).await {
+            Ok(found) => {
+                for s in found {
+                    let group = Arc::from(s.id_group.as_str());
+                    known.insert(s.container_key, (s, group));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "live stream: cannot read the series of committed points");
+                return None;
+            }
+        }
+    }
+    let mut rendered = Vec::with_capacity(points.len());
+    for p in points {
+        // A series that does not exist was deleted after the commit: nothing to show.
+        if let Some((series, group)) = known.get(&p.container_key) {
+            // The record's own serialisation, which the `data` endpoint renders too.
+            rendered.push((Kind::Measurement, Arc::clone(group), json(&series.point(p))));
+        }
+    }
+    Some(rendered)
+}
