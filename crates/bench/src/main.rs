@@ -22,6 +22,7 @@ mod ingest;
 mod publisher;
 mod read;
 mod server;
+mod stream;
 mod webhook;
 
 use std::path::PathBuf;
@@ -78,6 +79,9 @@ enum BenchCommand {
         #[arg(long)]
         database_url: Option<String>,
     },
+    /// Gateways publish into several groups, first alone, then with live stream clients spread
+    /// over the groups: durable points/s with and without clients, and PUBACK → client latency.
+    Stream(stream::StreamOptions),
     /// Many gateways connected and idle: the server's resident memory per connection.
     Idle {
         #[arg(long, default_value_t = 10_000)]
@@ -229,6 +233,7 @@ async fn run(command: BenchCommand) -> Result<()> {
             abuse::abuse(options).await
         }
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
+        BenchCommand::Stream(options) => stream::stream(options).await,
         BenchCommand::Idle { connections } => idle::idle(connections).await,
         BenchCommand::Commands {
             gateways,

@@ -47,6 +47,8 @@ pub struct Outcome {
     pub unacked: Vec<Message>,
     /// PUBACK latencies, from the packet leaving the client to its PUBACK.
     pub latencies: Vec<Duration>,
+    /// When each PUBACK arrived, in the order of `acked`.
+    pub acked_at: Vec<Instant>,
     /// Whether the connection was refused or failed before the end.
     pub failed: bool,
 }
@@ -112,6 +114,7 @@ pub async fn publish(
             Event::Incoming(Packet::PubAck(ack)) => {
                 if let Some((message, at)) = sent.remove(&ack.pkid) {
                     outcome.latencies.push(at.elapsed());
+                    outcome.acked_at.push(Instant::now());
                     outcome.acked.push(message);
                     done += 1;
                 }

@@ -210,6 +210,17 @@ pub async fn provision(
     prefix: &str,
     count: usize,
 ) -> Result<Vec<GatewayCredentials>> {
+    Ok(provision_group(http, base, admin, prefix, count).await?.1)
+}
+
+/// [`provision`], also returning the new group's id.
+pub async fn provision_group(
+    http: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    prefix: &str,
+    count: usize,
+) -> Result<(String, Vec<GatewayCredentials>)> {
     let group: Value = http
         .post(format!("{base}/api/v2/group"))
         .bearer_auth(admin)
@@ -248,7 +259,7 @@ pub async fn provision(
             out.push(task.await??);
         }
     }
-    Ok(out)
+    Ok((id_group, out))
 }
 
 /// Resident memory of a process, in KiB.

@@ -141,6 +141,10 @@ impl Client {
             // Seen before reading, so that a record pushed after the read wakes the wait below.
             self.head.borrow_and_update();
             if self.fill() {
+                if self.pending.is_empty() {
+                    // Passing other groups' records: let other tasks run between batches.
+                    tokio::task::yield_now().await;
+                }
                 continue;
             }
             tokio::select! {
