@@ -7,6 +7,7 @@ mod demo;
 mod limits;
 mod settings;
 mod simulate;
+mod store_lock;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -165,6 +166,8 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
         }
         None => None,
     };
+    // Held until the process ends: a second `serve` on the same SQLite store stops here.
+    let _store_lock = store_lock::acquire(&settings.database_url()?)?;
     let db = match db {
         Some(db) => db,
         None => Db::connect(&settings.database_url()?)

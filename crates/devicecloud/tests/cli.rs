@@ -1,7 +1,8 @@
 //! The binary as users run it (docs/operations.md): admin commands print JSON, `serve` prints one
 //! `listening …` line with the chosen ports, a port in use fails naming its variable, settings
 //! come from file < environment < flags, the TLS listener starts only with usable files, JSON
-//! logs name every request with its id, and SIGTERM stops the service cleanly.
+//! logs name every request with its id, SIGTERM stops the service cleanly, and one SQLite store
+//! serves one process.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -235,6 +236,54 @@ fn a_port_in_use_names_the_variable() {
         stderr.contains(&format!("DEVICECLOUD_HTTP_ADDR={addr}")),
         "stderr: {stderr}"
     );
+}
+
+/// One SQLite store serves one process: a second `serve` on it stops with a message that says
+/// so, and once the first has stopped (here: killed) the store serves again.
+#[test]
+fn a_second_serve_on_one_sqlite_store_refuses_to_start() {
+    let dir = Dir::new("second");
+    let listen_anywhere = |mut c: Command| {
+        c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0");
+        c
+    };
+    let (mut first, line) = serve(listen_anywhere(command(&dir)));
+    assert!(line.starts_with("listening"), "{line}");
+    let mut second = listen_anywhere(command(&dir))
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a second server that does start would otherwise run until killed.
+    let mut status = None;
+    for _ in 0..100 {
+        status = second.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let Some(status) = status else {
+        second.kill().unwrap();
+        panic!("a second serve started on the same SQLite store");
+    };
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("another devicecloud serve is already running on the SQLite store"),
+        "stderr: {stderr}"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (mut again, line) = serve(listen_anywhere(command(&dir)));
+    assert!(
+        line.starts_with("listening"),
+        "a killed server leaves no lock behind: {line}"
+    );
+    terminate(&mut again);
 }
 
 #[test]
