@@ -170,44 +170,30 @@ async fn events_of(db: &Db, id: &str) -> Vec<(i64, String, Option<i64>)> {
     }
 }
 
+/// Connects as (`user`, `password`) and asserts the CONNACK refusal `code`.
+async fn assert_refused(app: &TestApp, user: &str, password: &str, code: ConnectReturnCode) {
+    let (_, mut events) = AsyncClient::new(options(app, "c", user, password), 8);
+    let error = until_closed(&mut events).await;
+    assert!(
+        matches!(&error, ConnectionError::ConnectionRefused(got) if *got == code),
+        "{user}: {error:?}"
+    );
+}
+
 #[tokio::test]
 async fn connect_is_refused_with_the_protocol_codes() {
     let app = TestApp::spawn().await;
     let (_, admin) = app.admin().await;
     let gw = provision(&app, &admin, "GW-AUTH", "CORE").await;
     for (user, password) in [("GW-AUTH", "wrong"), ("NO-SUCH", "x"), ("", "")] {
-        let (_, mut events) = AsyncClient::new(options(&app, "c", user, password), 8);
-        let error = until_closed(&mut events).await;
-        assert!(
-            matches!(
-                error,
-                ConnectionError::ConnectionRefused(ConnectReturnCode::BadUserNamePassword)
-            ),
-            "{user}: {error:?}"
-        );
+        assert_refused(&app, user, password, ConnectReturnCode::BadUserNamePassword).await;
     }
     let reply = send(app.request(Method::DELETE, &format!("/api/v2/physical-device/{}", gw.id), &admin)).await;
     assert_eq!(reply.status, 204);
     // The token is checked first: a wrong one gets 4 for an archived serial too, so that
     // serials cannot be probed.
-    let (_, mut events) = AsyncClient::new(options(&app, "c", &gw.serial, "wrong"), 8);
-    let error = until_closed(&mut events).await;
-    assert!(
-        matches!(
-            error,
-            ConnectionError::ConnectionRefused(ConnectReturnCode::BadUserNamePassword)
-        ),
-        "{error:?}"
-    );
-    let (_, mut events) = AsyncClient::new(options(&app, "c", &gw.serial, &gw.token), 8);
-    let error = until_closed(&mut events).await;
-    assert!(
-        matches!(
-            error,
-            ConnectionError::ConnectionRefused(ConnectReturnCode::NotAuthorized)
-        ),
-        "{error:?}"
-    );
+    assert_refused(&app, &gw.serial, "wrong", ConnectReturnCode::BadUserNamePassword).await;
+    assert_refused(&app, &gw.serial, &gw.token, ConnectReturnCode::NotAuthorized).await;
 }
 
 #[tokio::test]
