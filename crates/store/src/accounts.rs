@@ -21,12 +21,15 @@ pub struct AccountRow {
     pub created_at: i64,
 }
 
-/// An account as it is shown: everything but the password hash.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// An account as it is shown: everything but the password hash. Serialised, it is the API's
+/// record `{id_user, username, is_admin, disabled, created_at}` (flags as booleans).
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct UserRow {
     pub id_user: String,
     pub username: String,
+    #[serde(serialize_with = "crate::collection::flag")]
     pub is_admin: i64,
+    #[serde(serialize_with = "crate::collection::flag")]
     pub disabled: i64,
     pub created_at: i64,
 }

@@ -301,6 +301,12 @@ fn json_pairs(output: &[&str]) -> String {
         .join(", ")
 }
 
+/// Writes an integer flag column (0 or 1, as both databases store booleans here) as the JSON
+/// boolean the API shows.
+pub(crate) fn flag<S: serde::Serializer>(value: &i64, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_bool(*value != 0)
+}
+
 /// Reads a float field of a page row: a JSON number, or the 17-digit text [`json_pairs`] writes
 /// for SQLite REALs. Row types with `f64` fields read through [`list`] or [`fetch`] use it.
 pub(crate) fn real<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<f64, D::Error> {

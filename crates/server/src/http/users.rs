@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use devicecloud_query::{CollectionQuery, CollectionSpec};
 use devicecloud_store::accounts::{self, UserRow};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::body::json_object;
-use super::collection::{CollectionPage, RawCollection, Selection};
+use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
 use super::origin::Origin;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -37,15 +37,10 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/user/{id}", get(view).patch(update))
 }
 
-/// An account record: `{id_user, username, is_admin, disabled, created_at}`.
+/// An account record: `{id_user, username, is_admin, disabled, created_at}`, as [`UserRow`]
+/// serialises.
 pub fn user_fields(row: &UserRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_user".into(), json!(row.id_user));
-    map.insert("username".into(), json!(row.username));
-    map.insert("is_admin".into(), json!(row.is_admin != 0));
-    map.insert("disabled".into(), json!(row.disabled != 0));
-    map.insert("created_at".into(), json!(row.created_at));
-    map
+    record_fields(row)
 }
 
 fn record(row: &UserRow) -> axum::Json<Value> {
