@@ -83,6 +83,10 @@ impl Db {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
         };
         db.migrate().await?;
+        if let Db::Postgres(pool) = &db {
+            // Rows written before the service's first retention pass land in their partition.
+            crate::partitions::prepare(pool, crate::unix_now(), crate::partitions::AHEAD).await?;
+        }
         Ok(db)
     }
 

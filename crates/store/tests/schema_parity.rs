@@ -261,7 +261,9 @@ async fn postgres_schema(pool: &PgPool) -> Schema {
     let mut schema = Schema::default();
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables \
-         WHERE table_schema = 'public' AND table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_sqlx%'",
+         WHERE table_schema = 'public' AND table_type = 'BASE TABLE' AND table_name NOT LIKE '\\_sqlx%' \
+         AND NOT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+           WHERE n.nspname = 'public' AND c.relname = table_name AND c.relispartition)",
     )
     .fetch_all(pool)
     .await
@@ -327,7 +329,8 @@ async fn postgres_schema(pool: &PgPool) -> Schema {
         columns,
     } in indexes
     {
-        if primary {
+        // A time partition's indexes are the parent's, made for each partition.
+        if primary || !schema.tables.contains_key(&table) {
             continue;
         }
         let columns: Vec<String> = columns.iter().map(|c| normalize(c)).collect();

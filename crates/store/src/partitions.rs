@@ -1,0 +1,212 @@
+//! PostgreSQL's time partitions of raw points and rollups (docs/operations.md, "Retention"):
+//! made ahead of the data, and dropped whole once every group's retention has passed them.
+//!
+//! The widths and names are those of migration 0009, which made the tables partitioned: a
+//! partition `<table>_<YYYYMMDD>` holds the slot of `width` seconds starting that UTC day
+//! (slots are aligned on the Unix epoch). A row in no partition goes to `<table>_default`.
+
+use sqlx::{PgConnection, PgPool};
+
+use crate::Result;
+use crate::retention::{Kind, Retention, cutoff};
+
+/// Serialises partition changes between the nodes of one service (an arbitrary constant).
+const LOCK: i64 = 0x6463_7061_7274; // "dcpart"
+/// How long a drop may wait for the table lock before it gives up until the next pass: while
+/// it waits, writes to the table queue behind it.
+const LOCK_TIMEOUT: &str = "2s";
+
+/// How many slots past the current one [`prepare`] makes: two days of raw points at least.
+pub const AHEAD: i64 = 2;
+
+/// The width of one partition of `kind`, in seconds.
+pub fn width(kind: Kind) -> i64 {
+    const DAY: i64 = 86_400;
+    match kind {
+        Kind::Raw => DAY,
+        Kind::Minute => 7 * DAY,
+        Kind::Hour => 91 * DAY,
+        Kind::Day => 364 * DAY,
+    }
+}
+
+/// The name of the partition of `kind` starting at `start`.
+fn name(kind: Kind, start: i64) -> String {
+    let day = time::OffsetDateTime::from_unix_timestamp(start)
+        .map(|t| t.date())
+        .unwrap_or(time::Date::MIN);
+    format!(
+        "{}_{:04}{:02}{:02}",
+        kind.table(),
+        day.year(),
+        u8::from(day.month()),
+        day.day()
+    )
+}
+
+/// One partition: its table name and its range `[start, end)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    pub name: String,
+    pub start: i64,
+    pub end: i64,
+}
+
+/// The range partitions of `kind` (the default partition left out), oldest first.
+pub async fn list(conn: &mut PgConnection, kind: Kind) -> Result<Vec<Partition>> {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i \
+         JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass",
+    )
+    .bind(kind.table())
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut partitions: Vec<Partition> = rows
+        .into_iter()
+        .filter_map(|(name, bound)| {
+            let (start, end) = bounds(&bound)?;
+            Some(Partition { name, start, end })
+        })
+        .collect();
+    partitions.sort_by_key(|p| p.start);
+    Ok(partitions)
+}
+
+/// The range of `FOR VALUES FROM ('a') TO ('b')`; `None` for `DEFAULT`.
+fn bounds(text: &str) -> Option<(i64, i64)> {
+    let number = |s: &str| -> Option<i64> {
+        s.trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .trim_matches('\'')
+            .parse()
+            .ok()
+    };
+    let rest = text.strip_prefix("FOR VALUES FROM ")?;
+    let (from, to) = rest.split_once(" TO ")?;
+    Some((number(from)?, number(to)?))
+}
+
+/// Makes the partitions of the slot holding `now`, the one before and the next `ahead` ones,
+/// for every kind, when they do not exist yet. Rows already in the default partition for such
+/// a slot are moved into it.
+pub async fn prepare(pool: &PgPool, now: i64, ahead: i64) -> Result<u64> {
+    let mut made = 0;
+    for kind in Kind::ALL {
+        let w = width(kind);
+        let current = now.div_euclid(w);
+        for slot in current - 1..=current + ahead {
+            if make(pool, kind, slot * w).await? {
+                made += 1;
+            }
+        }
+    }
+    Ok(made)
+}
+
+/// Makes the partition of `kind` starting at `start`; false when it exists already.
+///
+/// The table is made apart, filled from the default partition, and attached: attaching locks
+/// the parent only against other schema changes, not against writes, and the check
+/// constraint spares the attach a scan of the new table.
+async fn make(pool: &PgPool, kind: Kind, start: i64) -> Result<bool> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(LOCK)
+        .execute(&mut *tx)
+        .await?;
+    if list(&mut tx, kind)
+        .await?
+        .iter()
+        .any(|p| p.start <= start && start < p.end)
+    {
+        return Ok(false);
+    }
+    let (table, time) = (kind.table(), kind.time_column());
+    let end = start + width(kind);
+    let part = name(kind, start);
+    let statements = [
+        format!("CREATE TABLE {part} (LIKE {table} INCLUDING DEFAULTS)"),
+        format!("ALTER TABLE {part} ADD CONSTRAINT {part}_range CHECK ({time} >= {start} AND {time} < {end})"),
+        format!(
+            "WITH moved AS (DELETE FROM {table}_default WHERE {time} >= {start} AND {time} < {end} RETURNING *) \
+             INSERT INTO {part} SELECT * FROM moved"
+        ),
+        format!("ALTER TABLE {table} ATTACH PARTITION {part} FOR VALUES FROM ({start}) TO ({end})"),
+        format!("ALTER TABLE {part} DROP CONSTRAINT {part}_range"),
+    ];
+    for sql in statements {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    tracing::info!(partition = %part, start, end, "time partition made");
+    Ok(true)
+}
+
+/// Drops every partition whose whole range is older than the cutoff of every group holding
+/// series (a group keeping a kind forever keeps all of its partitions); returns how many.
+pub(crate) async fn drop_expired(pool: &PgPool, groups: &[(String, Retention)], now: i64) -> Result<u64> {
+    let mut dropped = 0;
+    let mut conn = pool.acquire().await?;
+    for kind in Kind::ALL {
+        let Some(oldest_kept) = groups
+            .iter()
+            .map(|(_, r)| kind.days(r).map(|days| cutoff(days, now)))
+            .min()
+            .flatten()
+        else {
+            continue;
+        };
+        for partition in list(&mut conn, kind).await? {
+            if partition.end > oldest_kept {
+                break;
+            }
+            let mut tx = pool.begin().await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"
+            )))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(LOCK)
+                .execute(&mut *tx)
+                .await?;
+            let sql = format!("DROP TABLE IF EXISTS {}", partition.name);
+            if let Err(err) = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await {
+                // 55P03 lock_not_available: writes held the table; the next pass tries again.
+                if let sqlx::Error::Database(db) = &err
+                    && db.code().as_deref() == Some("55P03")
+                {
+                    tracing::warn!(partition = %partition.name, "time partition not dropped: the table stayed locked");
+                    continue;
+                }
+                return Err(err.into());
+            }
+            tx.commit().await?;
+            tracing::info!(partition = %partition.name, "expired time partition dropped");
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_named_after_their_first_day() {
+        assert_eq!(name(Kind::Raw, 1_699_920_000), "raw_points_20231114");
+        assert_eq!(name(Kind::Day, 0), "rollup_day_19700101");
+    }
+
+    #[test]
+    fn bounds_are_read_from_the_catalogue_text() {
+        assert_eq!(
+            bounds("FOR VALUES FROM ('1699920000') TO ('1700006400')"),
+            Some((1_699_920_000, 1_700_006_400))
+        );
+        assert_eq!(bounds("FOR VALUES FROM (-86400) TO (0)"), Some((-86_400, 0)));
+        assert_eq!(bounds("DEFAULT"), None);
+    }
+}

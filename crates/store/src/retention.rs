@@ -1,0 +1,297 @@
+//! Retention (docs/operations.md, "Retention"): how long each group keeps raw points and each
+//! rollup, and the removal of what is older.
+//!
+//! A retention of `n` days keeps the current UTC day and the `n` whole days before it: the
+//! cutoff is a UTC midnight, so it falls on a bucket boundary of every rollup and on a partition
+//! boundary on PostgreSQL, where expiry drops whole partitions (`partitions`). SQLite, which has
+//! one writer, deletes in slices that each hold the write lock for a bounded time, so ingest and
+//! API writes wait at most one slice.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::db::{Db, on_pool};
+use crate::{Result, partitions};
+
+const DAY: i64 = 86_400;
+
+/// Days to keep, per kind of data; `None` keeps forever. The record of
+/// `GET /api/v2/group/<id>/retention`, in its field order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct Retention {
+    pub raw_days: Option<i64>,
+    pub minute_days: Option<i64>,
+    pub hour_days: Option<i64>,
+    pub day_days: Option<i64>,
+}
+
+/// One kind of time-series data: a table and its time column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Raw,
+    Minute,
+    Hour,
+    Day,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Raw, Kind::Minute, Kind::Hour, Kind::Day];
+
+    pub(crate) fn table(self) -> &'static str {
+        match self {
+            Kind::Raw => "raw_points",
+            Kind::Minute => "rollup_minute",
+            Kind::Hour => "rollup_hour",
+            Kind::Day => "rollup_day",
+        }
+    }
+
+    /// The column a row's time is in: a raw point's second, a rollup's bucket start.
+    pub(crate) fn time_column(self) -> &'static str {
+        match self {
+            Kind::Raw => "seconds",
+            _ => "bucket",
+        }
+    }
+
+    /// The days `retention` keeps of this kind.
+    pub fn days(self, retention: &Retention) -> Option<i64> {
+        match self {
+            Kind::Raw => retention.raw_days,
+            Kind::Minute => retention.minute_days,
+            Kind::Hour => retention.hour_days,
+            Kind::Day => retention.day_days,
+        }
+    }
+}
+
+/// The first second that `days` keeps at `now`: rows with an earlier time are removed.
+pub fn cutoff(days: i64, now: i64) -> i64 {
+    now.div_euclid(DAY) * DAY - days.saturating_mul(DAY)
+}
+
+/// The group's own retention, if one was ever set.
+pub async fn get(db: &Db, id_group: &str) -> Result<Option<Retention>> {
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, Retention>(
+        "SELECT raw_days, minute_days, hour_days, day_days FROM group_retention WHERE id_group = $1"
+    )
+    .bind(id_group)
+    .fetch_optional(p)
+    .await)?)
+}
+
+/// Sets the group's own retention (from then on the defaults no longer apply to it).
+pub async fn set(db: &Db, id_group: &str, retention: &Retention, now: i64) -> Result<()> {
+    let sql = "INSERT INTO group_retention (id_group, raw_days, minute_days, hour_days, day_days, updated_at) \
+               VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id_group) DO UPDATE SET \
+               raw_days = excluded.raw_days, minute_days = excluded.minute_days, \
+               hour_days = excluded.hour_days, day_days = excluded.day_days, updated_at = excluded.updated_at";
+    on_pool!(db, |p| sqlx::query(sql)
+        .bind(id_group)
+        .bind(retention.raw_days)
+        .bind(retention.minute_days)
+        .bind(retention.hour_days)
+        .bind(retention.day_days)
+        .bind(now)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()))?;
+    Ok(())
+}
+
+/// The retention in force for every group that holds series: its own, else `defaults`.
+pub async fn in_force(db: &Db, defaults: &Retention) -> Result<Vec<(String, Retention)>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        id_group: String,
+        own: bool,
+        #[sqlx(flatten)]
+        retention: Retention,
+    }
+    let sql = "SELECT g.id_group, r.id_group IS NOT NULL AS own, \
+               r.raw_days, r.minute_days, r.hour_days, r.day_days \
+               FROM (SELECT DISTINCT id_group FROM containers) AS g \
+               LEFT JOIN group_retention r ON r.id_group = g.id_group ORDER BY g.id_group";
+    let rows = on_pool!(db, |p| sqlx::query_as::<_, Row>(sql).fetch_all(p).await)?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.id_group, if row.own { row.retention } else { *defaults }))
+        .collect())
+}
+
+/// What one pass of [`prune`] removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Rows deleted one by one, per kind in [`Kind::ALL`] order.
+    pub rows: [u64; 4],
+    /// Whole partitions dropped (PostgreSQL).
+    pub partitions: u64,
+    /// Data sessions newly marked archived because their points passed the raw retention.
+    pub sessions: u64,
+}
+
+/// Removes every raw point and rollup older than its group's retention at `now`.
+///
+/// On SQLite each delete takes the write lock for about `slice` (a slice of one series, sized
+/// from the time the previous slice took), so no writer waits longer than that behind it. On
+/// PostgreSQL whole partitions past every group's cutoff are dropped, and rows of groups that
+/// keep less than the others are deleted per series.
+pub async fn prune(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> Result<Pruned> {
+    let groups = in_force(db, defaults).await?;
+    let mut pruned = Pruned::default();
+    if let Db::Postgres(pool) = db {
+        pruned.partitions = partitions::drop_expired(pool, &groups, now).await?;
+    }
+    let mut slicer = Slicer::new(slice);
+    for (id_group, retention) in &groups {
+        let keys = series_of(db, id_group).await?;
+        for (i, kind) in Kind::ALL.into_iter().enumerate() {
+            let Some(days) = kind.days(retention) else { continue };
+            let before = cutoff(days, now);
+            for key in &keys {
+                pruned.rows[i] += match db {
+                    Db::Sqlite(pool) => slicer.delete(pool, kind, *key, before).await?,
+                    Db::Postgres(pool) => delete_all(pool, kind, *key, before).await?,
+                };
+            }
+            if kind == Kind::Raw {
+                pruned.sessions += mark_sessions(db, id_group, before, now).await?;
+            }
+        }
+    }
+    Ok(pruned)
+}
+
+/// The series (container keys) of a group.
+async fn series_of(db: &Db, id_group: &str) -> Result<Vec<i64>> {
+    Ok(on_pool!(db, |p| sqlx::query_scalar::<_, i64>(
+        "SELECT container_key FROM containers WHERE id_group = $1 ORDER BY container_key"
+    )
+    .bind(id_group)
+    .fetch_all(p)
+    .await)?)
+}
+
+/// Marks the group's sessions that began before the raw cutoff as archived, once: their points
+/// before it are gone, the record stays (docs/api.md, "Data sessions").
+async fn mark_sessions(db: &Db, id_group: &str, before: i64, now: i64) -> Result<u64> {
+    let sql = "UPDATE data_sessions SET archived_at = $1 \
+               WHERE id_group = $2 AND start < $3 AND archived_at IS NULL";
+    Ok(on_pool!(db, |p| sqlx::query(sql)
+        .bind(now)
+        .bind(id_group)
+        .bind(before)
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()))?)
+}
+
+/// PostgreSQL: every row of one series older than `before`, in one statement (readers and
+/// writers are not blocked by a delete there).
+async fn delete_all(pool: &sqlx::PgPool, kind: Kind, key: i64, before: i64) -> Result<u64> {
+    let sql = format!(
+        "DELETE FROM {} WHERE container_key = $1 AND {} < $2",
+        kind.table(),
+        kind.time_column()
+    );
+    Ok(sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(key)
+        .bind(before)
+        .execute(pool)
+        .await?
+        .rows_affected())
+}
+
+/// SQLite deletes in slices of a size that keeps each transaction near its time budget.
+struct Slicer {
+    budget: Duration,
+    rows: i64,
+}
+
+impl Slicer {
+    const FIRST: i64 = 2_000;
+    const MIN: i64 = 50;
+    const MAX: i64 = 500_000;
+
+    fn new(budget: Duration) -> Slicer {
+        Slicer {
+            budget,
+            rows: Self::FIRST,
+        }
+    }
+
+    /// Deletes the rows of one series older than `before`, a slice per transaction; returns
+    /// how many. Each slice takes the write lock first (`BEGIN IMMEDIATE`), so the time
+    /// measured is the time the lock is held, not the wait for it.
+    async fn delete(&mut self, pool: &sqlx::SqlitePool, kind: Kind, key: i64, before: i64) -> Result<u64> {
+        let (table, time) = (kind.table(), kind.time_column());
+        // The slice ends at the time of its `rows`-th row (all of that second included, so
+        // each slice removes at least one row), or at `before` when fewer rows are left.
+        let sql = format!(
+            "DELETE FROM {table} WHERE container_key = $1 AND {time} < $2 AND {time} <= COALESCE(\
+             (SELECT {time} FROM {table} WHERE container_key = $1 AND {time} < $2 \
+              ORDER BY {time} LIMIT 1 OFFSET $3), $2)"
+        );
+        let mut total = 0;
+        loop {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+            let started = Instant::now();
+            let deleted = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+                .bind(key)
+                .bind(before)
+                .bind(self.rows - 1)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            let rows = self.rows;
+            self.adapt(started.elapsed(), deleted);
+            total += deleted;
+            if deleted == 0 || (deleted as i64) < rows {
+                return Ok(total);
+            }
+            // A writer waiting for the lock polls for it (SQLite's busy handler sleeps up to
+            // 25 ms between tries in its first 100 ms): the pause lets it in between slices.
+            tokio::time::sleep(self.budget / 2).await;
+        }
+    }
+
+    /// Resizes the next slice towards 40 % of the budget, from the time this one took.
+    fn adapt(&mut self, took: Duration, deleted: u64) {
+        if deleted == 0 {
+            return;
+        }
+        let target = self.budget * 2 / 5;
+        if took < target / 2 {
+            self.rows = (self.rows * 2).min(Self::MAX);
+        } else if took > target {
+            self.rows = (self.rows / 2).max(Self::MIN);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cutoff_is_a_utc_midnight_days_before_today() {
+        let now = 1_700_000_000; // 2023-11-14T22:13:20Z
+        let midnight = 1_699_920_000; // 2023-11-14T00:00:00Z
+        assert_eq!(cutoff(0, now), midnight);
+        assert_eq!(cutoff(7, now), midnight - 7 * DAY);
+        assert_eq!(cutoff(1, midnight), midnight - DAY);
+    }
+
+    #[test]
+    fn slices_grow_when_fast_and_shrink_when_slow() {
+        let mut s = Slicer::new(Duration::from_millis(40));
+        s.adapt(Duration::from_millis(1), 10);
+        assert_eq!(s.rows, 4_000);
+        s.adapt(Duration::from_millis(30), 10);
+        assert_eq!(s.rows, 2_000);
+        s.adapt(Duration::from_millis(12), 10);
+        assert_eq!(s.rows, 2_000);
+    }
+}
