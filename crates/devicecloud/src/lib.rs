@@ -5,6 +5,7 @@
 mod admin;
 mod demo;
 mod limits;
+mod retention;
 mod settings;
 mod simulate;
 mod store_lock;

@@ -13,6 +13,7 @@ use devicecloud_server::state::RateLimit;
 use ipnet::IpNet;
 
 use crate::limits::Limits;
+use crate::retention::RetentionSettings;
 
 /// Everything `serve` and the admin commands need to know.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +44,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// The limits that keep one client from taking the service down.
     pub limits: Limits,
+    /// The retention of groups without their own, and the pass interval.
+    pub retention: RetentionSettings,
     /// Base of every absolute link, checked and without a trailing slash.
     pub public_url: Option<String>,
     /// Peers whose forwarding headers are believed.
@@ -75,6 +78,7 @@ impl Default for Settings {
             log: "info".into(),
             log_format: LogFormat::Text,
             limits: Limits::default(),
+            retention: RetentionSettings::default(),
             public_url: None,
             trusted_proxies: Vec::new(),
             rate_limit: devicecloud_server::Settings::default().rate_limit,
@@ -273,6 +277,7 @@ impl Settings {
             s.secret_key_file = Some(v.into());
         }
         s.limits.apply_env(env)?;
+        s.retention.apply_env(env)?;
         if let Some(v) = &flags.data_dir {
             s.data_dir = v.clone();
         }
@@ -326,6 +331,7 @@ impl Settings {
         let mut table: toml::Table =
             toml::from_str(&text).with_context(|| format!("invalid settings file {}", path.display()))?;
         self.limits.apply_table(&mut table, &path.display().to_string())?;
+        self.retention.apply_table(&mut table, &path.display().to_string())?;
         let file: FileSettings = toml::Value::Table(table)
             .try_into()
             .with_context(|| format!("invalid settings file {}", path.display()))?;
@@ -415,6 +421,8 @@ impl Settings {
             webhook_batch_max: self.webhook_batch_max,
             webhook_attempt_retention: Duration::from_secs(self.webhook_attempt_retention_days.saturating_mul(86_400)),
             limits: self.limits.server(),
+            retention: self.retention.defaults(),
+            retention_interval: self.retention.interval(),
             front_end: FrontEnd {
                 public_url: self.public_url.clone(),
                 trusted_proxies: self.trusted_proxies.clone(),

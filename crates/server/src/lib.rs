@@ -13,6 +13,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
 pub mod page_cache;
+pub mod retention;
 pub mod running;
 pub mod service;
 pub mod state;
@@ -40,6 +41,7 @@ pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: Cancel
 /// cancelled.
 pub(crate) fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
     webhooks::spawn_worker(state, tracker, shutdown);
+    retention::spawn(state, tracker, shutdown);
     let (status_state, status_shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
         // device_status is kept current by the service, not computed on read (docs/operations.md).

@@ -66,6 +66,10 @@ pub struct Settings {
     /// How long the live stream records after its last client left: the time within which a
     /// reconnection resumes without a gap (docs/api.md, "Live stream": 10 minutes).
     pub stream_retention: Duration,
+    /// The retention of groups without their own (docs/operations.md, "Retention").
+    pub retention: devicecloud_store::retention::Retention,
+    /// How often expired points and rollups are removed (`DEVICECLOUD_RETENTION_INTERVAL_S`).
+    pub retention_interval: Duration,
 }
 
 /// `N` requests per `per` for one account (docs/operations.md, "Limits").
@@ -190,6 +194,8 @@ impl Default for Settings {
             stream_heartbeat: Duration::from_secs(15),
             stream_recheck: Duration::from_secs(1),
             stream_retention: Duration::from_secs(600),
+            retention: devicecloud_store::retention::Retention::default(),
+            retention_interval: Duration::from_secs(600),
         }
     }
 }

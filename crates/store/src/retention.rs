@@ -137,9 +137,47 @@ pub struct Pruned {
 /// from the time the previous slice took), so no writer waits longer than that behind it. On
 /// PostgreSQL whole partitions past every group's cutoff are dropped, and rows of groups that
 /// keep less than the others are deleted per series.
+///
+/// On PostgreSQL one node at a time runs a pass: another node's pass in progress makes this
+/// one return at once, having removed nothing.
 pub async fn prune(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> Result<Pruned> {
+    let Db::Postgres(pool) = db else {
+        return prune_all(db, defaults, now, slice).await;
+    };
+    // A session-level lock on a connection of its own, held for the pass and released at its
+    // end (or with the connection, should the pass fail).
+    let mut conn = pool.acquire().await?;
+    let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(PASS_LOCK)
+        .fetch_one(&mut *conn)
+        .await?;
+    if !taken {
+        return Ok(Pruned::default());
+    }
+    let result = prune_all(db, defaults, now, slice).await;
+    if result.is_err() {
+        conn.close().await?;
+    } else {
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(PASS_LOCK)
+            .execute(&mut *conn)
+            .await?;
+    }
+    result
+}
+
+/// The lock of a retention pass on PostgreSQL (an arbitrary constant).
+const PASS_LOCK: i64 = 0x6463_7265_7465; // "dcrete"
+
+async fn prune_all(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> Result<Pruned> {
     let groups = in_force(db, defaults).await?;
     let mut pruned = Pruned::default();
+    // Sessions first: dropped partitions no longer tell which sessions had points in them.
+    for (id_group, retention) in &groups {
+        if let Some(days) = retention.raw_days {
+            pruned.sessions += mark_sessions(db, id_group, cutoff(days, now), now).await?;
+        }
+    }
     if let Db::Postgres(pool) = db {
         pruned.partitions = partitions::drop_expired(pool, &groups, now).await?;
     }
@@ -154,9 +192,6 @@ pub async fn prune(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> 
                     Db::Sqlite(pool) => slicer.delete(pool, kind, *key, before).await?,
                     Db::Postgres(pool) => delete_all(pool, kind, *key, before).await?,
                 };
-            }
-            if kind == Kind::Raw {
-                pruned.sessions += mark_sessions(db, id_group, before, now).await?;
             }
         }
     }
@@ -173,11 +208,13 @@ async fn series_of(db: &Db, id_group: &str) -> Result<Vec<i64>> {
     .await)?)
 }
 
-/// Marks the group's sessions that began before the raw cutoff as archived, once: their points
-/// before it are gone, the record stays (docs/api.md, "Data sessions").
+/// Marks archived, once, the group's sessions with points older than the raw cutoff, before
+/// those points go: the record stays and says its points are not all kept (docs/api.md, "Data
+/// sessions"). One look-up per open record in the points' session index.
 async fn mark_sessions(db: &Db, id_group: &str, before: i64, now: i64) -> Result<u64> {
     let sql = "UPDATE data_sessions SET archived_at = $1 \
-               WHERE id_group = $2 AND start < $3 AND archived_at IS NULL";
+               WHERE id_group = $2 AND archived_at IS NULL AND EXISTS (SELECT 1 FROM raw_points r \
+               WHERE r.session_key = data_sessions.session_key AND r.seconds < $3)";
     Ok(on_pool!(db, |p| sqlx::query(sql)
         .bind(now)
         .bind(id_group)

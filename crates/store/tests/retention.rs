@@ -177,6 +177,29 @@ async fn defaults_apply_to_groups_without_their_own_and_sessions_say_their_point
     let old = sessions::open(&db, &id_group, &gateway, now - 5 * DAY).await.unwrap();
     sessions::close(&db, &gateway, now - 4 * DAY).await.unwrap();
     let recent = sessions::open(&db, &id_group, &gateway, now - 600).await.unwrap();
+    // The points of each session's span carry its key, as ingest gives them.
+    let tag = "UPDATE raw_points SET session_key = $1 WHERE container_key = $2 AND seconds >= $3 AND seconds < $4";
+    for (session, from, to) in [(old, now - 5 * DAY, now - 4 * DAY), (recent, now - 600, now + 1)] {
+        match &db {
+            Db::Sqlite(p) => sqlx::query(tag)
+                .bind(session)
+                .bind(key)
+                .bind(from)
+                .bind(to)
+                .execute(p)
+                .await
+                .map(|_| ()),
+            Db::Postgres(p) => sqlx::query(tag)
+                .bind(session)
+                .bind(key)
+                .bind(from)
+                .bind(to)
+                .execute(p)
+                .await
+                .map(|_| ()),
+        }
+        .unwrap();
+    }
     let defaults = Retention {
         raw_days: Some(1),
         ..Retention::default()

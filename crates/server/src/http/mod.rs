@@ -20,6 +20,7 @@ pub mod openapi;
 pub mod origin;
 pub mod rate_limit;
 pub mod request_log;
+pub mod retention;
 pub mod sessions;
 pub mod stream;
 pub mod users;
@@ -80,6 +81,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(oauth::router())
         .merge(groups::router())
+        .merge(retention::router())
         .merge(devices::router())
         .merge(data::router())
         .merge(events::router())

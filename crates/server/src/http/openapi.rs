@@ -7,8 +7,8 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
 use super::{
-    commands, data, device_collection, devices, events, gateway, groups, health, oauth, sessions, stream, users,
-    webhooks,
+    commands, data, device_collection, devices, events, gateway, groups, health, oauth, retention, sessions, stream,
+    users, webhooks,
 };
 use crate::state::AppState;
 
@@ -18,6 +18,7 @@ use crate::state::AppState;
     paths(
         oauth::token::token, oauth::revoke::revoke,
         groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
+        retention::view, retention::update,
         users::index, users::create, users::view, users::view_me, users::update, users::update_me,
         gateway::measurements, gateway::events,
         device_collection::index, devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,

@@ -11,6 +11,7 @@ pub mod devices;
 mod error;
 pub mod groups;
 pub mod memberships;
+pub mod retention;
 pub mod sessions;
 pub mod sign_in;
 

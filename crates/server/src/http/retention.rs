@@ -1,0 +1,45 @@
+//! `GET` and `PUT /api/v2/group/<id>/retention` (docs/api.md, "Retention"): how many days a
+//! group keeps raw points and each rollup, null keeping forever. Managers of the group.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::routing::get;
+use devicecloud_store::retention::Retention;
+
+use super::body::json_object;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::service::retention as service;
+use crate::state::AppState;
+
+/// The routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v2/group/{id}/retention", get(view).put(update))
+}
+
+#[utoipa::path(get, path = "/api/v2/group/{id}/retention", tag = "groups", params(("id" = String, Path)),
+    responses((status = 200, description = "{raw_days, minute_days, hour_days, day_days}: days kept, null for ever"), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible")),
+    security(("bearer" = [])))]
+pub async fn view(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Retention>, ApiError> {
+    Ok(axum::Json(service::get(&state, &caller, &id).await?))
+}
+
+#[utoipa::path(put, path = "/api/v2/group/{id}/retention", tag = "groups", params(("id" = String, Path)),
+    request_body(content = String, description = "Any of raw_days, minute_days, hour_days, day_days: whole days from 1 to 36500, or null to keep forever; a field left out keeps its value", content_type = "application/json"),
+    responses((status = 200, description = "The retention now in force"), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid value")),
+    security(("bearer" = [])))]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<axum::Json<Retention>, ApiError> {
+    Ok(axum::Json(
+        service::put(&state, &caller, &id, &json_object(&body)?).await?,
+    ))
+}
