@@ -2,6 +2,8 @@
 //! forward by the next start, on SQLite and PostgreSQL: its token pair keeps working (and its
 //! refresh stays bounded by the pair's first grant), its accounts are enabled, and its webhook
 //! credentials, written in clear by the earlier release, are sealed and still sign deliveries.
+//! A store made before retention (0009) keeps every point and rollup; on PostgreSQL they move
+//! into time partitions.
 
 mod common;
 
@@ -46,16 +48,21 @@ async fn execute(url: &str, statements: &[(&str, Vec<String>)]) {
 
 /// The schema as the earlier release left it: the migrations up to [`EARLIER_RELEASE`].
 async fn earlier_schema(url: &str) {
+    schema_up_to(url, EARLIER_RELEASE).await
+}
+
+/// The schema of the migrations up to `last`.
+async fn schema_up_to(url: &str, last: i64) {
     macro_rules! migrate {
         ($migrator:expr, $pool:expr) => {{
             let mut migrator = $migrator;
             let earlier: Vec<_> = migrator
                 .migrations
                 .iter()
-                .filter(|m| m.version <= EARLIER_RELEASE)
+                .filter(|m| m.version <= last)
                 .cloned()
                 .collect();
-            assert_eq!(earlier.len() as i64, EARLIER_RELEASE);
+            assert_eq!(earlier.len() as i64, last);
             migrator.migrations = Cow::Owned(earlier);
             migrator.run(&$pool).await.unwrap();
             $pool.close().await;
@@ -171,4 +178,106 @@ async fn a_store_of_the_earlier_release_keeps_its_tokens_and_seals_its_webhook_c
     let got = receiver.until("the point", |got| !got.is_empty()).await;
     assert_signed(&got[0], &secret);
     assert_eq!(header(&got[0], "authorization"), authorization);
+}
+
+/// The last migration before retention and time partitions.
+const BEFORE_RETENTION: i64 = 8;
+
+#[tokio::test]
+async fn a_store_made_before_retention_keeps_every_point_and_rollup() {
+    let dir = TempDir::new();
+    let url = fresh_db_url(&dir.0).await;
+    schema_up_to(&url, BEFORE_RETENTION).await;
+    let now = unix_now();
+    let mut statements: Vec<(&str, Vec<String>)> = vec![
+        (
+            "INSERT INTO groups (id_group, label, created_at) VALUES ('group-1', 'Before', 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO physical_devices (id_physical_device, serial_hardware, id_group, id_device_type, created_at) \
+             VALUES ('device-1', 'BEFORE-1', 'group-1', 'CORE', 0)",
+            vec![],
+        ),
+        (
+            "INSERT INTO containers (container_key, id_container_data_latest, id_group, source_device, datatype) \
+             VALUES (1, 'series-1', 'group-1', 'device-1', 12)",
+            vec![],
+        ),
+    ];
+    // A point a day over 40 days, and one from 1999 (older than any partition).
+    let mut times: Vec<i64> = (0..40).map(|d| now - d * 86_400).collect();
+    times.push(915_148_800);
+    for t in &times {
+        statements.push((
+            "INSERT INTO raw_points (container_key, seconds, microseconds, value) VALUES (1, CAST($1 AS BIGINT), 0, 1.5)",
+            vec![t.to_string()],
+        ));
+        for (table, width) in [("rollup_minute", 60), ("rollup_hour", 3_600), ("rollup_day", 86_400)] {
+            let sql = match table {
+                "rollup_minute" => "INSERT INTO rollup_minute VALUES (1, CAST($1 AS BIGINT), 1.5, 1.5, 1.5, 1)",
+                "rollup_hour" => "INSERT INTO rollup_hour VALUES (1, CAST($1 AS BIGINT), 1.5, 1.5, 1.5, 1)",
+                _ => "INSERT INTO rollup_day VALUES (1, CAST($1 AS BIGINT), 1.5, 1.5, 1.5, 1)",
+            };
+            statements.push((sql, vec![(t.div_euclid(width) * width).to_string()]));
+        }
+    }
+    execute(&url, &statements).await;
+
+    let app = TestApp::start(dir, url.clone(), Settings::default(), None).await;
+    let (_, admin) = app.admin().await;
+    let data = send(app.get("/api/v2/data?filter[id_group]=group-1&per-page=1000", &admin))
+        .await
+        .expect(200)
+        .json();
+    let mut got: Vec<i64> = data["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["timestamp_seconds"].as_i64().unwrap())
+        .collect();
+    got.sort_unstable();
+    times.sort_unstable();
+    assert_eq!(got, times);
+    let days = send(app.get(
+        "/api/v2/data-downsampled?filter[id_group]=group-1&filter[timestamp_seconds][gt]=0&per-page=10000",
+        &admin,
+    ))
+    .await
+    .expect(200)
+    .json();
+    let counted: i64 = days["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count_val"].as_i64().unwrap())
+        .sum();
+    assert_eq!(counted, times.len() as i64);
+
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        for table in ["raw_points", "rollup_minute", "rollup_hour", "rollup_day"] {
+            let parts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pg_inherits WHERE inhparent = $1::regclass")
+                .bind(table)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            assert!(parts >= 2, "{table}: {parts} partitions");
+            let stray: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}_default")))
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            assert_eq!(stray, 1, "{table}: only the point of 1999 is outside every partition");
+        }
+        let raw_parts: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM pg_inherits WHERE inhparent = 'raw_points'::regclass")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert!(
+            raw_parts > 40,
+            "one partition a day with points, the default, and the days ahead: {raw_parts}"
+        );
+        pool.close().await;
+    }
 }
