@@ -12,6 +12,7 @@ use maud::html;
 use serde_json::json;
 
 use super::layout::{self, Section};
+use super::retention;
 use super::viewer::Viewer;
 use super::{PageError, filter, format, list_args, pager, role_name, status_badge};
 use crate::auth::Role;
@@ -67,12 +68,15 @@ pub async fn page(
             .and_then(|p| gateways.get(p).copied())
             .unwrap_or(d.is_connected)
     };
+    let kept = retention::in_force(&state, &id).await?;
     let now = unix_now();
     let current = q.sort.as_deref().unwrap_or("");
     let base = format!("/groups/{id}{}", format::query(&[("sort", current)]));
     let content = html! {
         p.muted { (group.r#type) " · " (listing.page.total) " devices · your role: "
             (role_name(&viewer.caller, &group.id_group)) }
+        p.muted { "Keeps " (retention::summary(&kept)) " · "
+            a href=(format!("/groups/{id}/retention")) { "retention" } }
         table {
             thead { tr {
                 @for (attr, heading) in COLUMNS {

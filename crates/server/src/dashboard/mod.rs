@@ -16,6 +16,7 @@ mod group;
 mod layout;
 mod overview;
 mod password;
+mod retention;
 mod series;
 mod session;
 mod sessions;
@@ -47,6 +48,7 @@ pub fn router() -> Router<AppState> {
         .route("/assets/dashboard.css", get(layout::css))
         .route("/assets/dashboard.js", get(layout::js))
         .route("/groups/{id}", get(group::page))
+        .route("/groups/{id}/retention", get(retention::page).post(retention::update))
         .route("/devices/{id}", get(device::page))
         .route("/devices/{id}/latest", get(device::latest))
         .route("/devices/{id}/command", post(device_commands::run))
