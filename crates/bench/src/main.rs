@@ -21,6 +21,7 @@ mod idle;
 mod ingest;
 mod publisher;
 mod read;
+mod retention;
 mod server;
 mod stream;
 mod webhook;
@@ -53,6 +54,22 @@ async fn main() -> Result<()> {
 /// The benchmarks.
 #[derive(Debug, clap::Subcommand)]
 enum BenchCommand {
+    /// Retention removing old points while gateways publish at full rate (SQLite): ingest
+    /// throughput and API write latency against the same load with nothing to remove. With a
+    /// PostgreSQL `--database-url` (an empty database): the time a pass takes to drop one day's
+    /// partition of `--points` points.
+    Retention {
+        #[arg(long, default_value_t = 100_000_000)]
+        points: i64,
+        /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
+        #[arg(long, default_value_t = 50)]
+        gateways: usize,
+        /// Seconds of each window (control, then pruning).
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        #[arg(long)]
+        database_url: Option<String>,
+    },
     /// The front door under attack while gateways publish: deep expands, giant filters,
     /// made-up methods, 1 MB bodies, slow headers and bodies, thousands of idle sockets;
     /// `/healthz` latency, resident memory, and every acknowledged point checked on the store.
@@ -212,6 +229,12 @@ enum BenchCommand {
 
 async fn run(command: BenchCommand) -> Result<()> {
     match command {
+        BenchCommand::Retention {
+            points,
+            gateways,
+            seconds,
+            database_url,
+        } => retention::retention(points, gateways, seconds, database_url).await,
         BenchCommand::Abuse {
             seconds,
             warmup,

@@ -56,15 +56,25 @@ pub struct ServerUnderTest {
 impl ServerUnderTest {
     /// A server on a fresh data dir (and `database_url`, which must name an empty database).
     pub async fn start(database_url: Option<String>) -> Result<ServerUnderTest> {
+        ServerUnderTest::start_with(database_url, &[]).await
+    }
+
+    /// [`ServerUnderTest::start`] with more `DEVICECLOUD_*` settings for the server.
+    pub async fn start_with(database_url: Option<String>, env: &[(&str, &str)]) -> Result<ServerUnderTest> {
         let data_dir = std::env::temp_dir().join(format!("devicecloud-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data_dir);
         std::fs::create_dir_all(&data_dir)?;
-        ServerUnderTest::start_in(data_dir, database_url).await
+        ServerUnderTest::launch(data_dir, database_url, env).await
     }
 
     /// A server on an existing data dir (a restart).
     pub async fn start_in(data_dir: PathBuf, database_url: Option<String>) -> Result<ServerUnderTest> {
+        ServerUnderTest::launch(data_dir, database_url, &[]).await
+    }
+
+    async fn launch(data_dir: PathBuf, database_url: Option<String>, env: &[(&str, &str)]) -> Result<ServerUnderTest> {
         let mut command = Command::new(server_bin()?);
+        command.envs(env.iter().copied());
         command
             .arg("serve")
             .env("DEVICECLOUD_DATA_DIR", &data_dir)
