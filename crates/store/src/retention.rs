@@ -264,20 +264,37 @@ impl Slicer {
     async fn delete(&mut self, pool: &sqlx::SqlitePool, kind: Kind, key: i64, before: i64) -> Result<u64> {
         let (table, time) = (kind.table(), kind.time_column());
         // The slice ends at the time of its `rows`-th row (all of that second included, so
-        // each slice removes at least one row), or at `before` when fewer rows are left.
-        let sql = format!(
-            "DELETE FROM {table} WHERE container_key = $1 AND {time} < $2 AND {time} <= COALESCE(\
-             (SELECT {time} FROM {table} WHERE container_key = $1 AND {time} < $2 \
-              ORDER BY {time} LIMIT 1 OFFSET $3), $2)"
+        // each slice removes at least one row), or at `before` when fewer rows are left. The
+        // end is found first and then bound, so that the delete walks the key range of the
+        // slice only (a bound computed inside the delete would not narrow its index range).
+        let end = format!(
+            "SELECT {time} FROM {table} WHERE container_key = $1 AND {time} < $2 ORDER BY {time} LIMIT 1 OFFSET $3"
         );
+        let delete = format!("DELETE FROM {table} WHERE container_key = $1 AND {time} < $2 AND {time} <= $3");
+        // Most series have nothing to remove at most passes: found without the write lock.
+        let any = format!("SELECT 1 FROM {table} WHERE container_key = $1 AND {time} < $2 LIMIT 1");
+        let expired: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(any))
+            .bind(key)
+            .bind(before)
+            .fetch_optional(pool)
+            .await?;
+        if expired.is_none() {
+            return Ok(0);
+        }
         let mut total = 0;
         loop {
             let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
             let started = Instant::now();
-            let deleted = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+            let last: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(end.as_str()))
                 .bind(key)
                 .bind(before)
                 .bind(self.rows - 1)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let deleted = sqlx::query(sqlx::AssertSqlSafe(delete.as_str()))
+                .bind(key)
+                .bind(before)
+                .bind(last.unwrap_or(before))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
