@@ -589,6 +589,43 @@ async fn a_restore_fills_only_an_empty_data_dir_from_a_devicecloud_backup_and_ne
     assert_eq!(out["secret_key"], "not in the backup");
 }
 
+#[tokio::test]
+async fn an_older_backup_is_carried_forward_by_the_migrations_of_this_version() {
+    let source_dir = Dir::new("older");
+    let source = Store::sqlite(&source_dir);
+    source.bootstrap().await;
+    let file = source_dir.join("older.backup");
+    source.admin_ok(&["backup", "--to", file.to_str().unwrap()]).await;
+    // The backup as the version before migration 8 made it: without the columns that
+    // migration adds, nor its row.
+    let backup = sqlx::SqlitePool::connect(&format!("sqlite://{}", file.display()))
+        .await
+        .unwrap();
+    for sql in [
+        "ALTER TABLE webhooks DROP COLUMN disabled_reason",
+        "ALTER TABLE webhooks DROP COLUMN disabled_at",
+        "DELETE FROM _sqlx_migrations WHERE version = 8",
+    ] {
+        sqlx::query(sql).execute(&backup).await.unwrap();
+    }
+    backup.close().await;
+
+    let restored_dir = Dir::new("carried");
+    let restored = Store::sqlite(&restored_dir);
+    restored.admin_ok(&["restore", "--from", file.to_str().unwrap()]).await;
+    let db = sqlx::SqlitePool::connect(&restored.url()).await.unwrap();
+    let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE version = 8 AND success")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(applied, 1, "migration 8 applied by the restore");
+    sqlx::query("SELECT disabled_reason, disabled_at FROM webhooks")
+        .fetch_all(&db)
+        .await
+        .unwrap();
+    db.close().await;
+}
+
 /// The test database server, when one is named.
 fn postgres_base() -> Option<String> {
     std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
