@@ -29,17 +29,23 @@ pub enum AdminCommand {
         #[arg(long)]
         admin: bool,
     },
-    /// Copies the SQLite store into FILE while `serve` runs, with the secret key beside it as
-    /// FILE.secret.key; prints {"backend", "store", "backup", "bytes", "took_ms", "secret_key"}.
-    /// On PostgreSQL prints the pg_dump command to run instead.
+    /// Copies the store into FILE while `serve` runs (PostgreSQL: prints the pg_dump command).
+    ///
+    /// On SQLite the copy is the store as of the moment it starts, never written over an
+    /// existing file, with the secret key copied beside it as FILE.secret.key; prints
+    /// {"backend", "store", "backup", "bytes", "took_ms", "secret_key"} (docs/operations.md,
+    /// "Backup and restore").
     Backup {
         /// The backup file to make; never overwritten.
         #[arg(long, value_name = "FILE")]
         to: PathBuf,
     },
-    /// Fills an empty data dir from a backup made by `admin backup` (and its FILE.secret.key),
-    /// then applies the migrations this version adds; refused while `serve` runs on the store.
-    /// On PostgreSQL prints the pg_restore command to run instead.
+    /// Fills an empty data dir from a backup (PostgreSQL: prints the pg_restore command).
+    ///
+    /// On SQLite FILE is checked, copied into place with its FILE.secret.key, and carried
+    /// forward by the migrations this version adds; refused while `serve` runs on the store or
+    /// when the store exists; prints {"backend", "backup", "store", "bytes", "took_ms",
+    /// "backup_migration", "migration", "secret_key_file", "secret_key"}.
     Restore {
         /// The backup file to restore.
         #[arg(long, value_name = "FILE")]
