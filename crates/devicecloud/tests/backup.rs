@@ -512,13 +512,19 @@ async fn a_backup_never_overwrites_a_file() {
     assert!(!dir.join("new.backup").exists());
 }
 
+/// A store with its first accounts, and a backup of it, `store.backup`, in its directory.
+async fn bootstrapped_backup(name: &str) -> (Dir, PathBuf) {
+    let dir = Dir::new(name);
+    let store = Store::sqlite(&dir);
+    store.bootstrap().await;
+    let file = dir.join("store.backup");
+    store.admin_ok(&["backup", "--to", file.to_str().unwrap()]).await;
+    (dir, file)
+}
+
 #[tokio::test]
 async fn a_restore_fills_only_an_empty_data_dir_from_a_devicecloud_backup_and_never_beside_serve() {
-    let source_dir = Dir::new("source");
-    let source = Store::sqlite(&source_dir);
-    source.bootstrap().await;
-    let file = source_dir.join("good.backup");
-    source.admin_ok(&["backup", "--to", file.to_str().unwrap()]).await;
+    let (source_dir, file) = bootstrapped_backup("source").await;
     let file = file.to_str().unwrap();
 
     // Into a data dir that has a store: refused, naming the store, which is left as it was.
@@ -591,11 +597,7 @@ async fn a_restore_fills_only_an_empty_data_dir_from_a_devicecloud_backup_and_ne
 
 #[tokio::test]
 async fn an_older_backup_is_carried_forward_by_the_migrations_of_this_version() {
-    let source_dir = Dir::new("older");
-    let source = Store::sqlite(&source_dir);
-    source.bootstrap().await;
-    let file = source_dir.join("older.backup");
-    source.admin_ok(&["backup", "--to", file.to_str().unwrap()]).await;
+    let (_source_dir, file) = bootstrapped_backup("older").await;
     // The backup as the version before migration 8 made it: without the columns that
     // migration adds, nor its row.
     let backup = sqlx::SqlitePool::connect(&format!("sqlite://{}", file.display()))
