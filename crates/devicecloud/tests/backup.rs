@@ -504,7 +504,8 @@ async fn a_backup_never_overwrites_a_file() {
     );
     assert_eq!(std::fs::read_to_string(&taken).unwrap(), "keep me");
     // No store yet: nothing is made, and the data dir is named.
-    let empty = Store::sqlite(&Dir::new("no-store"));
+    let empty_dir = Dir::new("no-store");
+    let empty = Store::sqlite(&empty_dir);
     let refused = empty
         .admin_refused(&["backup", "--to", dir.join("new.backup").to_str().unwrap()])
         .await;
