@@ -1,10 +1,15 @@
-//! `devicecloud admin …`: bootstrap and operations on the store, usable while `serve` runs;
-//! every subcommand prints one JSON object on stdout (docs/operations.md).
+//! `devicecloud admin …`: bootstrap and operations on the store, all usable while `serve` runs
+//! except `restore`, which fills an empty data dir; every subcommand prints one JSON object on
+//! stdout (docs/operations.md).
+
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use devicecloud_server::auth::secrets::{hash_password, register_client};
 use devicecloud_store::{Db, accounts, unix_now};
 use serde_json::{Value, json};
+
+use crate::settings::Settings;
 
 /// The admin subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -24,11 +29,51 @@ pub enum AdminCommand {
         #[arg(long)]
         admin: bool,
     },
+    /// Copies the store into FILE while `serve` runs (PostgreSQL: prints the pg_dump command).
+    ///
+    /// On SQLite the copy is the store as of the moment it starts, never written over an
+    /// existing file, with the secret key copied beside it as FILE.secret.key; prints
+    /// {"backend", "store", "backup", "bytes", "took_ms", "secret_key"} (docs/operations.md,
+    /// "Backup and restore").
+    Backup {
+        /// The backup file to make; never overwritten.
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+    },
+    /// Fills an empty data dir from a backup (PostgreSQL: prints the pg_restore command).
+    ///
+    /// On SQLite FILE is checked, copied into place with its FILE.secret.key, and carried
+    /// forward by the migrations this version adds; refused while `serve` runs on the store or
+    /// when the store exists; prints {"backend", "backup", "store", "bytes", "took_ms",
+    /// "backup_migration", "migration", "secret_key_file", "secret_key"}.
+    Restore {
+        /// The backup file to restore.
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+    },
 }
 
-/// Runs one admin subcommand against the store and returns what it prints.
-pub async fn run(db: &Db, command: AdminCommand) -> Result<Value> {
+/// Runs one admin subcommand and returns what it prints.
+pub async fn run(settings: &Settings, command: AdminCommand) -> Result<Value> {
     match command {
+        AdminCommand::Backup { to } => crate::backup::backup(settings, &to).await,
+        // Never opens the store before the backup is in place: opening creates it.
+        AdminCommand::Restore { from } => crate::backup::restore(settings, &from).await,
+        command => {
+            let db = Db::connect(&settings.database_url()?)
+                .await
+                .context("cannot open the store")?;
+            let out = on_store(&db, command).await;
+            db.close().await;
+            out
+        }
+    }
+}
+
+/// Runs one of the subcommands that work on the opened store.
+async fn on_store(db: &Db, command: AdminCommand) -> Result<Value> {
+    match command {
+        AdminCommand::Backup { .. } | AdminCommand::Restore { .. } => unreachable!("run without an opened store"),
         AdminCommand::CreateClient { name } => {
             if name.trim().is_empty() {
                 bail!("--name must not be empty");

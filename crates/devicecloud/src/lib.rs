@@ -3,6 +3,7 @@
 //! completions and the man page are generated from.
 
 mod admin;
+mod backup;
 mod demo;
 mod limits;
 mod retention;
@@ -113,12 +114,7 @@ pub fn run() -> Result<()> {
             Command::Serve => serve(settings, None, None).await,
             Command::Demo => demo::run(settings).await,
             Command::Admin(command) => {
-                let db = Db::connect(&settings.database_url()?)
-                    .await
-                    .context("cannot open the store")?;
-                let out = admin::run(&db, command).await;
-                db.close().await;
-                println!("{}", out?);
+                println!("{}", admin::run(&settings, command).await?);
                 Ok(())
             }
             Command::Simulate(args) => simulate::run(args, settings.mqtt_addr).await,

@@ -407,6 +407,14 @@ impl Settings {
         Ok(format!("sqlite://{}", self.data_dir.join("devicecloud.db").display()))
     }
 
+    /// The key file that encrypts webhook secrets: the configured one, or `secret.key` in the
+    /// data dir.
+    pub fn secret_key_file(&self) -> PathBuf {
+        self.secret_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("secret.key"))
+    }
+
     /// The service settings handed to the server.
     pub fn server(&self) -> devicecloud_server::Settings {
         devicecloud_server::Settings {
@@ -428,11 +436,7 @@ impl Settings {
                 trusted_proxies: self.trusted_proxies.clone(),
             },
             rate_limit: self.rate_limit,
-            secret_key_file: Some(
-                self.secret_key_file
-                    .clone()
-                    .unwrap_or_else(|| self.data_dir.join("secret.key")),
-            ),
+            secret_key_file: Some(self.secret_key_file()),
             ..devicecloud_server::Settings::default()
         }
     }

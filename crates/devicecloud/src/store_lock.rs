@@ -25,7 +25,32 @@ pub fn acquire(database_url: &str) -> Result<Option<StoreLock>> {
     let Some(database) = sqlite_file(database_url) else {
         return Ok(None);
     };
-    let path = lock_path(&database);
+    lock(&database, |path| {
+        format!(
+            "another devicecloud serve is already running on the SQLite store {} (it holds {}); \
+             one SQLite store serves one process: run several nodes on PostgreSQL (docs/operations.md, \"Several nodes\")",
+            database.display(),
+            path.display()
+        )
+    })
+    .map(Some)
+}
+
+/// Takes the lock of the SQLite store `database` for a restore into it, which must not run
+/// beside a `serve` of that store, and which no `serve` may start beside until it is done.
+pub fn acquire_for_restore(database: &Path) -> Result<StoreLock> {
+    lock(database, |path| {
+        format!(
+            "a devicecloud serve is running on the SQLite store {} (it holds {}): stop it before restoring into that store",
+            database.display(),
+            path.display()
+        )
+    })
+}
+
+/// Locks the file beside `database`; `held` words the refusal when another process holds it.
+fn lock(database: &Path, held: impl FnOnce(&Path) -> String) -> Result<StoreLock> {
+    let path = lock_path(database);
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -33,19 +58,14 @@ pub fn acquire(database_url: &str) -> Result<Option<StoreLock>> {
         .open(&path)
         .with_context(|| format!("cannot open the lock file {}", path.display()))?;
     match file.try_lock() {
-        Ok(()) => Ok(Some(StoreLock { _file: file })),
-        Err(TryLockError::WouldBlock) => bail!(
-            "another devicecloud serve is already running on the SQLite store {} (it holds {}); \
-             one SQLite store serves one process: run several nodes on PostgreSQL (docs/operations.md, \"Several nodes\")",
-            database.display(),
-            path.display()
-        ),
+        Ok(()) => Ok(StoreLock { _file: file }),
+        Err(TryLockError::WouldBlock) => bail!(held(&path)),
         Err(TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
     }
 }
 
 /// The file of an SQLite URL (`sqlite://path`, `sqlite:path`, with or without `?options`).
-fn sqlite_file(url: &str) -> Option<PathBuf> {
+pub fn sqlite_file(url: &str) -> Option<PathBuf> {
     let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
     let path = rest.split('?').next().unwrap_or_default();
     (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))

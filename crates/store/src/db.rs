@@ -14,6 +14,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 
 use crate::{Result, StoreError};
 
+/// The SQLite migrations of this version; a backup is checked against them before a restore.
+pub(crate) static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
 /// Which database a [`Db`] talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -145,7 +148,7 @@ impl Db {
     /// Applies the migrations of this backend that are not applied yet.
     async fn migrate(&self) -> Result<()> {
         match self {
-            Db::Sqlite(pool) => sqlx::migrate!("./migrations/sqlite").run(pool).await?,
+            Db::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await?,
             Db::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
         }
         Ok(())

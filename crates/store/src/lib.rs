@@ -9,6 +9,7 @@ mod error;
 mod scope;
 
 pub mod accounts;
+pub mod backup;
 pub mod chart_series;
 pub mod clients;
 pub mod dashboard_sessions;
