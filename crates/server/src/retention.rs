@@ -60,6 +60,7 @@ pub async fn pass(db: &Db, defaults: &retention::Retention) {
                     hour = pruned.rows[2],
                     day = pruned.rows[3],
                     partitions = pruned.partitions,
+                    locked_ms = pruned.locked.as_millis() as u64,
                     sessions = pruned.sessions,
                     took_ms = started.elapsed().as_millis() as u64,
                     "expired data removed"

@@ -143,12 +143,32 @@ async fn make(pool: &PgPool, kind: Kind, start: i64) -> Result<bool> {
     Ok(true)
 }
 
+/// What dropping expired partitions did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dropped {
+    pub partitions: u64,
+    /// How long the parent tables were locked, detaching (writes wait meanwhile); the files
+    /// are removed afterwards, with only the detached table locked.
+    pub locked: std::time::Duration,
+}
+
 /// Drops every partition whose whole range is older than the cutoff of every group holding
-/// series (a group keeping a kind forever keeps all of its partitions); returns how many.
-pub(crate) async fn drop_expired(pool: &PgPool, groups: &[(String, Retention)], now: i64) -> Result<u64> {
-    let mut dropped = 0;
+/// series (a group keeping a kind forever keeps all of its partitions).
+///
+/// A partition is first detached, which changes the catalogue only and takes the parent's lock
+/// for a moment, then dropped: removing gigabytes of files takes seconds, and during them no
+/// write to the parent waits. A table left detached by a pass that stopped between the two
+/// steps is dropped by the next pass.
+pub(crate) async fn drop_expired(pool: &PgPool, groups: &[(String, Retention)], now: i64) -> Result<Dropped> {
+    let mut dropped = Dropped::default();
     let mut conn = pool.acquire().await?;
     for kind in Kind::ALL {
+        for table in detached(&mut conn, kind).await? {
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
+                .execute(&mut *conn)
+                .await?;
+            tracing::info!(partition = %table, "detached time partition dropped");
+        }
         let Some(oldest_kept) = groups
             .iter()
             .map(|(_, r)| kind.days(r).map(|days| cutoff(days, now)))
@@ -161,6 +181,7 @@ pub(crate) async fn drop_expired(pool: &PgPool, groups: &[(String, Retention)], 
             if partition.end > oldest_kept {
                 break;
             }
+            let started = std::time::Instant::now();
             let mut tx = pool.begin().await?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"
@@ -171,23 +192,40 @@ pub(crate) async fn drop_expired(pool: &PgPool, groups: &[(String, Retention)], 
                 .bind(LOCK)
                 .execute(&mut *tx)
                 .await?;
-            let sql = format!("DROP TABLE IF EXISTS {}", partition.name);
+            let sql = format!("ALTER TABLE {} DETACH PARTITION {}", kind.table(), partition.name);
             if let Err(err) = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await {
                 // 55P03 lock_not_available: writes held the table; the next pass tries again.
                 if let sqlx::Error::Database(db) = &err
                     && db.code().as_deref() == Some("55P03")
                 {
-                    tracing::warn!(partition = %partition.name, "time partition not dropped: the table stayed locked");
+                    tracing::warn!(partition = %partition.name, "time partition not detached: the table stayed locked");
                     continue;
                 }
                 return Err(err.into());
             }
             tx.commit().await?;
+            dropped.locked += started.elapsed();
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {}", partition.name)))
+                .execute(&mut *conn)
+                .await?;
             tracing::info!(partition = %partition.name, "expired time partition dropped");
-            dropped += 1;
+            dropped.partitions += 1;
         }
     }
     Ok(dropped)
+}
+
+/// Tables named as partitions of `kind` but attached to nothing: left by a pass that stopped
+/// between detaching and dropping.
+async fn detached(conn: &mut PgConnection, kind: Kind) -> Result<Vec<String>> {
+    Ok(sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = current_schema() AND c.relkind = 'r' AND NOT c.relispartition \
+         AND c.relname ~ ('^' || $1 || '_[0-9]{8}$')",
+    )
+    .bind(kind.table())
+    .fetch_all(&mut *conn)
+    .await?)
 }
 
 #[cfg(test)]

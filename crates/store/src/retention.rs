@@ -129,6 +129,8 @@ pub struct Pruned {
     pub partitions: u64,
     /// Data sessions newly marked archived because their points passed the raw retention.
     pub sessions: u64,
+    /// How long dropping partitions held the tables' locks (PostgreSQL; writes wait meanwhile).
+    pub locked: Duration,
 }
 
 /// Removes every raw point and rollup older than its group's retention at `now`.
@@ -179,7 +181,9 @@ async fn prune_all(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> 
         }
     }
     if let Db::Postgres(pool) = db {
-        pruned.partitions = partitions::drop_expired(pool, &groups, now).await?;
+        let dropped = partitions::drop_expired(pool, &groups, now).await?;
+        pruned.partitions = dropped.partitions;
+        pruned.locked = dropped.locked;
     }
     let mut slicer = Slicer::new(slice);
     for (id_group, retention) in &groups {

@@ -263,9 +263,20 @@ async fn postgres_drops_whole_partitions_once_every_group_is_past_them() {
     };
     retention::set(&db, &a, &three, now).await.unwrap();
     retention::set(&db, &b, &five, now).await.unwrap();
+    // A partition a stopped pass detached but did not drop.
+    sqlx::query("CREATE TABLE raw_points_19991231 (LIKE raw_points)")
+        .execute(pool)
+        .await
+        .unwrap();
     let pruned = retention::prune(&db, &Retention::default(), now, Duration::from_millis(40))
         .await
         .unwrap();
+    let left: Option<String> =
+        sqlx::query_scalar("SELECT relname::text FROM pg_class WHERE relname = 'raw_points_19991231'")
+            .fetch_optional(pool)
+            .await
+            .unwrap();
+    assert_eq!(left, None);
     let after = partitions::list(&mut conn, Kind::Raw).await.unwrap();
     assert!(pruned.partitions >= 5, "{pruned:?}");
     assert!(after.iter().all(|p| p.end > cutoff(5, now)), "{after:?}");
