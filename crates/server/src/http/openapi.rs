@@ -18,7 +18,7 @@ use crate::state::AppState;
     paths(
         oauth::token::token, oauth::revoke::revoke,
         groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
-        retention::view, retention::update,
+        retention::view_retention, retention::update_retention,
         users::index, users::create, users::view, users::view_me, users::update, users::update_me,
         gateway::measurements, gateway::events,
         device_collection::index, devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,

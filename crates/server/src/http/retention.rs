@@ -15,13 +15,16 @@ use crate::state::AppState;
 
 /// The routes of this resource.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v2/group/{id}/retention", get(view).put(update))
+    Router::new().route(
+        "/api/v2/group/{id}/retention",
+        get(view_retention).put(update_retention),
+    )
 }
 
 #[utoipa::path(get, path = "/api/v2/group/{id}/retention", tag = "groups", params(("id" = String, Path)),
     responses((status = 200, description = "{raw_days, minute_days, hour_days, day_days}: days kept, null for ever"), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible")),
     security(("bearer" = [])))]
-pub async fn view(
+pub async fn view_retention(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
@@ -33,7 +36,7 @@ pub async fn view(
     request_body(content = String, description = "Any of raw_days, minute_days, hour_days, day_days: whole days from 1 to 36500, or null to keep forever; a field left out keeps its value", content_type = "application/json"),
     responses((status = 200, description = "The retention now in force"), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid value")),
     security(("bearer" = [])))]
-pub async fn update(
+pub async fn update_retention(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
