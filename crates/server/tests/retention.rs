@@ -160,8 +160,18 @@ async fn the_task_removes_what_is_past_retention_from_every_answer_and_keeps_the
     )
     .await
     .expect(200);
+    let downsampled = |from: i64, to: i64| {
+        format!(
+            "/api/v2/data-downsampled?filter[id_group]={group}&filter[timestamp_seconds][gt]={from}&filter[timestamp_seconds][lt]={to}&per-page=10000"
+        )
+    };
+    // The pass removes the raw points, then the minute rollups: wait for both.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while rows(&app, &admin, &data).await.len() != 10 {
+    while rows(&app, &admin, &data).await.len() != 10
+        || !rows(&app, &admin, &downsampled(old - 3_600, old + 7_200))
+            .await
+            .is_empty()
+    {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the task did not remove the old points"
@@ -174,20 +184,10 @@ async fn the_task_removes_what_is_past_retention_from_every_answer_and_keeps_the
             .all(|p| p["timestamp_seconds"].as_i64().unwrap() >= now - 700)
     );
 
-    let downsampled = |from: i64, to: i64| {
-        format!(
-            "/api/v2/data-downsampled?filter[id_group]={group}&filter[timestamp_seconds][gt]={from}&filter[timestamp_seconds][lt]={to}&per-page=10000"
-        )
-    };
     let counted = |items: &[Value]| items.iter().map(|b| b["count_val"].as_i64().unwrap()).sum::<i64>();
     // Under an hour: raw points, gone.
     assert!(rows(&app, &admin, &downsampled(old - 60, old + 1_200)).await.is_empty());
-    // Under a day: minute rollups, gone too; the recent minutes stay.
-    assert!(
-        rows(&app, &admin, &downsampled(old - 3_600, old + 7_200))
-            .await
-            .is_empty()
-    );
+    // Under a day: minute rollups, gone too (waited for above); the recent minutes stay.
     assert_eq!(
         counted(&rows(&app, &admin, &downsampled(now - DAY + 10, now + 10)).await),
         10
