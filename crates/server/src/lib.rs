@@ -2,6 +2,7 @@
 //! background tasks, driven by one [`AppState`] and stopped by one cancellation token.
 
 pub mod auth;
+pub mod browser;
 pub mod commands;
 pub mod dashboard;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
 pub mod page_cache;
+pub mod render;
 pub mod running;
 pub mod service;
 pub mod state;
@@ -32,7 +34,7 @@ pub use state::{AppState, FrontEnd, Settings};
 /// (`http::listener`). Tests bind port 0 and pass the listener in.
 pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
     let limits = state.settings.limits.clone();
-    http::listener::serve(listener, http::app(state), &limits, shutdown).await;
+    http::listener::serve(listener, http::app(state, dashboard::router()), &limits, shutdown).await;
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use super::series::{DatatypeName, datatype_names, datatype_title};
 use super::viewer::Viewer;
 use super::{PageError, events, filter, format, list_args, status_badge};
 use crate::auth::Role;
-use crate::http::device_collection::device_fields;
+use crate::render::device_fields;
 use crate::service::access;
 use crate::state::AppState;
 

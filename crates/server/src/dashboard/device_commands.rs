@@ -18,7 +18,7 @@ use super::series::DatatypeName;
 use super::session::Posted;
 use super::viewer::Viewer;
 use crate::error::ApiError;
-use crate::http::commands;
+use crate::render::device_answer;
 use crate::service::ServiceError;
 use crate::service::commands as service;
 use crate::state::AppState;
@@ -166,7 +166,7 @@ async fn call(
 fn outcome(command: &str, result: Result<CommandResponse, ServiceError>) -> Result<Markup, PageError> {
     let (http, device, body) = match result {
         Ok(response) => (
-            commands::device_answer(&response).status(),
+            device_answer(&response).status(),
             Some(response.status),
             response.payload,
         ),

@@ -67,7 +67,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/accounts", get(accounts::list))
         .route("/admin/accounts/{id}", get(accounts::page).post(accounts::update))
         .route("/account/password", get(password::page).post(password::change));
-    crate::http::browser_pages(routes, CSP)
+    crate::browser::pages(routes, CSP)
 }
 
 /// A `page` parameter read as PHP reads it (`abc` is 0, then clamped to the first page), so a

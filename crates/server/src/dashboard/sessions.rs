@@ -16,7 +16,7 @@ use super::series::{self, datatype_title};
 use super::viewer::Viewer;
 use super::{PageError, PageQuery, format, list_args, pager};
 use crate::auth::Role;
-use crate::http::sessions::csv_response;
+use crate::render::csv_response;
 use crate::service::{access, sessions as service};
 use crate::state::AppState;
 

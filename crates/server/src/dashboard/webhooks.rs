@@ -18,7 +18,7 @@ use super::viewer::Viewer;
 use super::{PageError, PageQuery, field_errors, format, list_args, page_request, pager, visible_groups};
 use crate::auth::Role;
 use crate::error::{ApiError, FieldError};
-use crate::http::webhooks as api;
+use crate::render::webhook_fields;
 use crate::service::webhooks as service;
 use crate::service::{ServiceError, access};
 use crate::state::AppState;
@@ -201,7 +201,7 @@ async fn render_page(
 ) -> Result<Markup, PageError> {
     let row = access::webhook(state, &viewer.caller, id, Role::Viewer).await?;
     let (queued, pending, failed) = store::backlog(&state.db, id).await?;
-    let mut record = api::webhook_fields(&row, &state.webhooks.vault);
+    let mut record = webhook_fields(&row, &state.webhooks.vault);
     record.insert(
         "backlog".into(),
         json!({"queued_items": queued, "pending_deliveries": pending, "failed_deliveries": failed}),

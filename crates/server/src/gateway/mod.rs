@@ -3,7 +3,7 @@
 //! the gateway protocol (docs/gateway-protocol.md, "Messages" and "Event codes the cloud records").
 
 mod auth;
-mod rejections;
+pub mod rejections;
 
 use std::collections::HashMap;
 

@@ -221,15 +221,6 @@ impl CollectionPage {
     }
 }
 
-/// A record's fields as the API shows them, from the record type's own `Serialize` (in its
-/// declaration order), for records whose API fields are exactly their stored ones.
-pub fn record_fields<T: serde::Serialize>(row: &T) -> Map<String, Value> {
-    match serde_json::to_value(row) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    }
-}
-
 /// Renders records into the JSON array text a [`CollectionPage`] carries.
 pub fn items_json(items: &[Value]) -> Arc<str> {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".into()).into()

@@ -10,12 +10,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use devicecloud_protocol::{CommandMethod, CommandRequest, CommandResponse};
+use devicecloud_protocol::{CommandMethod, CommandRequest};
 use serde_json::{Map, Value, json};
 
 use super::body::json_object;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::render::device_answer;
 use crate::service::commands as service;
 use crate::state::AppState;
 
@@ -66,26 +67,6 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/reset-daily-counter"), put(reset_daily_counter))
         .route(&format!("{BASE}/modbus-write"), put(modbus_write))
         .route(&format!("{BASE}/zwave-node"), delete(zwave_node))
-}
-
-/// The device's envelope `{status, payload}` under its own status. A status HTTP cannot carry
-/// with a body (1xx, 204, 205, 304) becomes 502.
-pub fn device_answer(response: &CommandResponse) -> Response {
-    let status = StatusCode::from_u16(response.status)
-        .ok()
-        .filter(|s| s.as_u16() >= 200 && !matches!(s.as_u16(), 204 | 205 | 304));
-    match status {
-        Some(status) => (
-            status,
-            axum::Json(json!({"status": response.status, "payload": response.payload})),
-        )
-            .into_response(),
-        None => ApiError::Status(
-            StatusCode::BAD_GATEWAY,
-            format!("The device answered with status {}.", response.status),
-        )
-        .into_response(),
-    }
 }
 
 /// A command without parameters to the device `id`.

@@ -10,9 +10,10 @@ use devicecloud_store::raw_data::{self, RawPoint};
 use devicecloud_store::unix_now;
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
+use super::collection::{CollectionPage, RawCollection, Selection};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::render::record_fields;
 use crate::state::AppState;
 
 /// Page sizes: specification Limits (500 by default) and docs/api.md, "Reading" (at most 10000).

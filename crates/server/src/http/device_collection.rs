@@ -14,25 +14,12 @@ use devicecloud_store::devices::DeviceRow;
 use devicecloud_store::groups;
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
+use super::collection::{CollectionPage, RawCollection, Selection};
 use super::events::event_fields;
-use super::groups::{group_fields, group_links};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::render::{device_fields, device_links, group_fields, group_links};
 use crate::state::AppState;
-
-/// A device record with every field of the specification, in its order.
-pub fn device_fields(row: &DeviceRow) -> Map<String, Value> {
-    record_fields(row)
-}
-
-/// The item `_links` of a device (specification: self, index).
-pub fn device_links(id: &str) -> Value {
-    json!({
-        "self": {"href": format!("/api/v2/physical-device/{id}")},
-        "index": {"href": "/api/v2/physical-device"},
-    })
-}
 
 /// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
 const SPEC: CollectionSpec = CollectionSpec {

@@ -13,10 +13,11 @@ use serde_json::{Value, json};
 
 use super::body::json_object;
 use super::collection::Selection;
-use super::device_collection::{self, device_fields, device_links, render_one};
+use super::device_collection::{self, render_one};
 use super::origin::Origin;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::render::{device_fields, device_links};
 use crate::service::access;
 use crate::service::devices as service;
 use crate::state::AppState;

@@ -11,7 +11,7 @@ use axum::routing::{get, put};
 use devicecloud_query::CollectionSpec;
 use devicecloud_store::ListArgs;
 use devicecloud_store::groups::{self, GroupRow};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 use super::body::json_object;
@@ -20,7 +20,8 @@ use super::origin::Origin;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 use crate::page_cache::{CachedPage, PageCache};
-use crate::service::groups::{self as service, GROUP_TYPES};
+use crate::render::{group_fields, group_links};
+use crate::service::groups as service;
 use crate::service::{access, memberships};
 use crate::state::AppState;
 
@@ -43,41 +44,6 @@ pub fn router() -> Router<AppState> {
             "/api/v2/group/{id}/member/{id_user}",
             put(put_member).delete(remove_member),
         )
-}
-
-/// The human-readable label of a group type code.
-pub fn type_label(code: &str) -> &'static str {
-    GROUP_TYPES
-        .iter()
-        .find(|(c, _)| *c == code)
-        .map_or("Unknown", |(_, l)| l)
-}
-
-/// A group record with every field of the specification, in its order.
-pub fn group_fields(row: &GroupRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id".into(), json!(row.id_group));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("label".into(), json!(row.label));
-    map.insert("type".into(), json!(row.r#type));
-    map.insert("type_label".into(), json!(type_label(&row.r#type)));
-    map.insert("subtype".into(), json!(row.subtype));
-    map.insert("id_country".into(), json!(row.id_country));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("deleted_at".into(), json!(row.deleted_at));
-    map
-}
-
-/// The item `_links` of a group: relative paths (specification, Group).
-pub fn group_links(id: &str) -> Value {
-    let filter = format!("filter%5Bid_group%5D={id}");
-    json!({
-        "self": {"href": format!("/api/v2/group/{id}")},
-        "index": {"href": "/api/v2/group/index"},
-        "data": {"href": format!("/api/v2/data?{filter}")},
-        "downsampled_data": {"href": format!("/api/v2/data-downsampled?{filter}")},
-        "raw_data": {"href": format!("/api/v2/data/index?{filter}")},
-    })
 }
 
 fn render(row: &GroupRow, selection: &Selection) -> Value {

@@ -3,10 +3,8 @@
 //! docs/api.md, "Data sessions" gives the CSV layout).
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use devicecloud_query::{CollectionQuery, CollectionSpec};
 use devicecloud_store::session_collection::{self as store, SessionRow, SessionSeries};
@@ -15,11 +13,11 @@ use serde_json::{Map, Value, json};
 
 use super::collection::{CollectionPage, RawCollection, Selection};
 use super::device_collection::render_devices;
-use super::groups::{group_fields, group_links};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::render::{csv_response, group_fields, group_links, session_fields, session_links};
 use crate::service::access;
-use crate::service::sessions::{self, SessionCsv};
+use crate::service::sessions;
 use crate::state::AppState;
 
 /// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
@@ -60,37 +58,6 @@ fn labels() -> Value {
         "datatypesString": "Datatypes",
         "ingestionStatusString": "Ingestion status",
         "archivingStatusString": "Archiving status",
-    })
-}
-
-/// A session record with every field of the specification, in its order.
-///
-/// `isIngestionFinished`: a session is closed by the power-off message, which its gateway's
-/// connection handles only after every earlier measurement message is committed; so once
-/// `end` is set nothing of the session is still queued.
-pub fn session_fields(row: &SessionRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_data_session".into(), json!(row.id_data_session));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("id_person".into(), json!(row.id_person));
-    map.insert("label".into(), json!(row.label));
-    map.insert("start".into(), json!(row.start));
-    map.insert("end".into(), json!(row.end));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("created_by".into(), json!(row.created_by));
-    map.insert("updated_at".into(), json!(row.updated_at));
-    map.insert("updated_by".into(), json!(row.updated_by));
-    map.insert("archived_at".into(), json!(row.archived_at));
-    map.insert("datapoint_count".into(), json!(row.datapoint_count));
-    map.insert("isIngestionFinished".into(), json!(row.end.is_some()));
-    map.insert("isArchived".into(), json!(row.archived_at.is_some()));
-    map
-}
-
-fn session_links(id: &str) -> Value {
-    json!({
-        "self": {"href": format!("/api/v2/data-session/{id}")},
-        "index": {"href": "/api/v2/data-session"},
     })
 }
 
@@ -246,17 +213,4 @@ pub async fn download_csv(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     Ok(csv_response(sessions::csv(&state, &caller, &id).await?))
-}
-
-/// The CSV download as an HTTP answer: streamed, with its file name.
-pub fn csv_response(csv: SessionCsv) -> Response {
-    let filename = format!("data-session-{}.csv", csv.id_data_session);
-    (
-        [
-            (CONTENT_TYPE, "text/csv; charset=UTF-8".to_string()),
-            (CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
-        ],
-        Body::from_stream(csv.lines),
-    )
-        .into_response()
 }

@@ -12,13 +12,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use devicecloud_query::{CollectionQuery, CollectionSpec};
 use devicecloud_store::accounts::{self, UserRow};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::body::json_object;
-use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
+use super::collection::{CollectionPage, RawCollection, Selection};
 use super::origin::Origin;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::render::user_fields;
 use crate::service::accounts as service;
 use crate::state::AppState;
 
@@ -35,12 +36,6 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/user", get(index).post(create))
         .route("/api/v2/user/me", get(view_me).patch(update_me))
         .route("/api/v2/user/{id}", get(view).patch(update))
-}
-
-/// An account record: `{id_user, username, is_admin, disabled, created_at}`, as [`UserRow`]
-/// serialises.
-pub fn user_fields(row: &UserRow) -> Map<String, Value> {
-    record_fields(row)
 }
 
 fn record(row: &UserRow) -> axum::Json<Value> {

@@ -16,15 +16,15 @@ use utoipa::ToSchema;
 use utoipa::openapi::Object;
 
 use super::body::json_object;
-use super::collection::{CollectionPage, RawCollection, Selection, items_json, record_fields};
+use super::collection::{CollectionPage, RawCollection, Selection, items_json};
 use super::origin::Origin;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::render::{record_fields, webhook_fields};
 use crate::service::access;
 use crate::service::webhooks as service;
 use crate::state::AppState;
 use crate::webhooks::format::FORMATTERS;
-use crate::webhooks::vault::{self, Vault};
 
 /// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints).
 const SPEC: CollectionSpec = CollectionSpec {
@@ -48,51 +48,6 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/webhook/{id}", get(view).patch(update).delete(remove))
         .route("/api/v2/webhook/{id}/attempt", get(attempts))
         .route("/api/v2/webhook-formatter", get(formatters))
-}
-
-/// The `authorization` value as shown: its scheme, and the last four characters of a long
-/// credential, never the whole (docs/api.md, "Webhooks").
-pub fn mask(authorization: &str) -> String {
-    let (scheme, credential) = match authorization.split_once(' ') {
-        Some((scheme, rest)) if scheme.len() <= 20 => (Some(scheme), rest),
-        _ => (None, authorization),
-    };
-    let chars: Vec<char> = credential.chars().collect();
-    let tail: String = if chars.len() >= 16 {
-        chars[chars.len() - 4..].iter().collect()
-    } else {
-        String::new()
-    };
-    match scheme {
-        Some(scheme) => format!("{scheme} ****{tail}"),
-        None => format!("****{tail}"),
-    }
-}
-
-/// A webhook record: every stored field except the secret, the authorization opened from its
-/// sealed form and masked (one that cannot be opened, under another key, shows as `****`).
-pub fn webhook_fields(row: &WebhookRow, vault: &Vault) -> Map<String, Value> {
-    let authorization = row.authorization_header.as_deref().map(|stored| {
-        vault
-            .open(vault::AUTHORIZATION, stored)
-            .map_or_else(|_| "****".to_string(), |clear| mask(&clear))
-    });
-    let mut map = Map::new();
-    map.insert("id".into(), json!(row.id_webhook));
-    map.insert("id_webhook".into(), json!(row.id_webhook));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("label".into(), json!(row.label));
-    map.insert("forwarding_type".into(), json!(row.forwarding_type));
-    map.insert("formatter".into(), json!(row.formatter));
-    map.insert("url".into(), json!(row.url));
-    map.insert("authorization".into(), json!(authorization));
-    map.insert("is_active".into(), json!(row.is_active));
-    map.insert("disabled_reason".into(), json!(row.disabled_reason));
-    map.insert("disabled_at".into(), json!(row.disabled_at));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("updated_at".into(), json!(row.updated_at));
-    map.insert("created_by".into(), json!(row.created_by));
-    map
 }
 
 /// A Webhook record as the OpenAPI document describes it (the handlers build it as a map, so
@@ -280,17 +235,4 @@ pub async fn formatters(_caller: Caller, raw: RawCollection) -> Result<Collectio
         })
         .collect();
     Ok(CollectionPage::new(&raw, &query, page, items_json(&items)).with("expand", json!([])))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_keep_the_scheme_and_a_short_tail() {
-        assert_eq!(mask("Bearer abcdefghijklmnop1234"), "Bearer ****1234");
-        assert_eq!(mask("ApiKey short"), "ApiKey ****");
-        assert_eq!(mask("sekrit"), "****");
-        assert_eq!(mask("averyveryverylongtokenwithoutscheme"), "****heme");
-    }
 }
