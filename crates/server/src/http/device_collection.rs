@@ -7,27 +7,17 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
-use axum::extract::State;
-use devicecloud_query::{CollectionQuery, CollectionSpec};
+use devicecloud_query::CollectionSpec;
 use devicecloud_store::device_collection::{self as store, DeviceDocuments, LatestRow};
 use devicecloud_store::devices::DeviceRow;
-use devicecloud_store::groups;
+use devicecloud_store::{ListArgs, Listing, groups};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection};
+use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
 use super::events::event_fields;
-use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::render::{device_fields, device_links, group_fields, group_links};
 use crate::state::AppState;
-
-/// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
-const SPEC: CollectionSpec = CollectionSpec {
-    attributes: &store::ATTRIBUTES,
-    sortable: store::SORTABLE,
-    default_per_page: 20,
-    max_per_page: 1000,
-};
 
 /// The expand options, in declaration order (specification, Physical Device).
 pub const EXPANDS: [&str; 10] = [
@@ -66,22 +56,39 @@ fn device_statuses() -> Value {
     })
 }
 
+/// The devices of the caller's groups, archived ones included.
+struct Devices;
+
+impl Listed for Devices {
+    type Row = DeviceRow;
+    /// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
+    const SPEC: CollectionSpec = spec(&store::ATTRIBUTES, store::SORTABLE);
+    const EXPANDS: &'static [&'static str] = &EXPANDS;
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<DeviceRow>, ApiError> {
+        Ok(store::list(&state.db, args).await?)
+    }
+
+    async fn render(
+        &self,
+        state: &AppState,
+        rows: &[DeviceRow],
+        selection: &Selection,
+    ) -> Result<Vec<Value>, ApiError> {
+        render_devices(state, rows, selection).await
+    }
+
+    fn extra(&self) -> Vec<(&'static str, Value)> {
+        vec![("labels", labels()), ("deviceStatuses", device_statuses())]
+    }
+}
+
 #[utoipa::path(get, path = "/api/v2/physical-device", tag = "physical devices",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query), ("sort" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of Physical Device records with expand, labels and deviceStatuses"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn index(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let list = async |query: &CollectionQuery| Ok(store::list(&state.db, raw.list_args(&caller, query)).await?);
-    let render = async |rows: &[DeviceRow], selection: &Selection| render_devices(&state, rows, selection).await;
-    Ok(raw
-        .page(&SPEC, &EXPANDS, list, render)
-        .await?
-        .with("labels", labels())
-        .with("deviceStatuses", device_statuses()))
+pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Devices).await
 }
 
 /// One device record with the relations `selection` expands.

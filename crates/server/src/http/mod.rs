@@ -19,6 +19,7 @@ pub mod oauth;
 pub mod openapi;
 pub mod origin;
 pub mod rate_limit;
+pub mod record;
 pub mod request_log;
 pub mod sessions;
 pub mod stream;

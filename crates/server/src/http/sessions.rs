@@ -3,30 +3,22 @@
 //! docs/api.md, "Data sessions" gives the CSV layout).
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 use axum::routing::get;
-use devicecloud_query::{CollectionQuery, CollectionSpec};
+use devicecloud_query::CollectionSpec;
 use devicecloud_store::session_collection::{self as store, SessionRow, SessionSeries};
-use devicecloud_store::{Db, accounts, device_collection, groups};
+use devicecloud_store::{Db, ListArgs, Listing, accounts, device_collection, groups};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection};
+use super::collection::{CollectionGet, CollectionPage, Listed, Selection, each, spec};
 use super::device_collection::render_devices;
-use crate::auth::{Caller, Role};
+use super::record::OneRecord;
+use crate::auth::Role;
 use crate::error::ApiError;
 use crate::render::{csv_response, group_fields, group_links, session_fields, session_links};
 use crate::service::access;
 use crate::service::sessions;
 use crate::state::AppState;
-
-/// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
-const SPEC: CollectionSpec = CollectionSpec {
-    attributes: &store::ATTRIBUTES,
-    sortable: store::SORTABLE,
-    default_per_page: 20,
-    max_per_page: 1000,
-};
 
 /// The expand options, in declaration order (specification, Data Session).
 pub const EXPANDS: [&str; 9] = [
@@ -61,37 +53,46 @@ fn labels() -> Value {
     })
 }
 
+/// The data sessions of the caller's groups.
+struct Sessions;
+
+impl Listed for Sessions {
+    type Row = SessionRow;
+    /// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
+    const SPEC: CollectionSpec = spec(&store::ATTRIBUTES, store::SORTABLE);
+    const EXPANDS: &'static [&'static str] = &EXPANDS;
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<SessionRow>, ApiError> {
+        Ok(store::list(&state.db, args).await?)
+    }
+
+    async fn render(
+        &self,
+        state: &AppState,
+        rows: &[SessionRow],
+        selection: &Selection,
+    ) -> Result<Vec<Value>, ApiError> {
+        each(rows, |row| render(state, row, selection)).await
+    }
+
+    fn extra(&self) -> Vec<(&'static str, Value)> {
+        vec![("labels", labels())]
+    }
+}
+
 #[utoipa::path(get, path = "/api/v2/data-session", tag = "data sessions",
     params(("sort" = Option<String>, Query, description = "for example -start"), ("expand" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
     responses((status = 200, description = "Collection envelope of Data Session records with expand and labels"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn index(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let list = async |query: &CollectionQuery| Ok(store::list(&state.db, raw.list_args(&caller, query)).await?);
-    let render = async |rows: &[SessionRow], selection: &Selection| {
-        let mut items = Vec::with_capacity(rows.len());
-        for row in rows {
-            items.push(render(&state, row, selection).await?);
-        }
-        Ok(items)
-    };
-    Ok(raw.page(&SPEC, &EXPANDS, list, render).await?.with("labels", labels()))
+pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Sessions).await
 }
 
 #[utoipa::path(get, path = "/api/v2/data-session/{id}", tag = "data sessions", params(("id" = String, Path)),
     responses((status = 200, description = "A Data Session record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
-pub async fn view(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Result<axum::Json<Value>, ApiError> {
-    let session = access::session(&state, &caller, &id, Role::Viewer).await?;
-    let selection = Selection::from_query(query.as_deref());
-    Ok(axum::Json(render(&state, &session, &selection).await?))
+pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
+    let session = access::session(&one.state, &one.caller, &one.id, Role::Viewer).await?;
+    Ok(axum::Json(render(&one.state, &session, &one.selection).await?))
 }
 
 async fn render(state: &AppState, row: &SessionRow, selection: &Selection) -> Result<Value, ApiError> {
@@ -207,10 +208,6 @@ async fn relation(
 #[utoipa::path(get, path = "/api/v2/data-session/{id}/download-csv", tag = "data sessions", params(("id" = String, Path)),
     responses((status = 200, description = "text/csv: timestamp,microseconds,source_device,serial_hardware,datatype,value; one line per raw point, time ascending", content_type = "text/csv"), (status = 404, description = "Not found or not visible")),
     security(("bearer" = [])))]
-pub async fn download_csv(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    Ok(csv_response(sessions::csv(&state, &caller, &id).await?))
+pub async fn download_csv(one: OneRecord) -> Result<Response, ApiError> {
+    Ok(csv_response(sessions::csv(&one.state, &one.caller, &one.id).await?))
 }
