@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use super::server::{ServerUnderTest, token};
+use crate::Throughput;
 
 pub async fn api(
     groups: usize,
@@ -124,22 +125,22 @@ pub async fn api(
         .await?;
         eprintln!(
             "round {round}: healthz {:.0} req/s, group index {:.0} req/s",
-            h.rps, g.rps
+            h.per_second, g.per_second
         );
         health_runs.push(h);
         index_runs.push(g);
     }
     server.stop(false).await;
 
-    let h = Summary::median(&health_runs);
-    let g = Summary::median(&index_runs);
+    let h = Throughput::median(&health_runs);
+    let g = Throughput::median(&index_runs);
     println!(
         "bench api: {groups} groups, {connections} connections, {rounds} rounds of {seconds} s per endpoint (medians of rounds)"
     );
     println!("{:<44} {:>10} {:>10} {:>10}", "endpoint", "req/s", "p50 ms", "p99 ms");
     println!(
         "{:<44} {:>10.0} {:>10.3} {:>10.3}",
-        "GET /healthz", h.rps, h.p50_ms, h.p99_ms
+        "GET /healthz", h.per_second, h.p50_ms, h.p99_ms
     );
     println!(
         "{:<44} {:>10.0} {:>10.3} {:>10.3}",
@@ -152,35 +153,27 @@ pub async fn api(
                 (true, true) => "member, distinct",
             }
         ),
-        g.rps,
+        g.per_second,
         g.p50_ms,
         g.p99_ms
     );
     println!(
         "ratio group index / healthz throughput: {:.2} (target >= 0.50)",
-        g.rps / h.rps
+        g.per_second / h.per_second
     );
     Ok(())
 }
 
-/// Throughput and latency of one load run.
-#[derive(Clone, Copy, Debug)]
-struct Summary {
-    rps: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-}
-
-impl Summary {
+impl Throughput {
     /// Median of each figure over rounds.
-    fn median(runs: &[Summary]) -> Summary {
-        let med = |f: fn(&Summary) -> f64| {
+    fn median(runs: &[Throughput]) -> Throughput {
+        let med = |f: fn(&Throughput) -> f64| {
             let mut v: Vec<f64> = runs.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied().unwrap_or(0.0)
         };
-        Summary {
-            rps: med(|s| s.rps),
+        Throughput {
+            per_second: med(|s| s.per_second),
             p50_ms: med(|s| s.p50_ms),
             p99_ms: med(|s| s.p99_ms),
         }
@@ -195,7 +188,7 @@ async fn load(
     connections: usize,
     duration: Duration,
     distinct: bool,
-) -> Result<Summary> {
+) -> Result<Throughput> {
     let deadline = Instant::now() + duration;
     let started = Instant::now();
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -227,16 +220,5 @@ async fn load(
             Ok(latencies)
         }));
     }
-    let mut all = Vec::new();
-    for w in workers {
-        all.extend(w.await??);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pct = |p: f64| crate::percentile_ms(&all, p);
-    Ok(Summary {
-        rps: all.len() as f64 / elapsed,
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-    })
+    crate::throughput(workers, started).await
 }

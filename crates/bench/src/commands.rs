@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use devicecloud_simulator::{Fleet, FleetOptions, Provisioner};
 
 use super::server::ServerUnderTest;
+use crate::Throughput;
 
 /// What `bench commands` takes.
 pub struct CommandsOptions {
@@ -54,19 +55,13 @@ pub async fn commands(options: CommandsOptions) -> Result<()> {
     println!("{:<36} {:>12} {:>10} {:>10}", "path", "commands/s", "p50 ms", "p99 ms");
     println!(
         "{:<36} {:>12.0} {:>10.3} {:>10.3}",
-        "HTTP → MQTT → gateway → HTTP", summary.rate, summary.p50_ms, summary.p99_ms
+        "HTTP → MQTT → gateway → HTTP", summary.per_second, summary.p50_ms, summary.p99_ms
     );
     println!(
         "{} commands answered by the fleet; targets: p50 <= 2 ms, p99 <= 10 ms, >= 5000 commands/s",
         answered
     );
     Ok(())
-}
-
-struct Summary {
-    rate: f64,
-    p50_ms: f64,
-    p99_ms: f64,
 }
 
 /// `connections` callers ping gateways in turn, back to back, for `duration`; every answer
@@ -77,7 +72,7 @@ async fn run(
     token: &str,
     connections: usize,
     duration: Duration,
-) -> Result<Summary> {
+) -> Result<Throughput> {
     let started = Instant::now();
     let deadline = started + duration;
     let mut workers = Vec::new();
@@ -101,16 +96,5 @@ async fn run(
             anyhow::Ok(latencies)
         }));
     }
-    let mut all = Vec::new();
-    for w in workers {
-        all.extend(w.await??);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pct = |p: f64| crate::percentile_ms(&all, p);
-    Ok(Summary {
-        rate: all.len() as f64 / elapsed,
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-    })
+    crate::throughput(workers, started).await
 }

@@ -3,6 +3,9 @@
 //! the pruning of what is over. Each step is one transaction, so a record is either queued or in
 //! a delivery, never both or neither, and a retry sends the very same bytes.
 
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+
 use crate::db::{Db, on_pool};
 use crate::event_collection::EventRow;
 use crate::{Result, new_id};
@@ -34,11 +37,7 @@ pub async fn queued_points(db: &Db, id_webhook: &str, limit: i64) -> Result<Vec<
                o.seconds, o.microseconds, o.value FROM webhook_outbox o \
                JOIN containers c ON c.container_key = o.container_key \
                WHERE o.id_webhook = $1 ORDER BY o.id_outbox LIMIT $2";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, QueuedPoint>(sql)
-        .bind(id_webhook)
-        .bind(limit)
-        .fetch_all(p)
-        .await)?)
+    queued(db, sql, id_webhook, limit).await
 }
 
 /// The oldest queued events of a webhook, at most `limit`, in queue order.
@@ -47,7 +46,15 @@ pub async fn queued_events(db: &Db, id_webhook: &str, limit: i64) -> Result<Vec<
                e.occurred_at, e.value, e.datatype, e.value_description FROM webhook_outbox o \
                JOIN events e ON e.id_event = o.id_event \
                WHERE o.id_webhook = $1 ORDER BY o.id_outbox LIMIT $2";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, QueuedEvent>(sql)
+    queued(db, sql, id_webhook, limit).await
+}
+
+/// The rows `sql` selects from a webhook's queue (`$1` the webhook, `$2` the most rows).
+async fn queued<T>(db: &Db, sql: &'static str, id_webhook: &str, limit: i64) -> Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
+{
+    Ok(on_pool!(db, |p| sqlx::query_as::<_, T>(sql)
         .bind(id_webhook)
         .bind(limit)
         .fetch_all(p)
