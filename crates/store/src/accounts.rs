@@ -7,8 +7,8 @@ use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
 use sea_query::Query;
 
 use crate::collection::{self, Column, ListRequest, Listing, attributes, names, same_name};
-use crate::db::{Db, on_pool};
-use crate::{Result, StoreError, new_id};
+use crate::db::{Db, on_pool, values};
+use crate::{Result, new_id};
 
 /// A stored account with its password hash, for checking a password.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -88,18 +88,12 @@ pub const SORTABLE: [&str; 5] = names(&COLUMNS);
 /// Creates an account; a username taken (case-insensitively) is a `Conflict("username")`.
 pub async fn create(db: &Db, username: &str, password_hash: &str, is_admin: bool, now: i64) -> Result<UserRow> {
     let id = new_id();
-    on_pool!(db, |p| sqlx::query(
-        "INSERT INTO accounts (id_user, username, password_hash, is_admin, created_at) VALUES ($1, $2, $3, $4, $5)"
+    db.execute(
+        "INSERT INTO accounts (id_user, username, password_hash, is_admin, created_at) VALUES ($1, $2, $3, $4, $5)",
+        values![&id, username, password_hash, i64::from(is_admin), now],
     )
-    .bind(&id)
-    .bind(username)
-    .bind(password_hash)
-    .bind(i64::from(is_admin))
-    .bind(now)
-    .execute(p)
     .await
-    .map(|r| r.rows_affected()))
-    .map_err(|e| StoreError::conflict_on(e, "username"))?;
+    .map_err(|e| e.conflict_on("username"))?;
     Ok(UserRow {
         id_user: id,
         username: username.to_string(),
@@ -112,44 +106,27 @@ pub async fn create(db: &Db, username: &str, password_hash: &str, is_admin: bool
 /// The account with this username, compared case-insensitively, with its password hash.
 pub async fn by_username(db: &Db, username: &str) -> Result<Option<AccountRow>> {
     let sql = format!("{SELECT} WHERE lower(username) = lower($1)");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, AccountRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(username)
-    .fetch_optional(p)
-    .await)?)
+    Ok(db
+        .row::<AccountRow>(sqlx::AssertSqlSafe(sql), values![username])
+        .await?)
 }
 
 /// The account with this id, with its password hash (to check the current password).
 pub async fn credentials(db: &Db, id_user: &str) -> Result<Option<AccountRow>> {
     let sql = format!("{SELECT} WHERE id_user = $1");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, AccountRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(id_user)
-    .fetch_optional(p)
-    .await)?)
+    Ok(db.row::<AccountRow>(sqlx::AssertSqlSafe(sql), values![id_user]).await?)
 }
 
 /// The account with this id.
 pub async fn get(db: &Db, id_user: &str) -> Result<Option<UserRow>> {
     let sql = format!("{SELECT_USER} WHERE id_user = $1");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(id_user)
-    .fetch_optional(p)
-    .await)?)
+    Ok(db.row::<UserRow>(sqlx::AssertSqlSafe(sql), values![id_user]).await?)
 }
 
 /// Every account, by username (the administration page).
 pub async fn list(db: &Db) -> Result<Vec<UserRow>> {
     let sql = format!("{SELECT_USER} ORDER BY lower(username), id_user");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .fetch_all(p)
-    .await)?)
+    Ok(db.rows::<UserRow>(sqlx::AssertSqlSafe(sql), values![]).await?)
 }
 
 /// A page of the account collection, oldest first unless sorted otherwise (docs/api.md,

@@ -6,7 +6,7 @@ use sea_query::{Condition, Expr, ExprTrait, Query};
 use devicecloud_query::{AttrKind, Attribute};
 
 use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
-use crate::db::{Db, on_pool};
+use crate::db::{Db, on_pool, values};
 use crate::{Result, new_id};
 
 /// A stored group.
@@ -79,18 +79,11 @@ const fn col(attr: &'static str, column: &'static str, kind: AttrKind) -> Column
 /// Creates a group and returns it.
 pub async fn create(db: &Db, group: &NewGroup<'_>, now: i64) -> Result<GroupRow> {
     let id = new_id();
-    on_pool!(db, |p| {
-        sqlx::query("INSERT INTO groups (id_group, label, type, subtype, id_country, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(&id)
-        .bind(group.label)
-        .bind(group.r#type)
-        .bind(group.subtype)
-        .bind(group.id_country)
-        .bind(now)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected())
-    })?;
+    db.execute(
+        "INSERT INTO groups (id_group, label, type, subtype, id_country, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        values![&id, group.label, group.r#type, group.subtype, group.id_country, now],
+    )
+    .await?;
     Ok(GroupRow {
         id_group: id,
         label: group.label.to_string(),
@@ -105,10 +98,7 @@ pub async fn create(db: &Db, group: &NewGroup<'_>, now: i64) -> Result<GroupRow>
 /// One group, deleted or not; visibility is the caller's business.
 pub async fn get(db: &Db, id_group: &str) -> Result<Option<GroupRow>> {
     let sql = format!("{SELECT} WHERE id_group = $1");
-    let row = on_pool!(db, |p| sqlx::query_as::<_, GroupRow>(sqlx::AssertSqlSafe(sql))
-        .bind(id_group)
-        .fetch_optional(p)
-        .await)?;
+    let row = db.row::<GroupRow>(sqlx::AssertSqlSafe(sql), values![id_group]).await?;
     Ok(row)
 }
 
@@ -195,13 +185,11 @@ pub async fn update(db: &Db, id_group: &str, changes: &GroupChanges<'_>) -> Resu
 
 /// Marks a group deleted (`deleted_at`); its records stay for administrators.
 pub async fn soft_delete(db: &Db, id_group: &str, now: i64) -> Result<bool> {
-    let done = on_pool!(db, |p| sqlx::query(
-        "UPDATE groups SET deleted_at = $1 WHERE id_group = $2 AND deleted_at IS NULL"
-    )
-    .bind(now)
-    .bind(id_group)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?;
+    let done = db
+        .execute(
+            "UPDATE groups SET deleted_at = $1 WHERE id_group = $2 AND deleted_at IS NULL",
+            values![now, id_group],
+        )
+        .await?;
     Ok(done > 0)
 }

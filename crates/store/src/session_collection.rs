@@ -5,7 +5,7 @@ use sea_query::{Expr, ExprTrait, Query};
 
 use crate::Result;
 use crate::collection::{self, Column, ListArgs, Listing, Relation, attributes, names};
-use crate::db::{Db, on_pool};
+use crate::db::{Db, on_pool, values};
 
 const TABLE: &str = "data_sessions";
 
@@ -121,11 +121,9 @@ pub async fn series(db: &Db, session: &SessionRow) -> Result<Vec<SessionSeries>>
                WHERE (d.id_physical_device = $1 OR d.id_parent = $1) \
                AND EXISTS (SELECT 1 FROM raw_points r WHERE r.container_key = c.container_key AND r.session_key = $2) \
                ORDER BY c.source_device, c.datatype";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, SessionSeries>(sql)
-        .bind(&session.id_physical_device)
-        .bind(session.session_key)
-        .fetch_all(p)
-        .await)?)
+    Ok(db
+        .rows::<SessionSeries>(sql, values![&session.id_physical_device, session.session_key])
+        .await?)
 }
 
 /// The first and last whole second of a session's points, if it has any.

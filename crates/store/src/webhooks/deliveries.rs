@@ -6,7 +6,7 @@
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
-use crate::db::{Db, on_pool};
+use crate::db::{Db, on_pool, values};
 use crate::event_collection::EventRow;
 use crate::{Result, new_id};
 
@@ -54,11 +54,7 @@ async fn queued<T>(db: &Db, sql: &'static str, id_webhook: &str, limit: i64) -> 
 where
     T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
 {
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, T>(sql)
-        .bind(id_webhook)
-        .bind(limit)
-        .fetch_all(p)
-        .await)?)
+    Ok(db.rows::<T>(sql, values![id_webhook, limit]).await?)
 }
 
 /// A batch waiting to be delivered (or given up on).
@@ -80,10 +76,7 @@ pub async fn pending_delivery(db: &Db, id_webhook: &str) -> Result<Option<Delive
     let sql = "SELECT id_delivery, id_webhook, body, content_type, item_count, attempts, next_attempt_ms, created_ms \
                FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'pending' \
                ORDER BY created_ms, id_delivery LIMIT 1";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, DeliveryRow>(sql)
-        .bind(id_webhook)
-        .fetch_optional(p)
-        .await)?)
+    Ok(db.row::<DeliveryRow>(sql, values![id_webhook]).await?)
 }
 
 /// Stores a rendered batch as a pending delivery and removes its rows from the outbox, in one
@@ -213,15 +206,11 @@ pub async fn prune(db: &Db, before: i64) -> Result<u64> {
     ];
     let mut removed = 0;
     for sql in statements {
-        removed += on_pool!(db, |p| sqlx::query(sql)
-            .bind(before)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
+        removed += db.execute(sql, values![before]).await?;
     }
     let orphans =
         "DELETE FROM webhook_outbox WHERE id_webhook NOT IN (SELECT id_webhook FROM webhooks WHERE is_active = 1)";
-    removed += on_pool!(db, |p| sqlx::query(orphans).execute(p).await.map(|r| r.rows_affected()))?;
+    removed += db.execute(orphans, values![]).await?;
     Ok(removed)
 }
 

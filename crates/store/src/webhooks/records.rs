@@ -6,7 +6,7 @@ use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Expr, ExprTrait, Query};
 
 use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
-use crate::db::{Db, Tx, on_pool};
+use crate::db::{Db, Tx, on_pool, values};
 use crate::{Result, new_id};
 
 /// The two forwarding types (specification, Events: Measurements or Events).
@@ -164,22 +164,15 @@ pub async fn create(db: &Db, new: &NewWebhook<'_>, per_group: u64, now: i64) -> 
 /// One webhook; visibility is the caller's business.
 pub async fn get(db: &Db, id_webhook: &str) -> Result<Option<WebhookRow>> {
     let sql = format!("{SELECT} WHERE id_webhook = $1");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, WebhookRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(id_webhook)
-    .fetch_optional(p)
-    .await)?)
+    Ok(db
+        .row::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![id_webhook])
+        .await?)
 }
 
 /// Every active webhook, for the delivery worker.
 pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
     let sql = format!("{SELECT} WHERE is_active = 1 ORDER BY created_at, id_webhook");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, WebhookRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .fetch_all(p)
-    .await)?)
+    Ok(db.rows::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![]).await?)
 }
 
 /// A page of the webhooks of the groups `scope` allows.
@@ -286,7 +279,7 @@ pub async fn delete(db: &Db, id_webhook: &str) -> Result<bool> {
 /// which seals those still kept in clear text by an older version.
 pub async fn stored_secrets(db: &Db) -> Result<Vec<(String, String, Option<String>)>> {
     let sql = "SELECT id_webhook, secret, authorization_header FROM webhooks ORDER BY id_webhook";
-    Ok(on_pool!(db, |p| sqlx::query_as(sql).fetch_all(p).await)?)
+    Ok(db.rows(sql, values![]).await?)
 }
 
 /// Replaces a webhook's stored `secret` and `authorization_header` with `new` if they still are
@@ -299,14 +292,6 @@ pub async fn replace_secrets(
 ) -> Result<bool> {
     let sql = "UPDATE webhooks SET secret = $2, authorization_header = $3 \
                WHERE id_webhook = $1 AND secret = $4 AND authorization_header IS NOT DISTINCT FROM $5";
-    let n = on_pool!(db, |p| sqlx::query(sql)
-        .bind(id_webhook)
-        .bind(new.0)
-        .bind(new.1)
-        .bind(old.0)
-        .bind(old.1)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?;
+    let n = db.execute(sql, values![id_webhook, new.0, new.1, old.0, old.1]).await?;
     Ok(n == 1)
 }
