@@ -3,10 +3,9 @@
 //! Two record types keep the password hash where it belongs: [`AccountRow`] carries it, for the
 //! password check only; [`UserRow`], what every listing and record reads, never selects it.
 
-use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
-use sea_query::Query;
+use devicecloud_query::{AttrKind, Attribute, SortKey};
 
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names, same_name};
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::db::{Db, on_pool, values};
 use crate::{Result, new_id};
 
@@ -66,12 +65,6 @@ const TABLE: &str = "accounts";
 const SELECT: &str = "SELECT id_user, username, password_hash, is_admin, disabled, created_at FROM accounts";
 const SELECT_USER: &str = "SELECT id_user, username, is_admin, disabled, created_at FROM accounts";
 
-/// The columns of a [`UserRow`], in its order.
-fn output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(collection::output_of::<UserRow>);
-    *FIELDS
-}
-
 /// The filterable and sortable attributes of the account collection.
 pub const COLUMNS: [Column; 5] = [
     same_name(TABLE, "id_user", AttrKind::String),
@@ -129,29 +122,23 @@ pub async fn list(db: &Db) -> Result<Vec<UserRow>> {
     Ok(db.rows::<UserRow>(sqlx::AssertSqlSafe(sql), values![]).await?)
 }
 
+/// The accounts, oldest first.
+static ACCOUNTS: Table<UserRow> = Table::new(
+    TABLE,
+    &COLUMNS,
+    &[],
+    SortKey {
+        attr: "created_at",
+        descending: false,
+    },
+    &[COLUMNS[0]],
+);
+
 /// A page of the account collection, oldest first unless sorted otherwise (docs/api.md,
-/// "Collections"). Only administrators see it, so there is no group scope.
-pub async fn page(
-    db: &Db,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-) -> Result<Listing<UserRow>> {
-    let mut select = Query::select();
-    select.columns(output().iter().map(|c| (TABLE, *c))).from(TABLE);
-    let req = ListRequest {
-        filter,
-        sort,
-        default_sort: SortKey {
-            attr: "created_at",
-            descending: false,
-        },
-        primary_key: &[COLUMNS[0]],
-        page,
-        count_only,
-    };
-    collection::list(db, select, output(), &COLUMNS, req).await
+/// "Collections"). Only administrators see it, so there is no group scope: `args` come from
+/// [`ListArgs::unscoped`] or are read without theirs.
+pub async fn page(db: &Db, args: &ListArgs<'_>) -> Result<Listing<UserRow>> {
+    ACCOUNTS.list(db, ACCOUNTS.select(), args).await
 }
 
 /// Applies `changes` to an account and, when they call for it ([`AccountChanges::ends_credentials`]),

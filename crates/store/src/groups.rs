@@ -5,7 +5,7 @@ use sea_query::{Condition, Expr, ExprTrait, Query};
 
 use devicecloud_query::{AttrKind, Attribute};
 
-use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names};
 use crate::db::{Db, on_pool, values};
 use crate::{Result, new_id};
 
@@ -42,12 +42,6 @@ pub struct GroupChanges<'a> {
 }
 
 const TABLE: &str = "groups";
-/// The columns of a [`GroupRow`], in its order: its own field names, so that the record is
-/// declared once.
-fn output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<GroupRow>);
-    *FIELDS
-}
 const SELECT: &str = "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
 
 /// The filterable and sortable attributes of the group collection.
@@ -120,10 +114,21 @@ pub async fn get_many(db: &Db, ids: &[String]) -> Result<Vec<GroupRow>> {
     Ok(rows)
 }
 
+/// The groups, oldest first.
+static GROUPS: Table<GroupRow> = Table::new(
+    TABLE,
+    &COLUMNS,
+    &[],
+    SortKey {
+        attr: "created_at",
+        descending: false,
+    },
+    &[col("id_group", "id_group", AttrKind::String)],
+);
+
 /// A page of the groups `scope` allows, filtered and sorted as asked.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
-    let mut select = Query::select();
-    select.columns(output().iter().map(|c| (TABLE, *c))).from(TABLE);
+    let mut select = GROUPS.select();
     if let GroupScope::MemberOf(id_user) = args.scope {
         // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
         select.cond_where(
@@ -138,20 +143,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
             ),
         );
     }
-    collection::list(
-        db,
-        select,
-        output(),
-        &COLUMNS,
-        args.request(
-            SortKey {
-                attr: "created_at",
-                descending: false,
-            },
-            &[col("id_group", "id_group", AttrKind::String)],
-        ),
-    )
-    .await
+    GROUPS.list(db, select, &args).await
 }
 
 /// Applies `changes` and returns the updated group (`None` if it does not exist).

@@ -9,6 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_query::SortKey;
+use devicecloud_store::ListArgs;
 use devicecloud_store::accounts::{self as store, UserRow};
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
@@ -44,7 +45,8 @@ pub async fn list(
         attr: "username",
         descending: false,
     };
-    let listing = store::page(&state.db, None, Some(&by_name), page_request(q.page, 50), false).await?;
+    let args = ListArgs::unscoped(None, Some(&by_name), page_request(q.page, 50), false);
+    let listing = store::page(&state.db, &args).await?;
     let content = html! {
         p.muted { "Roles in groups, new accounts and API clients are on the " a href="/admin" { "administration page" } "." }
         table {

@@ -7,8 +7,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_query::SortKey;
-use devicecloud_store::unix_now;
 use devicecloud_store::webhooks::{self as store, FORWARDING_TYPES};
+use devicecloud_store::{ListArgs, unix_now};
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
@@ -211,7 +211,8 @@ async fn render_page(
         attr: "id_attempt",
         descending: true,
     };
-    let attempts = store::attempts(&state.db, id, None, Some(&newest_first), page_request(page, 50), false).await?;
+    let newest = ListArgs::unscoped(None, Some(&newest_first), page_request(page, 50), false);
+    let attempts = store::attempts(&state.db, id, newest).await?;
     let active = row.is_active == 1;
     let draft = draft.unwrap_or_else(|| Draft {
         values: record.clone(),

@@ -33,7 +33,7 @@ impl Listed for Users {
     }
 
     async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<UserRow>, ApiError> {
-        Ok(accounts::page(&state.db, args.filter, args.sort, args.page, args.count_only).await?)
+        Ok(accounts::page(&state.db, &args).await?)
     }
 
     async fn render(&self, _: &AppState, rows: &[UserRow], selection: &Selection) -> Result<Vec<Value>, ApiError> {

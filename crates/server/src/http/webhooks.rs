@@ -121,8 +121,7 @@ impl Listed for Attempts {
     const SPEC: CollectionSpec = spec(&webhooks::ATTEMPT_ATTRIBUTES, &webhooks::ATTEMPT_SORTABLE);
 
     async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<AttemptRow>, ApiError> {
-        let (filter, sort) = (args.filter, args.sort);
-        Ok(webhooks::attempts(&state.db, &self.id_webhook, filter, sort, args.page, args.count_only).await?)
+        Ok(webhooks::attempts(&state.db, &self.id_webhook, args).await?)
     }
 
     async fn render(&self, _: &AppState, rows: &[AttemptRow], selection: &Selection) -> Result<Vec<Value>, ApiError> {

@@ -5,7 +5,7 @@
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Expr, ExprTrait, Query};
 
-use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::db::{Db, Tx, on_pool, values};
 use crate::{Result, new_id};
 
@@ -61,43 +61,33 @@ pub struct WebhookChanges<'a> {
 }
 
 const TABLE: &str = "webhooks";
-/// The columns of a [`WebhookRow`], in its order: its own field names, so that the record is
-/// declared once.
-fn output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<WebhookRow>);
-    *FIELDS
-}
 const SELECT: &str = "SELECT id_webhook, id_group, label, forwarding_type, formatter, url, authorization_header, \
                       secret, is_active, created_at, updated_at, created_by, disabled_reason, disabled_at FROM webhooks";
 
 /// The filterable and sortable attributes of the webhook collection.
 pub const COLUMNS: [Column; 12] = [
-    col(TABLE, "id", "id_webhook", AttrKind::String),
-    col(TABLE, "id_webhook", "id_webhook", AttrKind::String),
-    col(TABLE, "id_group", "id_group", AttrKind::String),
-    col(TABLE, "label", "label", AttrKind::String),
-    col(TABLE, "forwarding_type", "forwarding_type", AttrKind::String),
-    col(TABLE, "formatter", "formatter", AttrKind::String),
-    col(TABLE, "url", "url", AttrKind::String),
-    col(TABLE, "is_active", "is_active", AttrKind::Integer),
-    col(TABLE, "created_at", "created_at", AttrKind::Integer),
-    col(TABLE, "updated_at", "updated_at", AttrKind::Integer),
-    col(TABLE, "disabled_reason", "disabled_reason", AttrKind::String),
-    col(TABLE, "disabled_at", "disabled_at", AttrKind::Integer),
+    Column {
+        attr: "id",
+        table: TABLE,
+        column: "id_webhook",
+        kind: AttrKind::String,
+    },
+    same_name(TABLE, "id_webhook", AttrKind::String),
+    same_name(TABLE, "id_group", AttrKind::String),
+    same_name(TABLE, "label", AttrKind::String),
+    same_name(TABLE, "forwarding_type", AttrKind::String),
+    same_name(TABLE, "formatter", AttrKind::String),
+    same_name(TABLE, "url", AttrKind::String),
+    same_name(TABLE, "is_active", AttrKind::Integer),
+    same_name(TABLE, "created_at", AttrKind::Integer),
+    same_name(TABLE, "updated_at", AttrKind::Integer),
+    same_name(TABLE, "disabled_reason", AttrKind::String),
+    same_name(TABLE, "disabled_at", AttrKind::Integer),
 ];
 /// The filter attributes of the webhook collection.
 pub const ATTRIBUTES: [Attribute; 12] = attributes(&COLUMNS);
 /// The sortable attributes of the webhook collection.
 pub const SORTABLE: [&str; 12] = names(&COLUMNS);
-
-pub(super) const fn col(table: &'static str, attr: &'static str, column: &'static str, kind: AttrKind) -> Column {
-    Column {
-        attr,
-        table,
-        column,
-        kind,
-    }
-}
 
 /// Creates a webhook and returns it, or `None` when its group already holds `per_group`
 /// webhooks (docs/operations.md, "Limits"). The count and the insert are one transaction that
@@ -175,14 +165,21 @@ pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
     Ok(db.rows::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![]).await?)
 }
 
-/// A page of the webhooks of the groups `scope` allows.
-pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
-    let oldest_first = SortKey {
+/// The webhooks of the groups a caller may see, oldest first.
+static WEBHOOKS: Table<WebhookRow> = Table::new(
+    TABLE,
+    &COLUMNS,
+    &[],
+    SortKey {
         attr: "created_at",
         descending: false,
-    };
-    const KEY: [Column; 1] = [col(TABLE, "id_webhook", "id_webhook", AttrKind::String)];
-    collection::scoped_list(db, TABLE, output(), &COLUMNS, &[], args, oldest_first, &KEY).await
+    },
+    &[same_name(TABLE, "id_webhook", AttrKind::String)],
+);
+
+/// A page of the webhooks of the groups `scope` allows.
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
+    WEBHOOKS.scoped(db, args).await
 }
 
 /// Applies `changes` and returns the webhook (`None` if it does not exist). Activating an
