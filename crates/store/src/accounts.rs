@@ -123,16 +123,7 @@ pub async fn list(db: &Db) -> Result<Vec<UserRow>> {
 }
 
 /// The accounts, oldest first.
-static ACCOUNTS: Table<UserRow> = Table::new(
-    TABLE,
-    &COLUMNS,
-    &[],
-    SortKey {
-        attr: "created_at",
-        descending: false,
-    },
-    &[COLUMNS[0]],
-);
+static ACCOUNTS: Table<UserRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("created_at"), &[COLUMNS[0]]);
 
 /// A page of the account collection, oldest first unless sorted otherwise (docs/api.md,
 /// "Collections"). Only administrators see it, so there is no group scope: `args` come from

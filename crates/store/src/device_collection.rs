@@ -64,16 +64,7 @@ pub const SORTABLE: &[&str] = NAMES.split_at(23).0;
 const NAMES: [&str; 25] = names(&COLUMNS);
 
 /// The devices of the groups a caller may see, archived ones included, oldest first.
-static DEVICES: Table<DeviceRow> = Table::new(
-    TABLE,
-    &COLUMNS,
-    &RELATIONS,
-    SortKey {
-        attr: "created_at",
-        descending: false,
-    },
-    &[same_name(TABLE, "id_physical_device", AttrKind::String)],
-);
+static DEVICES: Table<DeviceRow> = Table::new(TABLE, &COLUMNS, &RELATIONS, SortKey::asc("created_at"), &[COLUMNS[0]]);
 
 /// A page of the devices in the groups `scope` allows (archived ones included: they carry
 /// `archived_at`), filtered and sorted as asked; default order is creation time.

@@ -46,16 +46,7 @@ pub const ATTRIBUTES: [Attribute; 8] = attributes(&COLUMNS);
 pub const SORTABLE: [&str; 8] = names(&COLUMNS);
 
 /// The events of the groups a caller may see, latest first.
-static EVENTS: Table<EventRow> = Table::new(
-    TABLE,
-    &COLUMNS,
-    &[],
-    SortKey {
-        attr: "occurred_at",
-        descending: true,
-    },
-    &[same_name(TABLE, "id_event", AttrKind::Integer)],
-);
+static EVENTS: Table<EventRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::desc("occurred_at"), &[COLUMNS[0]]);
 
 /// A page of the events of the groups `scope` allows; default order latest first.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<EventRow>> {

@@ -115,16 +115,7 @@ pub async fn get_many(db: &Db, ids: &[String]) -> Result<Vec<GroupRow>> {
 }
 
 /// The groups, oldest first.
-static GROUPS: Table<GroupRow> = Table::new(
-    TABLE,
-    &COLUMNS,
-    &[],
-    SortKey {
-        attr: "created_at",
-        descending: false,
-    },
-    &[col("id_group", "id_group", AttrKind::String)],
-);
+static GROUPS: Table<GroupRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("created_at"), &[COLUMNS[0]]);
 
 /// A page of the groups `scope` allows, filtered and sorted as asked.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {

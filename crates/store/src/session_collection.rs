@@ -58,10 +58,7 @@ static SESSIONS: Table<SessionRow> = Table::new(
     TABLE,
     &COLUMNS,
     &[GROUP],
-    SortKey {
-        attr: "created_at",
-        descending: false,
-    },
+    SortKey::asc("created_at"),
     &[same_name(TABLE, "session_key", AttrKind::Integer)],
 );
 

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::layout::{self, Section};
 use super::session::{Posted, SignInNotice, to_sign_in};
 use super::viewer::Viewer;
-use super::{PageError, PageQuery, field_errors, format, page_request, pager};
+use super::{PageError, PageQuery, PageResult, field_errors, format, page_request, pager};
 use crate::error::{ApiError, FieldError};
 use crate::http::origin::Origin;
 use crate::service::{ServiceError, accounts as service};
@@ -35,16 +35,9 @@ fn yes_no(flag: i64) -> &'static str {
 }
 
 /// `GET /admin/accounts`
-pub async fn list(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Query(q): Query<PageQuery>,
-) -> Result<Html<String>, PageError> {
+pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {
     viewer.caller.require_admin()?;
-    let by_name = SortKey {
-        attr: "username",
-        descending: false,
-    };
+    let by_name = SortKey::asc("username");
     let args = ListArgs::unscoped(None, Some(&by_name), page_request(q.page, 50), false);
     let listing = store::page(&state.db, &args).await?;
     let content = html! {
@@ -136,11 +129,7 @@ fn respond(viewer: &Viewer, status: StatusCode, content: Markup) -> Response {
 }
 
 /// `GET /admin/accounts/<id>`
-pub async fn page(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Result<Response, PageError> {
+pub async fn page(State(state): State<AppState>, viewer: Viewer, Path(id): Path<String>) -> PageResult<Response> {
     let content = render(&state, &viewer, &id, None, &[]).await?;
     Ok(respond(&viewer, StatusCode::OK, content))
 }
@@ -181,7 +170,7 @@ pub async fn update(
     origin: Origin,
     Path(id): Path<String>,
     posted: Posted,
-) -> Result<Response, PageError> {
+) -> PageResult<Response> {
     let viewer = &posted.viewer;
     viewer.caller.require_admin()?;
     let input: Map<String, Value> = CHANGES

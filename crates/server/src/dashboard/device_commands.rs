@@ -12,11 +12,11 @@ use devicecloud_store::devices::DeviceRow;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
-use super::PageError;
 use super::layout::{self, Section};
 use super::series::DatatypeName;
 use super::session::Posted;
 use super::viewer::Viewer;
+use super::{PageError, PageResult};
 use crate::error::ApiError;
 use crate::render::device_answer;
 use crate::service::ServiceError;
@@ -205,7 +205,7 @@ pub async fn run(
     Path(id): Path<String>,
     headers: HeaderMap,
     posted: Posted,
-) -> Result<Response, PageError> {
+) -> PageResult<Response> {
     let command = posted.field("command").to_string();
     let result = call(&state, &posted.viewer, &id, &command, &posted).await;
     let markup = outcome(&command, result)?;

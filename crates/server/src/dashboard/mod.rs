@@ -23,6 +23,7 @@ mod viewer;
 mod webhooks;
 
 use axum::Router;
+use axum::response::Html;
 use axum::routing::{get, post};
 use devicecloud_query::{Attribute, Filter, Page, PageRequest, SortKey, parse_filter};
 use devicecloud_store::ListArgs;
@@ -35,6 +36,10 @@ use crate::error::{ApiError, FieldError};
 use crate::state::AppState;
 
 pub use error::PageError;
+
+/// What a dashboard handler answers: its page (or, given, another answer such as a redirect), or
+/// the error page that takes its place.
+pub type PageResult<T = Html<String>> = Result<T, PageError>;
 
 /// Scripts and styles come from this server only; no frame may embed a page.
 const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'";

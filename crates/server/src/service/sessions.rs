@@ -6,7 +6,7 @@ use devicecloud_store::session_collection as store;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{ServiceError, access};
+use super::{Result, access};
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
 
@@ -23,7 +23,7 @@ pub struct SessionCsv {
 /// The CSV of session `id` as the caller may read it (viewer at least): the header
 /// `timestamp,microseconds,source_device,serial_hardware,datatype,value`, then one line per raw
 /// point, time ascending.
-pub async fn csv(state: &AppState, caller: &Caller, id: &str) -> Result<SessionCsv, ServiceError> {
+pub async fn csv(state: &AppState, caller: &Caller, id: &str) -> Result<SessionCsv> {
     let session = access::session(state, caller, id, Role::Viewer).await?;
     let range = store::time_range(&state.db, session.session_key).await?;
     let (tx, rx) = mpsc::channel::<Result<String, std::io::Error>>(4);

@@ -125,6 +125,18 @@ impl<'a> Fields<'a> {
         self.fail(field, message.into());
     }
 
+    /// A string set when the record is created (`creating`: then required) and never after: an
+    /// update that names it is refused, "cannot be changed".
+    pub fn fixed(&mut self, field: &str, creating: bool, max: usize) -> Option<&'a str> {
+        if creating {
+            return self.string(field, true, max);
+        }
+        if self.map.contains_key(field) {
+            self.fail(field, format!("{} cannot be changed.", label_of(field)));
+        }
+        None
+    }
+
     /// Ok when every field was valid, else the list of invalid fields.
     pub fn finish(self) -> Result<(), ServiceError> {
         if self.errors.is_empty() {

@@ -46,11 +46,8 @@ static ATTEMPT_LOG: Table<AttemptRow> = Table::new(
     ATTEMPTS,
     &ATTEMPT_COLUMNS,
     &[],
-    SortKey {
-        attr: "id_attempt",
-        descending: false,
-    },
-    &[same_name(ATTEMPTS, "id_attempt", AttrKind::Integer)],
+    SortKey::asc("id_attempt"),
+    &[ATTEMPT_COLUMNS[0]],
 );
 
 /// A page of the attempts of one webhook; oldest first unless sorted otherwise.

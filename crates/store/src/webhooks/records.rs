@@ -166,16 +166,7 @@ pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
 }
 
 /// The webhooks of the groups a caller may see, oldest first.
-static WEBHOOKS: Table<WebhookRow> = Table::new(
-    TABLE,
-    &COLUMNS,
-    &[],
-    SortKey {
-        attr: "created_at",
-        descending: false,
-    },
-    &[same_name(TABLE, "id_webhook", AttrKind::String)],
-);
+static WEBHOOKS: Table<WebhookRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("created_at"), &[COLUMNS[0]]);
 
 /// A page of the webhooks of the groups `scope` allows.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
