@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::server::{ServerUnderTest, token};
+use super::server::{ServerUnderTest, json, token};
 use crate::Throughput;
 
 pub async fn api(
@@ -24,15 +24,12 @@ pub async fn api(
         .build()?;
     let (client, admin) = server.administrator(&http).await?;
     let member = if as_member {
-        let user: Value = http
-            .post(format!("{}/api/v2/user", server.base))
-            .bearer_auth(&admin)
-            .json(&json!({"username": "member@bench.local", "password": "bench-password"}))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
+        let user: Value = json(
+            http.post(format!("{}/api/v2/user", server.base))
+                .bearer_auth(&admin)
+                .json(&json!({"username": "member@bench.local", "password": "bench-password"})),
+        )
+        .await?;
         Some(user["id_user"].as_str().context("no id_user")?.to_string())
     } else {
         None
@@ -52,15 +49,12 @@ pub async fn api(
         );
         tasks.push(tokio::spawn(async move {
             let _permit = sem.acquire().await?;
-            let group: Value = http
-                .post(format!("{base}/api/v2/group"))
-                .bearer_auth(&admin)
-                .json(&json!({"label": format!("Group {i:04}")}))
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await?;
+            let group: Value = json(
+                http.post(format!("{base}/api/v2/group"))
+                    .bearer_auth(&admin)
+                    .json(&json!({"label": format!("Group {i:04}")})),
+            )
+            .await?;
             if let Some(id_user) = member {
                 let id = group["id_group"].as_str().unwrap_or_default();
                 http.put(format!("{base}/api/v2/group/{id}/member/{id_user}"))
@@ -86,14 +80,7 @@ pub async fn api(
     let health = format!("{}/healthz", server.base);
     let index = format!("{}/api/v2/group/index?per-page=20", server.base);
     // Sanity: the collection really answers 20 of the groups.
-    let first: Value = http
-        .get(&index)
-        .bearer_auth(&caller)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let first: Value = json(http.get(&index).bearer_auth(&caller)).await?;
     if first["_meta"]["totalCount"].as_u64() != Some(groups as u64)
         || first["items"].as_array().map(Vec::len) != Some(20.min(groups))
     {

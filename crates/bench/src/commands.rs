@@ -12,10 +12,17 @@ use super::server::ServerUnderTest;
 use crate::Throughput;
 
 /// What `bench commands` takes.
+#[derive(Clone, Debug, clap::Args)]
 pub struct CommandsOptions {
+    #[arg(long, default_value_t = 100)]
     pub gateways: usize,
+    #[arg(long, default_value_t = 10)]
     pub seconds: u64,
+    /// Concurrent callers.
+    #[arg(long, default_value_t = 8)]
     pub connections: usize,
+    /// Database of the server under test (default: a fresh SQLite file); must be empty.
+    #[arg(long)]
     pub database_url: Option<String>,
 }
 

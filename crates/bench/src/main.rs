@@ -56,29 +56,7 @@ enum BenchCommand {
     /// The front door under attack while gateways publish: deep expands, giant filters,
     /// made-up methods, 1 MB bodies, slow headers and bodies, thousands of idle sockets;
     /// `/healthz` latency, resident memory, and every acknowledged point checked on the store.
-    Abuse {
-        #[arg(long, default_value_t = 60)]
-        seconds: u64,
-        /// Seconds of publishing alone first; memory growth is measured from there.
-        #[arg(long, default_value_t = 20)]
-        warmup: u64,
-        /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
-        #[arg(long, default_value_t = 50)]
-        gateways: usize,
-        /// Idle sockets held open (reopened when the server closes them).
-        #[arg(long, default_value_t = 5000)]
-        idle: usize,
-        /// The same run without any attack, for comparison.
-        #[arg(long)]
-        control: bool,
-        /// Only this attack (repeatable): deep-expands, giant-filters, made-up-methods,
-        /// big-bodies, slow-headers, slow-bodies, idle-sockets. Default: all.
-        #[arg(long = "attack", value_parser = clap::builder::PossibleValuesParser::new(abuse::ATTACKS))]
-        attacks: Vec<String>,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Abuse(abuse::AbuseOptions),
     /// Gateways publish into several groups, first alone, then with live stream clients spread
     /// over the groups: durable points/s with and without clients, and PUBACK → client latency.
     Stream(stream::StreamOptions),
@@ -89,24 +67,7 @@ enum BenchCommand {
     },
     /// Gateways publish QoS 1 measurement batches over MQTT: durable points/s, PUBACK latency,
     /// and the store's own rate for the same rows.
-    Ingest {
-        #[arg(long, default_value_t = 1000)]
-        gateways: usize,
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-        /// Measurements (timestamps) per message.
-        #[arg(long, default_value_t = 10)]
-        measurements: i64,
-        /// Values per measurement.
-        #[arg(long, default_value_t = 10)]
-        datatypes: u32,
-        /// Unacknowledged messages each gateway keeps in flight.
-        #[arg(long, default_value_t = 4)]
-        inflight: u16,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Ingest(ingest::IngestOptions),
     /// Gateways publish QoS 1 batches while the server is killed (SIGKILL) and restarted; fails
     /// unless every acknowledged point is stored and counted once.
     Crash {
@@ -120,34 +81,10 @@ enum BenchCommand {
     /// The read API on large data made in the store: downsampled (daily, three weeks hourly)
     /// against a GROUP BY over the raw rows, the first page of raw data of a 100-container
     /// group, and the CSV download of a large session with the server's memory.
-    Read {
-        /// Days of 1 Hz points in one container.
-        #[arg(long, default_value_t = 365)]
-        days: i64,
-        /// Points in the 100-container group, which are also one data session.
-        #[arg(long, default_value_t = 10_000_000)]
-        group_points: i64,
-        /// Measured requests per query.
-        #[arg(long, default_value_t = 200)]
-        requests: usize,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Read(read::ReadOptions),
     /// Pings through HTTP → MQTT → simulated gateway → HTTP across many gateways: latency
     /// percentiles and commands/s.
-    Commands {
-        #[arg(long, default_value_t = 100)]
-        gateways: usize,
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-        /// Concurrent callers.
-        #[arg(long, default_value_t = 8)]
-        connections: usize,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Commands(commands::CommandsOptions),
     /// Measurements at a paced rate over MQTT to one measurements webhook on loopback: latency
     /// from PUBACK to the receiver's 2xx, and the outbox at start and end.
     Webhook {
@@ -169,20 +106,7 @@ enum BenchCommand {
     },
     /// Every dashboard page, signed in through the sign-in form, with a group of gateways and a
     /// year of data behind one device's charts: p50 / p99 per page.
-    Dashboard {
-        /// Gateways in the group.
-        #[arg(long, default_value_t = 1000)]
-        devices: usize,
-        /// Days of data behind the charted device (one point a minute, the last hour 1 Hz).
-        #[arg(long, default_value_t = 366)]
-        days: i64,
-        /// Measured requests per page.
-        #[arg(long, default_value_t = 100)]
-        requests: usize,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Dashboard(dashboard::DashboardOptions),
     /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
     Api {
         /// Groups created before measuring.
@@ -212,95 +136,20 @@ enum BenchCommand {
 
 async fn run(command: BenchCommand) -> Result<()> {
     match command {
-        BenchCommand::Abuse {
-            seconds,
-            warmup,
-            gateways,
-            idle,
-            control,
-            attacks,
-            database_url,
-        } => {
-            let options = abuse::AbuseOptions {
-                control,
-                only: attacks,
-                seconds,
-                warmup,
-                gateways,
-                idle,
-                database_url,
-            };
-            abuse::abuse(options).await
-        }
+        BenchCommand::Abuse(options) => abuse::abuse(options).await,
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
         BenchCommand::Stream(options) => stream::stream(options).await,
         BenchCommand::Idle { connections } => idle::idle(connections).await,
-        BenchCommand::Commands {
-            gateways,
-            seconds,
-            connections,
-            database_url,
-        } => {
-            let options = commands::CommandsOptions {
-                gateways,
-                seconds,
-                connections,
-                database_url,
-            };
-            commands::commands(options).await
-        }
+        BenchCommand::Commands(options) => commands::commands(options).await,
         BenchCommand::Webhook {
             rate,
             seconds,
             gateways,
         } => webhook::latency(rate, seconds, gateways).await,
         BenchCommand::WebhookCrash { cycles, gateways } => webhook::crash(cycles, gateways).await,
-        BenchCommand::Ingest {
-            gateways,
-            seconds,
-            measurements,
-            datatypes,
-            inflight,
-            database_url,
-        } => {
-            let options = ingest::IngestOptions {
-                gateways,
-                seconds,
-                measurements,
-                datatypes,
-                inflight,
-                database_url,
-            };
-            ingest::ingest(options).await
-        }
-        BenchCommand::Read {
-            days,
-            group_points,
-            requests,
-            database_url,
-        } => {
-            let options = read::ReadOptions {
-                days,
-                group_points,
-                requests,
-                database_url,
-            };
-            read::read(options).await
-        }
-        BenchCommand::Dashboard {
-            devices,
-            days,
-            requests,
-            database_url,
-        } => {
-            let options = dashboard::DashboardOptions {
-                devices,
-                days,
-                requests,
-                database_url,
-            };
-            dashboard::dashboard(options).await
-        }
+        BenchCommand::Ingest(options) => ingest::ingest(options).await,
+        BenchCommand::Read(options) => read::read(options).await,
+        BenchCommand::Dashboard(options) => dashboard::dashboard(options).await,
         BenchCommand::Api {
             groups,
             seconds,
