@@ -2,6 +2,7 @@
 //! body), `items` / `_links` / `_meta`, the `X-Pagination-*` and `Link` headers, HEAD, and
 //! Yii's `fields` / `expand` selection of each record (docs/api.md, "Collections").
 
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{CONTENT_TYPE, LINK};
@@ -9,6 +10,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
 use devicecloud_query::{Attribute, CollectionQuery, CollectionSpec, Page, Params, fields, link_header};
 use serde_json::{Map, Value};
 
@@ -124,6 +126,18 @@ impl CollectionGet {
             .with("expand", serde_json::json!(C::EXPANDS));
         page.extra.extend(collection.extra());
         Ok(page)
+    }
+}
+
+/// The routes of collections: Yii answers a collection at its path and at `<path>/index` alike.
+pub trait CollectionRoutes {
+    /// Serves `list` at `path` and at `path/index`.
+    fn collection(self, path: &str, list: MethodRouter<AppState>) -> Self;
+}
+
+impl CollectionRoutes for Router<AppState> {
+    fn collection(self, path: &str, list: MethodRouter<AppState>) -> Self {
+        self.route(path, list.clone()).route(&format!("{path}/index"), list)
     }
 }
 

@@ -9,7 +9,7 @@ use devicecloud_store::raw_data::{self, RawPoint};
 use devicecloud_store::{ListArgs, Listing, unix_now};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Selection, spec};
 use crate::error::ApiError;
 use crate::render::record_fields;
 use crate::state::AppState;
@@ -61,10 +61,8 @@ impl Listed for Downsampled {
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/v2/data", get(raw))
-        .route("/api/v2/data/index", get(raw))
-        .route("/api/v2/data-downsampled", get(downsampled))
-        .route("/api/v2/data-downsampled/index", get(downsampled))
+        .collection("/api/v2/data", get(raw))
+        .collection("/api/v2/data-downsampled", get(downsampled))
 }
 
 /// Whether the filter's top-level conjunction names the group (`filter[id_group]=…`, or its

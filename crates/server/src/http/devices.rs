@@ -3,7 +3,6 @@
 //! handed out here.
 
 use axum::Router;
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -12,9 +11,8 @@ use serde_json::{Value, json};
 
 use super::collection::Selection;
 use super::device_collection::{self, render_one};
-use super::origin::Origin;
-use super::record::{Input, OneRecord, created};
-use crate::auth::{Caller, Role};
+use super::record::{Input, NewRecord, OneRecord};
+use crate::auth::Role;
 use crate::error::ApiError;
 use crate::render::{device_fields, device_links};
 use crate::service::access;
@@ -40,20 +38,14 @@ fn render(row: &DeviceRow, selection: &Selection) -> Value {
     request_body(content = Object, description = "{id_group, serial_hardware, kind: GO|CORE|PLUS, label?, expected_offline_interval?}"),
     responses((status = 201, description = "The device with its device_token (shown this once) and a Location header"), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, serial already provisioned, or a group the caller cannot see")),
     security(("bearer" = [])))]
-pub async fn provision(
-    State(state): State<AppState>,
-    caller: Caller,
-    origin: Origin,
-    Input(input): Input,
-) -> Result<Response, ApiError> {
-    let provisioned = service::provision(&state, &caller, &input).await?;
+pub async fn provision(new: NewRecord) -> Result<Response, ApiError> {
+    let provisioned = service::provision(&new.state, &new.caller, &new.input).await?;
     let (row, token) = (provisioned.row, provisioned.device_token);
     let mut record = render(&row, &Selection::default());
     if let Value::Object(map) = &mut record {
         map.insert("device_token".into(), json!(token));
     }
-    let location = origin.url(&format!("/api/v2/physical-device/{}", row.id_physical_device));
-    Ok(created(location, record))
+    Ok(new.created(&format!("/api/v2/physical-device/{}", row.id_physical_device), record))
 }
 
 #[utoipa::path(get, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),

@@ -8,7 +8,7 @@ use devicecloud_store::event_collection::{self, EventRow};
 use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Selection, spec};
 use crate::error::ApiError;
 use crate::event_catalogue::{CATALOGUE, EventType};
 use crate::state::AppState;
@@ -44,10 +44,8 @@ const TYPE_SPEC: CollectionSpec = spec(&TYPE_ATTRIBUTES, &["event_type", "label"
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/v2/event", get(index))
-        .route("/api/v2/event/index", get(index))
-        .route("/api/v2/event-type", get(types))
-        .route("/api/v2/event-type/index", get(types))
+        .collection("/api/v2/event", get(index))
+        .collection("/api/v2/event-type", get(types))
 }
 
 pub use crate::event_catalogue::event_fields;

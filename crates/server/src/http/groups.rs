@@ -3,7 +3,7 @@
 //! "Management endpoints").
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, put};
@@ -13,8 +13,7 @@ use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Value, json};
 
 use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
-use super::origin::Origin;
-use super::record::{Input, OneRecord, created};
+use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 use crate::render::{group_fields, group_links};
@@ -76,19 +75,9 @@ type Json = axum::Json<Value>;
 
 #[utoipa::path(post, path = "/api/v2/group", tag = "groups", request_body(content = Object, description = "{label, type?, subtype?}"),
     responses((status = 201, description = "The created Group, with a Location header"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
-pub async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    origin: Origin,
-    RawQuery(query): RawQuery,
-    Input(input): Input,
-) -> Result<Response, ApiError> {
-    let row = service::create(&state, &caller, &input).await?;
-    let location = origin.url(&format!("/api/v2/group/{}", row.id_group));
-    Ok(created(
-        location,
-        render(&row, &Selection::from_query(query.as_deref())),
-    ))
+pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
+    let row = service::create(&new.state, &new.caller, &new.input).await?;
+    Ok(new.created(&format!("/api/v2/group/{}", row.id_group), render(&row, &new.selection)))
 }
 
 #[utoipa::path(patch, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)), request_body(content = Object, description = "{label?, type?, subtype?, id_country?}"),

@@ -1,5 +1,6 @@
 //! What the handlers of one record share: the request on a record (its id, the caller, the
-//! `fields` and `expand` asked for), the JSON object a write sends, and the answer to a create.
+//! `fields` and `expand` asked for), the JSON object a write sends, and the request that creates
+//! a record with its answer.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request};
@@ -11,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::body::json_object;
 use super::collection::Selection;
+use super::origin::Origin;
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -58,7 +60,43 @@ impl<S: Send + Sync> FromRequest<S> for Input {
     }
 }
 
-/// The answer to a create: 201, the new record's address in `Location`, and the record.
-pub fn created(location: String, record: Value) -> Response {
-    (StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response()
+/// A request that creates a record: the state, the authenticated caller (answered first), where
+/// the client reached the service, the `fields` and `expand` of the query, and the new record's
+/// fields.
+pub struct NewRecord {
+    pub state: AppState,
+    pub caller: Caller,
+    pub origin: Origin,
+    pub selection: Selection,
+    pub input: Map<String, Value>,
+}
+
+impl FromRequest<AppState> for NewRecord {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<NewRecord, Response> {
+        let (mut parts, body) = req.into_parts();
+        let caller = Caller::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Ok(origin) = Origin::from_request_parts(&mut parts, state).await;
+        let Ok(RawQuery(query)) = RawQuery::from_request_parts(&mut parts, state).await;
+        let Input(input) = Input::from_request(Request::from_parts(parts, body), state).await?;
+        Ok(NewRecord {
+            state: state.clone(),
+            caller,
+            origin,
+            selection: Selection::from_query(query.as_deref()),
+            input,
+        })
+    }
+}
+
+impl NewRecord {
+    /// The answer to the create: 201, the new record's absolute address (its `path` here) in
+    /// `Location`, and the record.
+    pub fn created(&self, path: &str, record: Value) -> Response {
+        let location = self.origin.url(path);
+        (StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response()
+    }
 }

@@ -10,7 +10,7 @@ use devicecloud_store::session_collection::{self as store, SessionRow, SessionSe
 use devicecloud_store::{Db, ListArgs, Listing, accounts, device_collection, groups};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionGet, CollectionPage, Listed, Selection, each, spec};
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Selection, each, spec};
 use super::device_collection::render_devices;
 use super::record::OneRecord;
 use crate::auth::Role;
@@ -35,8 +35,7 @@ pub const EXPANDS: [&str; 9] = [
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/v2/data-session", get(index))
-        .route("/api/v2/data-session/index", get(index))
+        .collection("/api/v2/data-session", get(index))
         .route("/api/v2/data-session/{id}", get(view))
         .route("/api/v2/data-session/{id}/download-csv", get(download_csv))
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
 use super::origin::Origin;
-use super::record::{Input, OneRecord, created};
+use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::render::user_fields;
@@ -62,15 +62,12 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
 
 #[utoipa::path(post, path = "/api/v2/user", tag = "accounts", request_body(content = Object, description = "{username, password, is_admin?}"),
     responses((status = 201, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid or taken username, short password")), security(("bearer" = [])))]
-pub async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    origin: Origin,
-    Input(input): Input,
-) -> Result<Response, ApiError> {
-    let row = service::create(&state, &caller, &input).await?;
-    let location = origin.url(&format!("/api/v2/user/{}", row.id_user));
-    Ok(created(location, Value::Object(user_fields(&row))))
+pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
+    let row = service::create(&new.state, &new.caller, &new.input).await?;
+    Ok(new.created(
+        &format!("/api/v2/user/{}", row.id_user),
+        Value::Object(user_fields(&row)),
+    ))
 }
 
 #[utoipa::path(get, path = "/api/v2/user/{id}", tag = "accounts", params(("id" = String, Path), ("fields" = Option<String>, Query)),

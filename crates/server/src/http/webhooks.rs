@@ -16,8 +16,7 @@ use utoipa::ToSchema;
 use utoipa::openapi::Object;
 
 use super::collection::{CollectionGet, CollectionPage, Listed, RawCollection, Selection, each, spec};
-use super::origin::Origin;
-use super::record::{Input, OneRecord, created};
+use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 use crate::render::{record_fields, webhook_fields};
@@ -148,21 +147,13 @@ pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     request_body(content = Object, description = "{label, id_group, forwarding_type: measurements|events, formatter, url, authorization?, is_active?}"),
     responses((status = 201, description = "The Webhook with its secret (shown this once) and a Location header", body = Webhook), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, a URL that does not resolve to public addresses only, a group the caller cannot see, or a group with webhooks_per_group webhooks already")),
     security(("bearer" = [])))]
-pub async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    origin: Origin,
-    Input(input): Input,
-) -> Result<Response, ApiError> {
-    let new = service::create(&state, &caller, &input).await?;
-    let mut record = render(&state, &new.row, &Selection::default()).await?;
+pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
+    let made = service::create(&new.state, &new.caller, &new.input).await?;
+    let mut record = render(&new.state, &made.row, &Selection::default()).await?;
     if let Value::Object(map) = &mut record {
-        map.insert("secret".into(), json!(new.secret));
+        map.insert("secret".into(), json!(made.secret));
     }
-    Ok(created(
-        origin.url(&format!("/api/v2/webhook/{}", new.row.id_webhook)),
-        record,
-    ))
+    Ok(new.created(&format!("/api/v2/webhook/{}", made.row.id_webhook), record))
 }
 
 #[utoipa::path(patch, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
