@@ -37,19 +37,19 @@ pub fn type_label(code: &str) -> &'static str {
         .map_or("Unknown", |(_, l)| l)
 }
 
-/// A group record with every field of the specification, in its order.
+/// A group record with every field of the specification, in its order: the stored ones, with
+/// `id` first and `type_label` beside `type`.
 pub fn group_fields(row: &GroupRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id".into(), json!(row.id_group));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("label".into(), json!(row.label));
-    map.insert("type".into(), json!(row.r#type));
-    map.insert("type_label".into(), json!(type_label(&row.r#type)));
-    map.insert("subtype".into(), json!(row.subtype));
-    map.insert("id_country".into(), json!(row.id_country));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("deleted_at".into(), json!(row.deleted_at));
+    let mut map = record_fields(row);
+    map.shift_insert(0, "id".into(), json!(row.id_group));
+    insert_after(&mut map, "type", "type_label", json!(type_label(&row.r#type)));
     map
+}
+
+/// Puts `key` right after `after`: a field the API derives stands beside the one it comes from.
+fn insert_after(map: &mut Map<String, Value>, after: &str, key: &str, value: Value) {
+    let at = map.keys().position(|k| k == after).map_or(map.len(), |i| i + 1);
+    map.shift_insert(at, key.into(), value);
 }
 
 /// The item `_links` of a group: relative paths (specification, Group).
@@ -83,19 +83,7 @@ pub fn device_links(id: &str) -> Value {
 /// connection handles only after every earlier measurement message is committed; so once
 /// `end` is set nothing of the session is still queued.
 pub fn session_fields(row: &SessionRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_data_session".into(), json!(row.id_data_session));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("id_person".into(), json!(row.id_person));
-    map.insert("label".into(), json!(row.label));
-    map.insert("start".into(), json!(row.start));
-    map.insert("end".into(), json!(row.end));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("created_by".into(), json!(row.created_by));
-    map.insert("updated_at".into(), json!(row.updated_at));
-    map.insert("updated_by".into(), json!(row.updated_by));
-    map.insert("archived_at".into(), json!(row.archived_at));
-    map.insert("datapoint_count".into(), json!(row.datapoint_count));
+    let mut map = record_fields(row);
     map.insert("isIngestionFinished".into(), json!(row.end.is_some()));
     map.insert("isArchived".into(), json!(row.archived_at.is_some()));
     map
@@ -154,21 +142,9 @@ pub fn webhook_fields(row: &WebhookRow, vault: &Vault) -> Map<String, Value> {
             .open(vault::AUTHORIZATION, stored)
             .map_or_else(|_| "****".to_string(), |clear| mask(&clear))
     });
-    let mut map = Map::new();
-    map.insert("id".into(), json!(row.id_webhook));
-    map.insert("id_webhook".into(), json!(row.id_webhook));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("label".into(), json!(row.label));
-    map.insert("forwarding_type".into(), json!(row.forwarding_type));
-    map.insert("formatter".into(), json!(row.formatter));
-    map.insert("url".into(), json!(row.url));
+    let mut map = record_fields(row);
+    map.shift_insert(0, "id".into(), json!(row.id_webhook));
     map.insert("authorization".into(), json!(authorization));
-    map.insert("is_active".into(), json!(row.is_active));
-    map.insert("disabled_reason".into(), json!(row.disabled_reason));
-    map.insert("disabled_at".into(), json!(row.disabled_at));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("updated_at".into(), json!(row.updated_at));
-    map.insert("created_by".into(), json!(row.created_by));
     map
 }
 

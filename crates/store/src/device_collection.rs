@@ -84,10 +84,11 @@ pub struct DeviceDocuments {
     pub device_info_at: Option<i64>,
 }
 
-/// The gateway's MQTT endpoint identity (`iotDevice`).
-#[derive(Clone, Debug, sqlx::FromRow)]
+/// The gateway's MQTT endpoint identity (`iotDevice`); serialised, the API's record of it.
+#[derive(Clone, Debug, sqlx::FromRow, serde::Serialize)]
 pub struct IotDeviceRow {
     pub id_iot_device: String,
+    #[serde(skip_serializing)]
     pub id_physical_device: String,
     pub protocol: String,
     pub client_identifier: String,
@@ -104,15 +105,18 @@ pub struct TemplateRow {
     pub received_at: i64,
 }
 
-/// The newest raw point of one container (`group.latestData`).
-#[derive(Clone, Debug, sqlx::FromRow)]
+/// The newest raw point of one container (`group.latestData`); serialised, a raw data record.
+#[derive(Clone, Debug, sqlx::FromRow, serde::Serialize)]
 pub struct LatestRow {
     pub id_container_data_latest: String,
     pub id_group: String,
     pub datatype: i64,
     pub source_device: String,
+    #[serde(rename = "timestamp_seconds")]
     pub latest_seconds: i64,
+    #[serde(rename = "microseconds")]
     pub latest_microseconds: i64,
+    #[serde(rename = "value")]
     pub latest_value: f64,
 }
 

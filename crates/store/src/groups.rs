@@ -10,7 +10,7 @@ use crate::db::{Db, on_pool, values};
 use crate::{Result, new_id};
 
 /// A stored group.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct GroupRow {
     pub id_group: String,
     pub label: String,

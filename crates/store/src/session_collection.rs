@@ -9,13 +9,15 @@ use crate::db::{Db, on_pool, values};
 
 const TABLE: &str = "data_sessions";
 
-/// A stored data session.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// A stored data session; serialised, the API record's stored fields.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct SessionRow {
+    #[serde(skip_serializing)]
     pub session_key: i64,
     pub id_data_session: String,
     pub id_group: String,
     /// The GO gateway the session belongs to (`fromDevice`).
+    #[serde(skip_serializing)]
     pub id_physical_device: String,
     pub id_person: Option<String>,
     pub label: String,

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use devicecloud_query::CollectionSpec;
-use devicecloud_store::device_collection::{self as store, DeviceDocuments, LatestRow};
+use devicecloud_store::device_collection::{self as store, DeviceDocuments};
 use devicecloud_store::devices::DeviceRow;
 use devicecloud_store::{ListArgs, Listing, groups};
 use serde_json::{Map, Value, json};
@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
 use super::events::event_fields;
 use crate::error::ApiError;
-use crate::render::{device_fields, device_links, group_fields, group_links};
+use crate::render::{device_fields, device_links, group_fields, group_links, record_fields};
 use crate::state::AppState;
 
 /// The expand options, in declaration order (specification, Physical Device).
@@ -223,13 +223,8 @@ async fn relation(
             iot_ids.dedup();
             let mut by_iot: HashMap<String, Value> = HashMap::new();
             for iot in store::iot_devices(db, &iot_ids).await? {
-                let mut map = Map::new();
-                map.insert("id_iot_device".into(), json!(iot.id_iot_device));
-                map.insert("protocol".into(), json!(iot.protocol));
-                map.insert("client_identifier".into(), json!(iot.client_identifier));
-                map.insert("last_connect_at".into(), json!(iot.last_connect_at));
-                map.insert("last_disconnect_at".into(), json!(iot.last_disconnect_at));
-                by_iot.insert(iot.id_iot_device.clone(), nested.render(map, Vec::new(), None));
+                let value = nested.render(record_fields(&iot), Vec::new(), None);
+                by_iot.insert(iot.id_iot_device.clone(), value);
             }
             for row in rows {
                 if let Some(iot) = row.id_iot_device.as_deref().and_then(|id| by_iot.get(id)) {
@@ -292,22 +287,9 @@ async fn render_group(state: &AppState, group: &groups::GroupRow, selection: &Se
         let inner = selection.nested("latestData");
         let list: Vec<Value> = rows
             .iter()
-            .map(|r| inner.render(latest_fields(r), Vec::new(), None))
+            .map(|r| inner.render(record_fields(r), Vec::new(), None))
             .collect();
         expanded.push(("latestData".to_string(), Value::Array(list)));
     }
     Ok(selection.render(group_fields(group), expanded, Some(group_links(&group.id_group))))
-}
-
-/// One entry of `group.latestData`: a container's newest raw point, as a raw data record.
-fn latest_fields(r: &LatestRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_container_data_latest".into(), json!(r.id_container_data_latest));
-    map.insert("id_group".into(), json!(r.id_group));
-    map.insert("datatype".into(), json!(r.datatype));
-    map.insert("source_device".into(), json!(r.source_device));
-    map.insert("timestamp_seconds".into(), json!(r.latest_seconds));
-    map.insert("microseconds".into(), json!(r.latest_microseconds));
-    map.insert("value".into(), json!(r.latest_value));
-    map
 }

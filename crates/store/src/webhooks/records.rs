@@ -13,8 +13,10 @@ use crate::{Result, new_id};
 pub const FORWARDING_TYPES: [&str; 2] = ["measurements", "events"];
 
 /// A stored webhook. `secret` (the HMAC key) and `authorization_header` are kept as the service
-/// hands them over: sealed (encrypted) by the server before they reach the store.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// hands them over: sealed (encrypted) by the server before they reach the store. Serialised in
+/// the API record's order, without the secret; the server shows `authorization` opened and
+/// masked.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct WebhookRow {
     pub id_webhook: String,
     pub id_group: String,
@@ -22,17 +24,19 @@ pub struct WebhookRow {
     pub forwarding_type: String,
     pub formatter: String,
     pub url: String,
+    #[serde(rename(serialize = "authorization"))]
     pub authorization_header: Option<String>,
+    #[serde(skip_serializing)]
     pub secret: String,
     pub is_active: i64,
-    pub created_at: i64,
-    pub updated_at: i64,
-    pub created_by: Option<String>,
     /// Why the service set the webhook inactive (`retry_window`, `backlog`); cleared when a
     /// client activates it again.
     pub disabled_reason: Option<String>,
     /// When the service set it inactive (Unix seconds).
     pub disabled_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub created_by: Option<String>,
 }
 
 /// Fields of a new webhook.
