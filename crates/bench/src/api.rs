@@ -125,24 +125,16 @@ pub async fn api(
         "bench api: {groups} groups, {connections} connections, {rounds} rounds of {seconds} s per endpoint (medians of rounds)"
     );
     println!("{:<44} {:>10} {:>10} {:>10}", "endpoint", "req/s", "p50 ms", "p99 ms");
+    println!("{}", h.line("GET /healthz", 44, 10));
+    let who = match (as_member, distinct) {
+        (false, false) => "admin",
+        (true, false) => "member",
+        (false, true) => "admin, distinct",
+        (true, true) => "member, distinct",
+    };
     println!(
-        "{:<44} {:>10.0} {:>10.3} {:>10.3}",
-        "GET /healthz", h.per_second, h.p50_ms, h.p99_ms
-    );
-    println!(
-        "{:<44} {:>10.0} {:>10.3} {:>10.3}",
-        format!(
-            "GET /api/v2/group/index?per-page=20 ({})",
-            match (as_member, distinct) {
-                (false, false) => "admin",
-                (true, false) => "member",
-                (false, true) => "admin, distinct",
-                (true, true) => "member, distinct",
-            }
-        ),
-        g.per_second,
-        g.p50_ms,
-        g.p99_ms
+        "{}",
+        g.line(&format!("GET /api/v2/group/index?per-page=20 ({who})"), 44, 10)
     );
     println!(
         "ratio group index / healthz throughput: {:.2} (target >= 0.50)",

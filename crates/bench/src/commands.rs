@@ -60,10 +60,7 @@ pub async fn commands(options: CommandsOptions) -> Result<()> {
 
     println!("bench commands: {gateways} gateways, {connections} concurrent callers, {seconds} s of GET …/ping");
     println!("{:<36} {:>12} {:>10} {:>10}", "path", "commands/s", "p50 ms", "p99 ms");
-    println!(
-        "{:<36} {:>12.0} {:>10.3} {:>10.3}",
-        "HTTP → MQTT → gateway → HTTP", summary.per_second, summary.p50_ms, summary.p99_ms
-    );
+    println!("{}", summary.line("HTTP → MQTT → gateway → HTTP", 36, 12));
     println!(
         "{} commands answered by the fleet; targets: p50 <= 2 ms, p99 <= 10 ms, >= 5000 commands/s",
         answered

@@ -171,6 +171,15 @@ pub(crate) struct Throughput {
     pub p99_ms: f64,
 }
 
+impl Throughput {
+    /// A line of a results table: `label` in a column of `width`, then answers per second in
+    /// one of `rate_width` and the two latencies.
+    pub(crate) fn line(&self, label: &str, width: usize, rate_width: usize) -> String {
+        let (rate, p50, p99) = (self.per_second, self.p50_ms, self.p99_ms);
+        format!("{label:<width$} {rate:>rate_width$.0} {p50:>10.3} {p99:>10.3}")
+    }
+}
+
 /// The latencies (microseconds) every worker measured since `started`, as one [`Throughput`];
 /// the first worker that failed fails the run.
 pub(crate) async fn throughput(

@@ -65,13 +65,16 @@ pub trait Listed: Sync {
         state: &AppState,
         rows: &[Self::Row],
         selection: &Selection,
-    ) -> impl Future<Output = Result<Vec<Value>, ApiError>> + Send;
+    ) -> impl Future<Output = Rendered> + Send;
 
     /// Top-level keys after `expand` (`labels`, `deviceStatuses`).
     fn extra(&self) -> Vec<(&'static str, Value)> {
         Vec::new()
     }
 }
+
+/// A page's records as the API shows them, or why they could not be read.
+pub type Rendered = Result<Vec<Value>, ApiError>;
 
 /// A collection GET: the state, the authenticated caller (401 comes first) and the request.
 pub struct CollectionGet {

@@ -9,7 +9,7 @@ use devicecloud_store::raw_data::{self, RawPoint};
 use devicecloud_store::{ListArgs, Listing, unix_now};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Selection, spec};
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Rendered, Selection, spec};
 use crate::error::ApiError;
 use crate::render::record_fields;
 use crate::state::AppState;
@@ -38,7 +38,7 @@ impl Listed for RawData {
         Ok(raw_data::list(&state.db, args).await?)
     }
 
-    async fn render(&self, _: &AppState, points: &[RawPoint], selection: &Selection) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, _: &AppState, points: &[RawPoint], selection: &Selection) -> Rendered {
         Ok(selection.plain(points, record_fields))
     }
 }
@@ -54,7 +54,7 @@ impl Listed for Downsampled {
         Ok(downsampled::list(&state.db, args, unix_now()).await?)
     }
 
-    async fn render(&self, _: &AppState, buckets: &[Bucket], selection: &Selection) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, _: &AppState, buckets: &[Bucket], selection: &Selection) -> Rendered {
         Ok(selection.plain(buckets, bucket_fields))
     }
 }

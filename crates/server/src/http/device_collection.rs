@@ -13,7 +13,7 @@ use devicecloud_store::devices::DeviceRow;
 use devicecloud_store::{ListArgs, Listing, groups};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
+use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
 use super::events::event_fields;
 use crate::error::ApiError;
 use crate::render::{device_fields, device_links, group_fields, group_links, record_fields};
@@ -69,12 +69,7 @@ impl Listed for Devices {
         Ok(store::list(&state.db, args).await?)
     }
 
-    async fn render(
-        &self,
-        state: &AppState,
-        rows: &[DeviceRow],
-        selection: &Selection,
-    ) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, state: &AppState, rows: &[DeviceRow], selection: &Selection) -> Rendered {
         render_devices(state, rows, selection).await
     }
 

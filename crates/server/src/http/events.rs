@@ -8,7 +8,7 @@ use devicecloud_store::event_collection::{self, EventRow};
 use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Selection, spec};
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Rendered, Selection, spec};
 use crate::error::ApiError;
 use crate::event_catalogue::{CATALOGUE, EventType};
 use crate::state::AppState;
@@ -28,7 +28,7 @@ impl Listed for Events {
         Ok(event_collection::list(&state.db, args).await?)
     }
 
-    async fn render(&self, _: &AppState, rows: &[EventRow], selection: &Selection) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, _: &AppState, rows: &[EventRow], selection: &Selection) -> Rendered {
         Ok(selection.plain(rows, event_fields))
     }
 }

@@ -12,7 +12,7 @@ use devicecloud_store::groups::{self, GroupRow};
 use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Value, json};
 
-use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
+use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
 use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
@@ -34,7 +34,7 @@ impl Listed for Groups {
         Ok(groups::list(&state.db, args).await?)
     }
 
-    async fn render(&self, _: &AppState, rows: &[GroupRow], selection: &Selection) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, _: &AppState, rows: &[GroupRow], selection: &Selection) -> Rendered {
         Ok(rows.iter().map(|row| render(row, selection)).collect())
     }
 }

@@ -10,7 +10,7 @@ use devicecloud_store::session_collection::{self as store, SessionRow, SessionSe
 use devicecloud_store::{Db, ListArgs, Listing, accounts, device_collection, groups};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Selection, each, spec};
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Rendered, Selection, each, spec};
 use super::device_collection::render_devices;
 use super::record::OneRecord;
 use crate::auth::Role;
@@ -65,12 +65,7 @@ impl Listed for Sessions {
         Ok(store::list(&state.db, args).await?)
     }
 
-    async fn render(
-        &self,
-        state: &AppState,
-        rows: &[SessionRow],
-        selection: &Selection,
-    ) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, state: &AppState, rows: &[SessionRow], selection: &Selection) -> Rendered {
         each(rows, |row| render(state, row, selection)).await
     }
 

@@ -12,7 +12,7 @@ use devicecloud_store::accounts::{self, UserRow};
 use devicecloud_store::{ListArgs, Listing};
 use serde_json::Value;
 
-use super::collection::{CollectionGet, CollectionPage, Listed, Selection, spec};
+use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
 use super::origin::Origin;
 use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::Caller;
@@ -36,7 +36,7 @@ impl Listed for Users {
         Ok(accounts::page(&state.db, &args).await?)
     }
 
-    async fn render(&self, _: &AppState, rows: &[UserRow], selection: &Selection) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, _: &AppState, rows: &[UserRow], selection: &Selection) -> Rendered {
         Ok(selection.plain(rows, user_fields))
     }
 }

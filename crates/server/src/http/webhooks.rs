@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 use utoipa::openapi::Object;
 
-use super::collection::{CollectionGet, CollectionPage, Listed, RawCollection, Selection, each, spec};
+use super::collection::{CollectionGet, CollectionPage, Listed, RawCollection, Rendered, Selection, each, spec};
 use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
@@ -100,12 +100,7 @@ impl Listed for Webhooks {
         Ok(webhooks::list(&state.db, args).await?)
     }
 
-    async fn render(
-        &self,
-        state: &AppState,
-        rows: &[WebhookRow],
-        selection: &Selection,
-    ) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, state: &AppState, rows: &[WebhookRow], selection: &Selection) -> Rendered {
         each(rows, |row| render(state, row, selection)).await
     }
 }
@@ -123,7 +118,7 @@ impl Listed for Attempts {
         Ok(webhooks::attempts(&state.db, &self.id_webhook, args).await?)
     }
 
-    async fn render(&self, _: &AppState, rows: &[AttemptRow], selection: &Selection) -> Result<Vec<Value>, ApiError> {
+    async fn render(&self, _: &AppState, rows: &[AttemptRow], selection: &Selection) -> Rendered {
         Ok(selection.plain(rows, record_fields))
     }
 }
