@@ -44,7 +44,7 @@ const COMMANDS: [&str; 9] = [
 
 /// Whether the route template `route` waits for a gateway (its time bound is the command
 /// timeout on top of the query timeout, see `http::limits`). The dashboard's command form
-/// calls the same handlers.
+/// (`/devices/{id}/command`) sends its commands through the same service, so it waits as long.
 pub fn waits_for_gateway(route: &str) -> bool {
     route == "/devices/{id}/command" || route.strip_prefix(BASE).is_some_and(|rest| COMMANDS.contains(&rest))
 }
