@@ -99,27 +99,25 @@ pub async fn create(db: &Db, username: &str, password_hash: &str, is_admin: bool
 /// The account with this username, compared case-insensitively, with its password hash.
 pub async fn by_username(db: &Db, username: &str) -> Result<Option<AccountRow>> {
     let sql = format!("{SELECT} WHERE lower(username) = lower($1)");
-    Ok(db
-        .row::<AccountRow>(sqlx::AssertSqlSafe(sql), values![username])
-        .await?)
+    db.row::<AccountRow>(sqlx::AssertSqlSafe(sql), values![username]).await
 }
 
 /// The account with this id, with its password hash (to check the current password).
 pub async fn credentials(db: &Db, id_user: &str) -> Result<Option<AccountRow>> {
     let sql = format!("{SELECT} WHERE id_user = $1");
-    Ok(db.row::<AccountRow>(sqlx::AssertSqlSafe(sql), values![id_user]).await?)
+    db.row::<AccountRow>(sqlx::AssertSqlSafe(sql), values![id_user]).await
 }
 
 /// The account with this id.
 pub async fn get(db: &Db, id_user: &str) -> Result<Option<UserRow>> {
     let sql = format!("{SELECT_USER} WHERE id_user = $1");
-    Ok(db.row::<UserRow>(sqlx::AssertSqlSafe(sql), values![id_user]).await?)
+    db.row::<UserRow>(sqlx::AssertSqlSafe(sql), values![id_user]).await
 }
 
 /// Every account, by username (the administration page).
 pub async fn list(db: &Db) -> Result<Vec<UserRow>> {
     let sql = format!("{SELECT_USER} ORDER BY lower(username), id_user");
-    Ok(db.rows::<UserRow>(sqlx::AssertSqlSafe(sql), values![]).await?)
+    db.rows::<UserRow>(sqlx::AssertSqlSafe(sql), values![]).await
 }
 
 /// The accounts, oldest first.

@@ -29,20 +29,18 @@ pub async fn create(db: &Db, client_id: &str, name: &str, secret_hash: &str, now
 
 /// The client with this id.
 pub async fn get(db: &Db, client_id: &str) -> Result<Option<ClientRow>> {
-    Ok(db
-        .row::<ClientRow>(
-            "SELECT client_id, name, secret_hash, created_at FROM api_clients WHERE client_id = $1",
-            values![client_id],
-        )
-        .await?)
+    db.row::<ClientRow>(
+        "SELECT client_id, name, secret_hash, created_at FROM api_clients WHERE client_id = $1",
+        values![client_id],
+    )
+    .await
 }
 
 /// Every registered client, oldest first (the administration page).
 pub async fn list(db: &Db) -> Result<Vec<ClientRow>> {
-    Ok(db
-        .rows::<ClientRow>(
-            "SELECT client_id, name, secret_hash, created_at FROM api_clients ORDER BY created_at, client_id",
-            values![],
-        )
-        .await?)
+    db.rows::<ClientRow>(
+        "SELECT client_id, name, secret_hash, created_at FROM api_clients ORDER BY created_at, client_id",
+        values![],
+    )
+    .await
 }

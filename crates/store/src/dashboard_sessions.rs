@@ -35,14 +35,13 @@ pub async fn create(
 
 /// The unexpired session with this hash (none for a disabled account).
 pub async fn get(db: &Db, session_hash: &str, now: i64) -> Result<Option<SessionRow>> {
-    Ok(db
-        .row::<SessionRow>(
-            "SELECT s.id_user, a.username, a.is_admin, s.csrf_token, s.expires_at \
+    db.row::<SessionRow>(
+        "SELECT s.id_user, a.username, a.is_admin, s.csrf_token, s.expires_at \
          FROM dashboard_sessions s JOIN accounts a ON a.id_user = s.id_user \
          WHERE s.session_hash = $1 AND s.expires_at > $2 AND a.disabled = 0",
-            values![session_hash, now],
-        )
-        .await?)
+        values![session_hash, now],
+    )
+    .await
 }
 
 /// Ends a session (sign-out).
@@ -57,7 +56,6 @@ pub async fn delete(db: &Db, session_hash: &str) -> Result<()> {
 
 /// Deletes the sessions that expired before `before`; returns how many.
 pub async fn prune(db: &Db, before: i64) -> Result<u64> {
-    Ok(db
-        .execute("DELETE FROM dashboard_sessions WHERE expires_at < $1", values![before])
-        .await?)
+    db.execute("DELETE FROM dashboard_sessions WHERE expires_at < $1", values![before])
+        .await
 }

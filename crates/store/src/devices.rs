@@ -127,7 +127,7 @@ pub async fn provision(db: &Db, gateway: &NewGateway<'_>, token_hash: &str, now:
 /// One device, archived or not.
 pub async fn get(db: &Db, id: &str) -> Result<Option<DeviceRow>> {
     let sql = select_sql("id_physical_device = $1");
-    Ok(db.row::<DeviceRow>(sqlx::AssertSqlSafe(sql), values![id]).await?)
+    db.row::<DeviceRow>(sqlx::AssertSqlSafe(sql), values![id]).await
 }
 
 /// The CONNECT view of a serial (see [`GatewayAuth`]).
@@ -136,7 +136,7 @@ pub async fn gateway_auth(db: &Db, serial: &str) -> Result<Option<GatewayAuth>> 
                FROM physical_devices d JOIN groups g ON g.id_group = d.id_group \
                WHERE d.serial_hardware = $1 AND d.id_parent IS NULL \
                ORDER BY (d.archived_at IS NULL) DESC, d.archived_at DESC LIMIT 1";
-    Ok(db.row::<GatewayAuth>(sql, values![serial]).await?)
+    db.row::<GatewayAuth>(sql, values![serial]).await
 }
 
 /// Replaces the device token hash of a live gateway; returns whether one was changed.
@@ -352,7 +352,7 @@ pub async fn child(db: &Db, asset: &Asset<'_>, max_children: usize, now: i64) ->
                 _ => Child::Taken,
             })
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 

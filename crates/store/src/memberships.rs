@@ -12,12 +12,11 @@ pub struct Membership {
 
 /// Every role of one user.
 pub async fn of_user(db: &Db, id_user: &str) -> Result<Vec<Membership>> {
-    Ok(db
-        .rows::<Membership>(
-            "SELECT id_group, role FROM memberships WHERE id_user = $1",
-            values![id_user],
-        )
-        .await?)
+    db.rows::<Membership>(
+        "SELECT id_group, role FROM memberships WHERE id_user = $1",
+        values![id_user],
+    )
+    .await
 }
 
 /// Grants or changes the role of a user in a group.
@@ -49,10 +48,9 @@ pub struct Member {
 
 /// Every membership (the administration page), by group then user.
 pub async fn all(db: &Db) -> Result<Vec<Member>> {
-    Ok(db
-        .rows::<Member>(
-            "SELECT id_group, id_user, role FROM memberships ORDER BY id_group, id_user",
-            values![],
-        )
-        .await?)
+    db.rows::<Member>(
+        "SELECT id_group, id_user, role FROM memberships ORDER BY id_group, id_user",
+        values![],
+    )
+    .await
 }

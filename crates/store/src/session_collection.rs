@@ -95,9 +95,8 @@ pub async fn series(db: &Db, session: &SessionRow) -> Result<Vec<SessionSeries>>
                WHERE (d.id_physical_device = $1 OR d.id_parent = $1) \
                AND EXISTS (SELECT 1 FROM raw_points r WHERE r.container_key = c.container_key AND r.session_key = $2) \
                ORDER BY c.source_device, c.datatype";
-    Ok(db
-        .rows::<SessionSeries>(sql, values![&session.id_physical_device, session.session_key])
-        .await?)
+    db.rows::<SessionSeries>(sql, values![&session.id_physical_device, session.session_key])
+        .await
 }
 
 /// The first and last whole second of a session's points, if it has any.

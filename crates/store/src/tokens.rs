@@ -37,7 +37,7 @@ pub async fn insert(
 pub async fn owner(db: &Db, token_hash: &str) -> Result<Option<TokenOwner>> {
     let sql = "SELECT t.id_user, a.is_admin, t.client_id, t.expires_at FROM access_tokens t JOIN \
                accounts a ON a.id_user = t.id_user WHERE t.token_hash = $1 AND a.disabled = 0";
-    Ok(db.row::<TokenOwner>(sql, values![token_hash]).await?)
+    db.row::<TokenOwner>(sql, values![token_hash]).await
 }
 
 /// What a refresh did.
@@ -111,7 +111,6 @@ pub async fn revoke(db: &Db, hash: &str, client_id: &str) -> Result<Option<Strin
 
 /// Deletes tokens that expired before `before`; returns how many.
 pub async fn prune(db: &Db, before: i64) -> Result<u64> {
-    Ok(db
-        .execute("DELETE FROM access_tokens WHERE expires_at < $1", values![before])
-        .await?)
+    db.execute("DELETE FROM access_tokens WHERE expires_at < $1", values![before])
+        .await
 }

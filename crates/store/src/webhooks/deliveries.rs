@@ -54,7 +54,7 @@ async fn queued<T>(db: &Db, sql: &'static str, id_webhook: &str, limit: i64) -> 
 where
     T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
 {
-    Ok(db.rows::<T>(sql, values![id_webhook, limit]).await?)
+    db.rows::<T>(sql, values![id_webhook, limit]).await
 }
 
 /// A batch waiting to be delivered (or given up on).
@@ -76,7 +76,7 @@ pub async fn pending_delivery(db: &Db, id_webhook: &str) -> Result<Option<Delive
     let sql = "SELECT id_delivery, id_webhook, body, content_type, item_count, attempts, next_attempt_ms, created_ms \
                FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'pending' \
                ORDER BY created_ms, id_delivery LIMIT 1";
-    Ok(db.row::<DeliveryRow>(sql, values![id_webhook]).await?)
+    db.row::<DeliveryRow>(sql, values![id_webhook]).await
 }
 
 /// Stores a rendered batch as a pending delivery and removes its rows from the outbox, in one

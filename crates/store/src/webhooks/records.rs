@@ -158,15 +158,14 @@ pub async fn create(db: &Db, new: &NewWebhook<'_>, per_group: u64, now: i64) -> 
 /// One webhook; visibility is the caller's business.
 pub async fn get(db: &Db, id_webhook: &str) -> Result<Option<WebhookRow>> {
     let sql = format!("{SELECT} WHERE id_webhook = $1");
-    Ok(db
-        .row::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![id_webhook])
-        .await?)
+    db.row::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![id_webhook])
+        .await
 }
 
 /// Every active webhook, for the delivery worker.
 pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
     let sql = format!("{SELECT} WHERE is_active = 1 ORDER BY created_at, id_webhook");
-    Ok(db.rows::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![]).await?)
+    db.rows::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![]).await
 }
 
 /// The webhooks of the groups a caller may see, oldest first.
@@ -271,7 +270,7 @@ pub async fn delete(db: &Db, id_webhook: &str) -> Result<bool> {
 /// which seals those still kept in clear text by an older version.
 pub async fn stored_secrets(db: &Db) -> Result<Vec<(String, String, Option<String>)>> {
     let sql = "SELECT id_webhook, secret, authorization_header FROM webhooks ORDER BY id_webhook";
-    Ok(db.rows(sql, values![]).await?)
+    db.rows(sql, values![]).await
 }
 
 /// Replaces a webhook's stored `secret` and `authorization_header` with `new` if they still are
