@@ -13,6 +13,7 @@ pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
+pub mod origin;
 pub mod page_cache;
 pub mod render;
 pub mod running;

@@ -195,7 +195,7 @@ impl FrontEnd {
         Ok(trimmed.to_string())
     }
 
-    /// Whether `addr` (already canonical, see `http::origin`) is a trusted proxy.
+    /// Whether `addr` (already canonical, see `origin`) is a trusted proxy.
     pub(crate) fn trusts(&self, addr: IpAddr) -> bool {
         self.trusted_proxies.iter().any(|net| net.contains(&addr))
     }

@@ -19,7 +19,7 @@ use super::session::{Posted, SignInNotice, to_sign_in};
 use super::viewer::Viewer;
 use super::{PageError, PageQuery, PageResult, field_errors, format, page_request, pager};
 use crate::error::{ApiError, FieldError};
-use crate::http::origin::Origin;
+use crate::origin::Origin;
 use crate::service::{ServiceError, accounts as service};
 use crate::state::AppState;
 

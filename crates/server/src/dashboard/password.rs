@@ -15,7 +15,7 @@ use super::session::{Posted, SignInNotice, to_sign_in};
 use super::viewer::Viewer;
 use super::{PageResult, field_errors};
 use crate::error::FieldError;
-use crate::http::origin::Origin;
+use crate::origin::Origin;
 use crate::service::{ServiceError, accounts as service};
 use crate::state::AppState;
 

@@ -23,7 +23,7 @@ use super::layout;
 use super::viewer::{CSRF_FIELD, Viewer};
 use crate::auth::Caller;
 use crate::auth::secrets::{random_token, same_hash, token_hash};
-use crate::http::origin::Origin;
+use crate::origin::Origin;
 use crate::service::ServiceError;
 use crate::service::sign_in::sign_in;
 use crate::state::AppState;

@@ -17,9 +17,9 @@ use serde_json::{Map, Value};
 use devicecloud_store::ListArgs;
 use devicecloud_store::Listing as Rows;
 
-use super::origin::Origin;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::origin::Origin;
 use crate::page_cache::{CachedPage, PageCache};
 use crate::state::AppState;
 

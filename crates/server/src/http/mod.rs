@@ -17,7 +17,6 @@ pub mod limits;
 pub mod listener;
 pub mod oauth;
 pub mod openapi;
-pub mod origin;
 pub mod rate_limit;
 pub mod record;
 pub mod request_log;

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use super::body::json_object;
 use super::collection::Selection;
-use super::origin::Origin;
 use crate::auth::Caller;
+use crate::origin::Origin;
 use crate::state::AppState;
 
 /// A request on one record: the state, the authenticated caller (a missing or bad token is

@@ -13,10 +13,10 @@ use devicecloud_store::{ListArgs, Listing};
 use serde_json::Value;
 
 use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
-use super::origin::Origin;
 use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::origin::Origin;
 use crate::render::user_fields;
 use crate::service::accounts as service;
 use crate::state::AppState;
