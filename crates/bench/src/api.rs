@@ -9,15 +9,43 @@ use serde_json::{Value, json};
 use super::server::{ServerUnderTest, json, token};
 use crate::Throughput;
 
-pub async fn api(
-    groups: usize,
-    seconds: u64,
-    rounds: usize,
-    connections: usize,
-    database_url: Option<String>,
-    as_member: bool,
-    distinct: bool,
-) -> Result<()> {
+/// Options of the API benchmark.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ApiOptions {
+    /// Groups created before measuring.
+    #[arg(long, default_value_t = 1000)]
+    pub groups: usize,
+    /// Seconds of load per round and endpoint.
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u64,
+    /// Rounds; each endpoint is measured once per round, alternating.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Concurrent connections of the load generator.
+    #[arg(long, default_value_t = 32)]
+    pub connections: usize,
+    /// Database of the server under test (default: a fresh SQLite file).
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Query as a normal user with a role in every group, instead of an administrator.
+    #[arg(long)]
+    pub as_member: bool,
+    /// Make every collection request distinct (an extra `n=<counter>` parameter), so that
+    /// no answer comes from the page cache: the cost of a real store query.
+    #[arg(long)]
+    pub distinct: bool,
+}
+
+pub async fn api(options: ApiOptions) -> Result<()> {
+    let ApiOptions {
+        groups,
+        seconds,
+        rounds,
+        connections,
+        database_url,
+        as_member,
+        distinct,
+    } = options;
     let server = ServerUnderTest::start(database_url).await?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(connections * 2)

@@ -108,30 +108,7 @@ enum BenchCommand {
     /// year of data behind one device's charts: p50 / p99 per page.
     Dashboard(dashboard::DashboardOptions),
     /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
-    Api {
-        /// Groups created before measuring.
-        #[arg(long, default_value_t = 1000)]
-        groups: usize,
-        /// Seconds of load per round and endpoint.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// Rounds; each endpoint is measured once per round, alternating.
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-        /// Concurrent connections of the load generator.
-        #[arg(long, default_value_t = 32)]
-        connections: usize,
-        /// Database of the server under test (default: a fresh SQLite file).
-        #[arg(long)]
-        database_url: Option<String>,
-        /// Query as a normal user with a role in every group, instead of an administrator.
-        #[arg(long)]
-        as_member: bool,
-        /// Make every collection request distinct (an extra `n=<counter>` parameter), so that
-        /// no answer comes from the page cache: the cost of a real store query.
-        #[arg(long)]
-        distinct: bool,
-    },
+    Api(api::ApiOptions),
 }
 
 async fn run(command: BenchCommand) -> Result<()> {
@@ -150,15 +127,7 @@ async fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Ingest(options) => ingest::ingest(options).await,
         BenchCommand::Read(options) => read::read(options).await,
         BenchCommand::Dashboard(options) => dashboard::dashboard(options).await,
-        BenchCommand::Api {
-            groups,
-            seconds,
-            rounds,
-            connections,
-            database_url,
-            as_member,
-            distinct,
-        } => api::api(groups, seconds, rounds, connections, database_url, as_member, distinct).await,
+        BenchCommand::Api(options) => api::api(options).await,
     }
 }
 
