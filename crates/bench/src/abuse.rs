@@ -21,16 +21,29 @@ use super::crash::{Verified, verify_stopped};
 use super::publisher::{Message, publish};
 use super::server::{ServerUnderTest, provision, rss_kib, token};
 
+/// Options of the abuse benchmark.
+#[derive(Clone, Debug, clap::Args)]
 pub struct AbuseOptions {
+    #[arg(long, default_value_t = 60)]
     pub seconds: u64,
-    /// Seconds of publishing alone before the abuse starts: memory is measured from there.
+    /// Seconds of publishing alone first; memory growth is measured from there.
+    #[arg(long, default_value_t = 20)]
     pub warmup: u64,
+    /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
+    #[arg(long, default_value_t = 50)]
     pub gateways: usize,
+    /// Idle sockets held open (reopened when the server closes them).
+    #[arg(long, default_value_t = 5000)]
     pub idle: usize,
-    /// Publish and measure without attacking: the same run's figures without the abuse.
+    /// The same run without any attack, for comparison.
+    #[arg(long)]
     pub control: bool,
-    /// Only these attacks (names as in [`ATTACKS`]); empty: all of them.
+    /// Only this attack (repeatable): deep-expands, giant-filters, made-up-methods,
+    /// big-bodies, slow-headers, slow-bodies, idle-sockets. Default: all.
+    #[arg(long = "attack", value_name = "ATTACKS", value_parser = clap::builder::PossibleValuesParser::new(ATTACKS))]
     pub only: Vec<String>,
+    /// Database of the server under test (default: a fresh SQLite file); must be empty.
+    #[arg(long)]
     pub database_url: Option<String>,
 }
 

@@ -6,32 +6,58 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::server::{ServerUnderTest, token};
+use super::server::{ServerUnderTest, json, token};
+use crate::Throughput;
 
-pub async fn api(
-    groups: usize,
-    seconds: u64,
-    rounds: usize,
-    connections: usize,
-    database_url: Option<String>,
-    as_member: bool,
-    distinct: bool,
-) -> Result<()> {
+/// Options of the API benchmark.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ApiOptions {
+    /// Groups created before measuring.
+    #[arg(long, default_value_t = 1000)]
+    pub groups: usize,
+    /// Seconds of load per round and endpoint.
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u64,
+    /// Rounds; each endpoint is measured once per round, alternating.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Concurrent connections of the load generator.
+    #[arg(long, default_value_t = 32)]
+    pub connections: usize,
+    /// Database of the server under test (default: a fresh SQLite file).
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Query as a normal user with a role in every group, instead of an administrator.
+    #[arg(long)]
+    pub as_member: bool,
+    /// Make every collection request distinct (an extra `n=<counter>` parameter), so that
+    /// no answer comes from the page cache: the cost of a real store query.
+    #[arg(long)]
+    pub distinct: bool,
+}
+
+pub async fn api(options: ApiOptions) -> Result<()> {
+    let ApiOptions {
+        groups,
+        seconds,
+        rounds,
+        connections,
+        database_url,
+        as_member,
+        distinct,
+    } = options;
     let server = ServerUnderTest::start(database_url).await?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(connections * 2)
         .build()?;
     let (client, admin) = server.administrator(&http).await?;
     let member = if as_member {
-        let user: Value = http
-            .post(format!("{}/api/v2/user", server.base))
-            .bearer_auth(&admin)
-            .json(&json!({"username": "member@bench.local", "password": "bench-password"}))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
+        let user: Value = json(
+            http.post(format!("{}/api/v2/user", server.base))
+                .bearer_auth(&admin)
+                .json(&json!({"username": "member@bench.local", "password": "bench-password"})),
+        )
+        .await?;
         Some(user["id_user"].as_str().context("no id_user")?.to_string())
     } else {
         None
@@ -51,15 +77,12 @@ pub async fn api(
         );
         tasks.push(tokio::spawn(async move {
             let _permit = sem.acquire().await?;
-            let group: Value = http
-                .post(format!("{base}/api/v2/group"))
-                .bearer_auth(&admin)
-                .json(&json!({"label": format!("Group {i:04}")}))
-                .send()
-                .await?
-                .error_for_status()?
-                .json()
-                .await?;
+            let group: Value = json(
+                http.post(format!("{base}/api/v2/group"))
+                    .bearer_auth(&admin)
+                    .json(&json!({"label": format!("Group {i:04}")})),
+            )
+            .await?;
             if let Some(id_user) = member {
                 let id = group["id_group"].as_str().unwrap_or_default();
                 http.put(format!("{base}/api/v2/group/{id}/member/{id_user}"))
@@ -85,14 +108,7 @@ pub async fn api(
     let health = format!("{}/healthz", server.base);
     let index = format!("{}/api/v2/group/index?per-page=20", server.base);
     // Sanity: the collection really answers 20 of the groups.
-    let first: Value = http
-        .get(&index)
-        .bearer_auth(&caller)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let first: Value = json(http.get(&index).bearer_auth(&caller)).await?;
     if first["_meta"]["totalCount"].as_u64() != Some(groups as u64)
         || first["items"].as_array().map(Vec::len) != Some(20.min(groups))
     {
@@ -124,63 +140,47 @@ pub async fn api(
         .await?;
         eprintln!(
             "round {round}: healthz {:.0} req/s, group index {:.0} req/s",
-            h.rps, g.rps
+            h.per_second, g.per_second
         );
         health_runs.push(h);
         index_runs.push(g);
     }
     server.stop(false).await;
 
-    let h = Summary::median(&health_runs);
-    let g = Summary::median(&index_runs);
+    let h = Throughput::median(&health_runs);
+    let g = Throughput::median(&index_runs);
     println!(
         "bench api: {groups} groups, {connections} connections, {rounds} rounds of {seconds} s per endpoint (medians of rounds)"
     );
     println!("{:<44} {:>10} {:>10} {:>10}", "endpoint", "req/s", "p50 ms", "p99 ms");
+    println!("{}", h.line("GET /healthz", 44, 10));
+    let who = match (as_member, distinct) {
+        (false, false) => "admin",
+        (true, false) => "member",
+        (false, true) => "admin, distinct",
+        (true, true) => "member, distinct",
+    };
     println!(
-        "{:<44} {:>10.0} {:>10.3} {:>10.3}",
-        "GET /healthz", h.rps, h.p50_ms, h.p99_ms
-    );
-    println!(
-        "{:<44} {:>10.0} {:>10.3} {:>10.3}",
-        format!(
-            "GET /api/v2/group/index?per-page=20 ({})",
-            match (as_member, distinct) {
-                (false, false) => "admin",
-                (true, false) => "member",
-                (false, true) => "admin, distinct",
-                (true, true) => "member, distinct",
-            }
-        ),
-        g.rps,
-        g.p50_ms,
-        g.p99_ms
+        "{}",
+        g.line(&format!("GET /api/v2/group/index?per-page=20 ({who})"), 44, 10)
     );
     println!(
         "ratio group index / healthz throughput: {:.2} (target >= 0.50)",
-        g.rps / h.rps
+        g.per_second / h.per_second
     );
     Ok(())
 }
 
-/// Throughput and latency of one load run.
-#[derive(Clone, Copy, Debug)]
-struct Summary {
-    rps: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-}
-
-impl Summary {
+impl Throughput {
     /// Median of each figure over rounds.
-    fn median(runs: &[Summary]) -> Summary {
-        let med = |f: fn(&Summary) -> f64| {
+    fn median(runs: &[Throughput]) -> Throughput {
+        let med = |f: fn(&Throughput) -> f64| {
             let mut v: Vec<f64> = runs.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied().unwrap_or(0.0)
         };
-        Summary {
-            rps: med(|s| s.rps),
+        Throughput {
+            per_second: med(|s| s.per_second),
             p50_ms: med(|s| s.p50_ms),
             p99_ms: med(|s| s.p99_ms),
         }
@@ -195,7 +195,7 @@ async fn load(
     connections: usize,
     duration: Duration,
     distinct: bool,
-) -> Result<Summary> {
+) -> Result<Throughput> {
     let deadline = Instant::now() + duration;
     let started = Instant::now();
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -227,16 +227,5 @@ async fn load(
             Ok(latencies)
         }));
     }
-    let mut all = Vec::new();
-    for w in workers {
-        all.extend(w.await??);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pct = |p: f64| crate::percentile_ms(&all, p);
-    Ok(Summary {
-        rps: all.len() as f64 / elapsed,
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-    })
+    crate::throughput(workers, started).await
 }

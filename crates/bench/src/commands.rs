@@ -9,12 +9,20 @@ use anyhow::{Context, Result, bail};
 use devicecloud_simulator::{Fleet, FleetOptions, Provisioner};
 
 use super::server::ServerUnderTest;
+use crate::Throughput;
 
 /// What `bench commands` takes.
+#[derive(Clone, Debug, clap::Args)]
 pub struct CommandsOptions {
+    #[arg(long, default_value_t = 100)]
     pub gateways: usize,
+    #[arg(long, default_value_t = 10)]
     pub seconds: u64,
+    /// Concurrent callers.
+    #[arg(long, default_value_t = 8)]
     pub connections: usize,
+    /// Database of the server under test (default: a fresh SQLite file); must be empty.
+    #[arg(long)]
     pub database_url: Option<String>,
 }
 
@@ -52,21 +60,12 @@ pub async fn commands(options: CommandsOptions) -> Result<()> {
 
     println!("bench commands: {gateways} gateways, {connections} concurrent callers, {seconds} s of GET …/ping");
     println!("{:<36} {:>12} {:>10} {:>10}", "path", "commands/s", "p50 ms", "p99 ms");
-    println!(
-        "{:<36} {:>12.0} {:>10.3} {:>10.3}",
-        "HTTP → MQTT → gateway → HTTP", summary.rate, summary.p50_ms, summary.p99_ms
-    );
+    println!("{}", summary.line("HTTP → MQTT → gateway → HTTP", 36, 12));
     println!(
         "{} commands answered by the fleet; targets: p50 <= 2 ms, p99 <= 10 ms, >= 5000 commands/s",
         answered
     );
     Ok(())
-}
-
-struct Summary {
-    rate: f64,
-    p50_ms: f64,
-    p99_ms: f64,
 }
 
 /// `connections` callers ping gateways in turn, back to back, for `duration`; every answer
@@ -77,7 +76,7 @@ async fn run(
     token: &str,
     connections: usize,
     duration: Duration,
-) -> Result<Summary> {
+) -> Result<Throughput> {
     let started = Instant::now();
     let deadline = started + duration;
     let mut workers = Vec::new();
@@ -101,16 +100,5 @@ async fn run(
             anyhow::Ok(latencies)
         }));
     }
-    let mut all = Vec::new();
-    for w in workers {
-        all.extend(w.await??);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pct = |p: f64| crate::percentile_ms(&all, p);
-    Ok(Summary {
-        rate: all.len() as f64 / elapsed,
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-    })
+    crate::throughput(workers, started).await
 }

@@ -11,7 +11,7 @@ use devicecloud_store::{Db, unix_now};
 use serde_json::Value;
 
 use super::read::{latency, point, series_key};
-use super::server::{ServerUnderTest, provision};
+use super::server::{ServerUnderTest, json, provision};
 
 const DAY: i64 = 86_400;
 /// Datatypes behind the charted device.
@@ -19,14 +19,19 @@ const DATATYPES: i64 = 3;
 const LOAD_BATCH: usize = 100_000;
 
 /// Options of the dashboard benchmark.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct DashboardOptions {
     /// Gateways in the group.
+    #[arg(long, default_value_t = 1000)]
     pub devices: usize,
-    /// Days of one-per-minute data behind the charted device (its last hour at 1 Hz).
+    /// Days of data behind the charted device (one point a minute, the last hour 1 Hz).
+    #[arg(long, default_value_t = 366)]
     pub days: i64,
     /// Measured requests per page.
+    #[arg(long, default_value_t = 100)]
     pub requests: usize,
+    /// Database of the server under test (default: a fresh SQLite file); must be empty.
+    #[arg(long)]
     pub database_url: Option<String>,
 }
 
@@ -128,14 +133,11 @@ pub async fn dashboard(o: DashboardOptions) -> Result<()> {
     eprintln!("provisioning {} gateways…", o.devices);
     let gateways = provision(&http, &server.base, &admin, "DASH", o.devices).await?;
     let charted = gateways.first().context("no gateway")?.id.clone();
-    let device: Value = http
-        .get(format!("{}/api/v2/physical-device/{charted}", server.base))
-        .bearer_auth(&admin)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let device: Value = json(
+        http.get(format!("{}/api/v2/physical-device/{charted}", server.base))
+            .bearer_auth(&admin),
+    )
+    .await?;
     let id_group = device["id_group"].as_str().context("no id_group")?.to_string();
     eprintln!("loading {} days of data behind one device…", o.days);
     let loaded = Instant::now();

@@ -16,13 +16,23 @@ use super::publisher::{Message, publish};
 use super::server::{ServerUnderTest, provision};
 
 /// Options of the ingest benchmark.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct IngestOptions {
+    #[arg(long, default_value_t = 1000)]
     pub gateways: usize,
+    #[arg(long, default_value_t = 10)]
     pub seconds: u64,
+    /// Measurements (timestamps) per message.
+    #[arg(long, default_value_t = 10)]
     pub measurements: i64,
+    /// Values per measurement.
+    #[arg(long, default_value_t = 10)]
     pub datatypes: u32,
+    /// Unacknowledged messages each gateway keeps in flight.
+    #[arg(long, default_value_t = 4)]
     pub inflight: u16,
+    /// Database of the server under test (default: a fresh SQLite file); must be empty.
+    #[arg(long)]
     pub database_url: Option<String>,
 }
 

@@ -58,44 +58,11 @@ enum BenchCommand {
     /// throughput and API write latency against the same load with nothing to remove. With a
     /// PostgreSQL `--database-url` (an empty database): the time a pass takes to drop one day's
     /// partition of `--points` points.
-    Retention {
-        #[arg(long, default_value_t = 100_000_000)]
-        points: i64,
-        /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
-        #[arg(long, default_value_t = 50)]
-        gateways: usize,
-        /// Seconds of each window (control, then pruning).
-        #[arg(long, default_value_t = 30)]
-        seconds: u64,
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Retention(retention::RetentionOptions),
     /// The front door under attack while gateways publish: deep expands, giant filters,
     /// made-up methods, 1 MB bodies, slow headers and bodies, thousands of idle sockets;
     /// `/healthz` latency, resident memory, and every acknowledged point checked on the store.
-    Abuse {
-        #[arg(long, default_value_t = 60)]
-        seconds: u64,
-        /// Seconds of publishing alone first; memory growth is measured from there.
-        #[arg(long, default_value_t = 20)]
-        warmup: u64,
-        /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
-        #[arg(long, default_value_t = 50)]
-        gateways: usize,
-        /// Idle sockets held open (reopened when the server closes them).
-        #[arg(long, default_value_t = 5000)]
-        idle: usize,
-        /// The same run without any attack, for comparison.
-        #[arg(long)]
-        control: bool,
-        /// Only this attack (repeatable): deep-expands, giant-filters, made-up-methods,
-        /// big-bodies, slow-headers, slow-bodies, idle-sockets. Default: all.
-        #[arg(long = "attack", value_parser = clap::builder::PossibleValuesParser::new(abuse::ATTACKS))]
-        attacks: Vec<String>,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Abuse(abuse::AbuseOptions),
     /// Gateways publish into several groups, first alone, then with live stream clients spread
     /// over the groups: durable points/s with and without clients, and PUBACK → client latency.
     Stream(stream::StreamOptions),
@@ -106,24 +73,7 @@ enum BenchCommand {
     },
     /// Gateways publish QoS 1 measurement batches over MQTT: durable points/s, PUBACK latency,
     /// and the store's own rate for the same rows.
-    Ingest {
-        #[arg(long, default_value_t = 1000)]
-        gateways: usize,
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-        /// Measurements (timestamps) per message.
-        #[arg(long, default_value_t = 10)]
-        measurements: i64,
-        /// Values per measurement.
-        #[arg(long, default_value_t = 10)]
-        datatypes: u32,
-        /// Unacknowledged messages each gateway keeps in flight.
-        #[arg(long, default_value_t = 4)]
-        inflight: u16,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Ingest(ingest::IngestOptions),
     /// Gateways publish QoS 1 batches while the server is killed (SIGKILL) and restarted; fails
     /// unless every acknowledged point is stored and counted once.
     Crash {
@@ -137,34 +87,10 @@ enum BenchCommand {
     /// The read API on large data made in the store: downsampled (daily, three weeks hourly)
     /// against a GROUP BY over the raw rows, the first page of raw data of a 100-container
     /// group, and the CSV download of a large session with the server's memory.
-    Read {
-        /// Days of 1 Hz points in one container.
-        #[arg(long, default_value_t = 365)]
-        days: i64,
-        /// Points in the 100-container group, which are also one data session.
-        #[arg(long, default_value_t = 10_000_000)]
-        group_points: i64,
-        /// Measured requests per query.
-        #[arg(long, default_value_t = 200)]
-        requests: usize,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Read(read::ReadOptions),
     /// Pings through HTTP → MQTT → simulated gateway → HTTP across many gateways: latency
     /// percentiles and commands/s.
-    Commands {
-        #[arg(long, default_value_t = 100)]
-        gateways: usize,
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-        /// Concurrent callers.
-        #[arg(long, default_value_t = 8)]
-        connections: usize,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Commands(commands::CommandsOptions),
     /// Measurements at a paced rate over MQTT to one measurements webhook on loopback: latency
     /// from PUBACK to the receiver's 2xx, and the outbox at start and end.
     Webhook {
@@ -186,154 +112,67 @@ enum BenchCommand {
     },
     /// Every dashboard page, signed in through the sign-in form, with a group of gateways and a
     /// year of data behind one device's charts: p50 / p99 per page.
-    Dashboard {
-        /// Gateways in the group.
-        #[arg(long, default_value_t = 1000)]
-        devices: usize,
-        /// Days of data behind the charted device (one point a minute, the last hour 1 Hz).
-        #[arg(long, default_value_t = 366)]
-        days: i64,
-        /// Measured requests per page.
-        #[arg(long, default_value_t = 100)]
-        requests: usize,
-        /// Database of the server under test (default: a fresh SQLite file); must be empty.
-        #[arg(long)]
-        database_url: Option<String>,
-    },
+    Dashboard(dashboard::DashboardOptions),
     /// Authenticated `GET /api/v2/group/index?per-page=20` against `GET /healthz`, with N groups.
-    Api {
-        /// Groups created before measuring.
-        #[arg(long, default_value_t = 1000)]
-        groups: usize,
-        /// Seconds of load per round and endpoint.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// Rounds; each endpoint is measured once per round, alternating.
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-        /// Concurrent connections of the load generator.
-        #[arg(long, default_value_t = 32)]
-        connections: usize,
-        /// Database of the server under test (default: a fresh SQLite file).
-        #[arg(long)]
-        database_url: Option<String>,
-        /// Query as a normal user with a role in every group, instead of an administrator.
-        #[arg(long)]
-        as_member: bool,
-        /// Make every collection request distinct (an extra `n=<counter>` parameter), so that
-        /// no answer comes from the page cache: the cost of a real store query.
-        #[arg(long)]
-        distinct: bool,
-    },
+    Api(api::ApiOptions),
 }
 
 async fn run(command: BenchCommand) -> Result<()> {
     match command {
-        BenchCommand::Retention {
-            points,
-            gateways,
-            seconds,
-            database_url,
-        } => retention::retention(points, gateways, seconds, database_url).await,
-        BenchCommand::Abuse {
-            seconds,
-            warmup,
-            gateways,
-            idle,
-            control,
-            attacks,
-            database_url,
-        } => {
-            let options = abuse::AbuseOptions {
-                control,
-                only: attacks,
-                seconds,
-                warmup,
-                gateways,
-                idle,
-                database_url,
-            };
-            abuse::abuse(options).await
-        }
+        BenchCommand::Retention(options) => retention::retention(options).await,
+        BenchCommand::Abuse(options) => abuse::abuse(options).await,
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
         BenchCommand::Stream(options) => stream::stream(options).await,
         BenchCommand::Idle { connections } => idle::idle(connections).await,
-        BenchCommand::Commands {
-            gateways,
-            seconds,
-            connections,
-            database_url,
-        } => {
-            let options = commands::CommandsOptions {
-                gateways,
-                seconds,
-                connections,
-                database_url,
-            };
-            commands::commands(options).await
-        }
+        BenchCommand::Commands(options) => commands::commands(options).await,
         BenchCommand::Webhook {
             rate,
             seconds,
             gateways,
         } => webhook::latency(rate, seconds, gateways).await,
         BenchCommand::WebhookCrash { cycles, gateways } => webhook::crash(cycles, gateways).await,
-        BenchCommand::Ingest {
-            gateways,
-            seconds,
-            measurements,
-            datatypes,
-            inflight,
-            database_url,
-        } => {
-            let options = ingest::IngestOptions {
-                gateways,
-                seconds,
-                measurements,
-                datatypes,
-                inflight,
-                database_url,
-            };
-            ingest::ingest(options).await
-        }
-        BenchCommand::Read {
-            days,
-            group_points,
-            requests,
-            database_url,
-        } => {
-            let options = read::ReadOptions {
-                days,
-                group_points,
-                requests,
-                database_url,
-            };
-            read::read(options).await
-        }
-        BenchCommand::Dashboard {
-            devices,
-            days,
-            requests,
-            database_url,
-        } => {
-            let options = dashboard::DashboardOptions {
-                devices,
-                days,
-                requests,
-                database_url,
-            };
-            dashboard::dashboard(options).await
-        }
-        BenchCommand::Api {
-            groups,
-            seconds,
-            rounds,
-            connections,
-            database_url,
-            as_member,
-            distinct,
-        } => api::api(groups, seconds, rounds, connections, database_url, as_member, distinct).await,
+        BenchCommand::Ingest(options) => ingest::ingest(options).await,
+        BenchCommand::Read(options) => read::read(options).await,
+        BenchCommand::Dashboard(options) => dashboard::dashboard(options).await,
+        BenchCommand::Api(options) => api::api(options).await,
     }
+}
+
+/// What a closed-loop run measured: answers per second, and the median and 99th percentile
+/// latency.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Throughput {
+    pub per_second: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl Throughput {
+    /// A line of a results table: `label` in a column of `width`, then answers per second in
+    /// one of `rate_width` and the two latencies.
+    pub(crate) fn line(&self, label: &str, width: usize, rate_width: usize) -> String {
+        let (rate, p50, p99) = (self.per_second, self.p50_ms, self.p99_ms);
+        format!("{label:<width$} {rate:>rate_width$.0} {p50:>10.3} {p99:>10.3}")
+    }
+}
+
+/// The latencies (microseconds) every worker measured since `started`, as one [`Throughput`];
+/// the first worker that failed fails the run.
+pub(crate) async fn throughput(
+    workers: Vec<tokio::task::JoinHandle<anyhow::Result<Vec<u32>>>>,
+    started: std::time::Instant,
+) -> anyhow::Result<Throughput> {
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    all.sort_unstable();
+    Ok(Throughput {
+        per_second: all.len() as f64 / elapsed,
+        p50_ms: percentile_ms(&all, 0.50),
+        p99_ms: percentile_ms(&all, 0.99),
+    })
 }
 
 /// The `p` quantile (0 to 1) of latencies in microseconds, sorted ascending, in milliseconds; 0

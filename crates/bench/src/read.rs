@@ -10,21 +10,26 @@ use devicecloud_store::ingest::{self, Point, SeriesId};
 use devicecloud_store::{Db, raw_data, sessions, unix_now};
 use serde_json::{Value, json};
 
-use super::server::{ServerUnderTest, rss_kib};
+use super::server::{ServerUnderTest, json, rss_kib};
 
 const DAY: i64 = 86_400;
 /// Points per store transaction while loading.
 const LOAD_BATCH: usize = 100_000;
 
 /// Options of the read benchmark.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct ReadOptions {
-    /// Days of 1 Hz data in the single container (365: 31.5 million points).
+    /// Days of 1 Hz points in one container.
+    #[arg(long, default_value_t = 365)]
     pub days: i64,
-    /// Points in the 100-container group (and its session).
+    /// Points in the 100-container group, which are also one data session.
+    #[arg(long, default_value_t = 10_000_000)]
     pub group_points: i64,
-    /// Requests per measured query.
+    /// Measured requests per query.
+    #[arg(long, default_value_t = 200)]
     pub requests: usize,
+    /// Database of the server under test (default: a fresh SQLite file); must be empty.
+    #[arg(long)]
     pub database_url: Option<String>,
 }
 
@@ -81,19 +86,14 @@ pub async fn read(o: ReadOptions) -> Result<()> {
 
     let get = |path: String| http.get(format!("{}{path}", server.base)).bearer_auth(&admin);
     let daily_path = format!("/api/v2/data-downsampled?filter[id_group]={year_group}");
-    let daily: Value = get(daily_path.clone()).send().await?.error_for_status()?.json().await?;
+    let daily: Value = json(get(daily_path.clone())).await?;
     let days = daily["items"].as_array().map_or(0, Vec::len);
     let (daily_p50, daily_p99) = latency(|| get(daily_path.clone()), o.requests).await?;
     let hourly_path = format!(
         "/api/v2/data-downsampled?filter[id_group]={year_group}&filter[timestamp_seconds][gte]={}&filter[timestamp_seconds][lt]={end}",
         end - 21 * DAY
     );
-    let hourly: Value = get(hourly_path.clone())
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let hourly: Value = json(get(hourly_path.clone())).await?;
     let hours = hourly["_meta"]["totalCount"].as_i64().unwrap_or(0);
     let (hourly_p50, hourly_p99) = latency(|| get(hourly_path.clone()), o.requests).await?;
 
@@ -111,12 +111,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     let (raw_p50, raw_p99) = latency(|| get(raw_path.clone()), o.requests).await?;
 
     eprintln!("downloading the session as CSV…");
-    let sessions: Value = get(format!("/api/v2/data-session?filter[id_group]={hundred_group}"))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let sessions: Value = json(get(format!("/api/v2/data-session?filter[id_group]={hundred_group}"))).await?;
     let id = sessions["items"][0]["id_data_session"]
         .as_str()
         .context("no session")?
@@ -187,25 +182,19 @@ pub(super) async fn series_key(db: &Db, id_group: &str, source_device: &str, dat
 
 /// A new group with one GO gateway in it, through the API.
 async fn group_with_gateway(http: &reqwest::Client, base: &str, admin: &str, serial: &str) -> Result<(String, String)> {
-    let group: Value = http
-        .post(format!("{base}/api/v2/group"))
-        .bearer_auth(admin)
-        .json(&json!({"label": serial}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let group: Value = json(
+        http.post(format!("{base}/api/v2/group"))
+            .bearer_auth(admin)
+            .json(&json!({"label": serial})),
+    )
+    .await?;
     let id_group = group["id_group"].as_str().context("no id_group")?.to_string();
-    let device: Value = http
-        .post(format!("{base}/api/v2/physical-device"))
-        .bearer_auth(admin)
-        .json(&json!({"id_group": id_group, "serial_hardware": serial, "kind": "GO"}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let device: Value = json(
+        http.post(format!("{base}/api/v2/physical-device"))
+            .bearer_auth(admin)
+            .json(&json!({"id_group": id_group, "serial_hardware": serial, "kind": "GO"})),
+    )
+    .await?;
     let id = device["id_physical_device"].as_str().context("no id")?.to_string();
     Ok((id_group, id))
 }

@@ -29,11 +29,28 @@ const DATATYPES: u32 = 10;
 const SERIES: i64 = 100;
 const DAY: i64 = 86_400;
 
-pub async fn retention(points: i64, gateways: usize, seconds: u64, database_url: Option<String>) -> Result<()> {
-    match database_url {
-        Some(url) if url.starts_with("postgres") => drop_partition(points, &url).await,
+/// Options of the retention benchmark.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RetentionOptions {
+    /// Expired raw points to remove.
+    #[arg(long, default_value_t = 100_000_000)]
+    pub points: i64,
+    /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
+    #[arg(long, default_value_t = 50)]
+    pub gateways: usize,
+    /// Seconds of each window (control, then removal).
+    #[arg(long, default_value_t = 30)]
+    pub seconds: u64,
+    /// An empty PostgreSQL database: measure dropping a partition instead.
+    #[arg(long)]
+    pub database_url: Option<String>,
+}
+
+pub async fn retention(o: RetentionOptions) -> Result<()> {
+    match o.database_url {
+        Some(url) if url.starts_with("postgres") => drop_partition(o.points, &url).await,
         Some(url) => bail!("--database-url {url}: the SQLite run makes its own store"),
-        None => sqlite(points, gateways, seconds).await,
+        None => sqlite(o.points, o.gateways, o.seconds).await,
     }
 }
 

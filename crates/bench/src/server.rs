@@ -175,6 +175,11 @@ impl ServerUnderTest {
     }
 }
 
+/// The JSON answer to `request`, which must succeed (2xx): the benchmarks' set-up calls.
+pub async fn json(request: reqwest::RequestBuilder) -> Result<Value> {
+    Ok(request.send().await?.error_for_status()?.json().await?)
+}
+
 /// A password-grant access token.
 pub async fn token(
     http: &reqwest::Client,
@@ -190,14 +195,7 @@ pub async fn token(
         ("username", username),
         ("password", password),
     ];
-    let body: Value = http
-        .post(format!("{base}/oauth2/token"))
-        .form(&form)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let body: Value = json(http.post(format!("{base}/oauth2/token")).form(&form)).await?;
     body["access_token"]
         .as_str()
         .map(str::to_string)
@@ -231,15 +229,12 @@ pub async fn provision_group(
     prefix: &str,
     count: usize,
 ) -> Result<(String, Vec<GatewayCredentials>)> {
-    let group: Value = http
-        .post(format!("{base}/api/v2/group"))
-        .bearer_auth(admin)
-        .json(&json!({"label": format!("{prefix} fleet")}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let group: Value = json(
+        http.post(format!("{base}/api/v2/group"))
+            .bearer_auth(admin)
+            .json(&json!({"label": format!("{prefix} fleet")})),
+    )
+    .await?;
     let id_group = group["id_group"].as_str().context("no id_group")?.to_string();
     let mut out = Vec::with_capacity(count);
     for chunk in (0..count).collect::<Vec<_>>().chunks(16) {
@@ -249,15 +244,12 @@ pub async fn provision_group(
             let serial = format!("{prefix}-{i:05}");
             tasks.push(tokio::spawn(async move {
                 let body = json!({"id_group": id_group, "serial_hardware": serial, "kind": "CORE"});
-                let device: Value = http
-                    .post(format!("{base}/api/v2/physical-device"))
-                    .bearer_auth(&admin)
-                    .json(&body)
-                    .send()
-                    .await?
-                    .error_for_status()?
-                    .json()
-                    .await?;
+                let device: Value = json(
+                    http.post(format!("{base}/api/v2/physical-device"))
+                        .bearer_auth(&admin)
+                        .json(&body),
+                )
+                .await?;
                 anyhow::Ok(GatewayCredentials {
                     id: device["id_physical_device"].as_str().unwrap_or_default().to_string(),
                     serial,

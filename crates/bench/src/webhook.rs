@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::crash::KillCycles;
 use super::publisher::Message;
-use super::server::{GatewayCredentials, ServerUnderTest, provision};
+use super::server::{GatewayCredentials, ServerUnderTest, json, provision};
 
 const DATATYPES: u32 = 10;
 const MEASUREMENTS: i64 = 10;
@@ -107,14 +107,11 @@ async fn group_of(
     admin: &str,
     gateway: &GatewayCredentials,
 ) -> Result<String> {
-    let device: Value = http
-        .get(format!("{}/api/v2/physical-device/{}", server.base, gateway.id))
-        .bearer_auth(admin)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
+    let device: Value = json(
+        http.get(format!("{}/api/v2/physical-device/{}", server.base, gateway.id))
+            .bearer_auth(admin),
+    )
+    .await?;
     device["id_group"].as_str().map(str::to_string).context("no id_group")
 }
 

@@ -15,6 +15,8 @@ use ipnet::IpNet;
 use crate::limits::Limits;
 use crate::retention::RetentionSettings;
 
+mod file;
+
 /// Everything `serve` and the admin commands need to know.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
@@ -85,36 +87,6 @@ impl Default for Settings {
             secret_key_file: None,
         }
     }
-}
-
-/// The TOML file: the same keys as the variables, lower-case, without the prefix.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSettings {
-    data_dir: Option<PathBuf>,
-    database_url: Option<String>,
-    http_addr: Option<SocketAddr>,
-    mqtt_addr: Option<SocketAddr>,
-    mqtt_tls_addr: Option<SocketAddr>,
-    mqtt_tls_cert: Option<PathBuf>,
-    mqtt_tls_key: Option<PathBuf>,
-    command_timeout_s: Option<u64>,
-    command_timeout_ms: Option<u64>,
-    webhook_allow_private: Option<bool>,
-    max_body_bytes: Option<usize>,
-    mqtt_max_packet_bytes: Option<u32>,
-    webhook_timeout_s: Option<u64>,
-    webhook_retry_window_s: Option<u64>,
-    webhook_batch_max: Option<usize>,
-    webhook_attempt_retention_days: Option<u64>,
-    log: Option<String>,
-    log_format: Option<LogFormat>,
-    public_url: Option<String>,
-    /// A list of CIDR ranges or addresses.
-    trusted_proxies: Option<Vec<String>>,
-    /// `N/S` or `off`.
-    rate_limit: Option<String>,
-    secret_key_file: Option<PathBuf>,
 }
 
 /// How log lines are written (docs/operations.md, "Logs").
@@ -325,78 +297,6 @@ impl Settings {
         Ok(Some(MqttTls { addr, cert, key }))
     }
 
-    fn apply_file(&mut self, path: &Path) -> Result<()> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read settings file {}", path.display()))?;
-        let mut table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("invalid settings file {}", path.display()))?;
-        self.limits.apply_table(&mut table, &path.display().to_string())?;
-        self.retention.apply_table(&mut table, &path.display().to_string())?;
-        let file: FileSettings = toml::Value::Table(table)
-            .try_into()
-            .with_context(|| format!("invalid settings file {}", path.display()))?;
-        let FileSettings {
-            data_dir,
-            database_url,
-            http_addr,
-            mqtt_addr,
-            mqtt_tls_addr,
-            mqtt_tls_cert,
-            mqtt_tls_key,
-            command_timeout_s,
-            command_timeout_ms,
-            webhook_allow_private,
-            max_body_bytes,
-            mqtt_max_packet_bytes,
-            webhook_timeout_s,
-            webhook_retry_window_s,
-            webhook_batch_max,
-            webhook_attempt_retention_days,
-            log,
-            log_format,
-            public_url,
-            trusted_proxies,
-            rate_limit,
-            secret_key_file,
-        } = file;
-        self.data_dir = data_dir.unwrap_or(self.data_dir.clone());
-        self.database_url = database_url.or(self.database_url.take());
-        self.http_addr = http_addr.unwrap_or(self.http_addr);
-        self.mqtt_addr = mqtt_addr.unwrap_or(self.mqtt_addr);
-        self.mqtt_tls_addr = mqtt_tls_addr.or(self.mqtt_tls_addr);
-        self.mqtt_tls_cert = mqtt_tls_cert.or(self.mqtt_tls_cert.take());
-        self.mqtt_tls_key = mqtt_tls_key.or(self.mqtt_tls_key.take());
-        self.command_timeout_s = command_timeout_s.unwrap_or(self.command_timeout_s);
-        self.command_timeout_ms = command_timeout_ms.or(self.command_timeout_ms);
-        self.webhook_allow_private = webhook_allow_private.unwrap_or(self.webhook_allow_private);
-        self.max_body_bytes = max_body_bytes.unwrap_or(self.max_body_bytes);
-        self.mqtt_max_packet_bytes = mqtt_max_packet_bytes.unwrap_or(self.mqtt_max_packet_bytes);
-        self.webhook_timeout_s = webhook_timeout_s.unwrap_or(self.webhook_timeout_s);
-        self.webhook_retry_window_s = webhook_retry_window_s.unwrap_or(self.webhook_retry_window_s);
-        if webhook_batch_max == Some(0) {
-            bail!("webhook_batch_max in {} must be at least 1", path.display());
-        }
-        self.webhook_batch_max = webhook_batch_max.unwrap_or(self.webhook_batch_max);
-        self.webhook_attempt_retention_days =
-            webhook_attempt_retention_days.unwrap_or(self.webhook_attempt_retention_days);
-        self.log = log.unwrap_or(self.log.clone());
-        self.log_format = log_format.unwrap_or(self.log_format);
-        if let Some(url) = public_url {
-            self.public_url =
-                Some(FrontEnd::public_url(&url).map_err(|e| anyhow::anyhow!("public_url in {}: {e}", path.display()))?);
-        }
-        if let Some(list) = trusted_proxies {
-            self.trusted_proxies = proxies(list.iter().map(String::as_str))
-                .with_context(|| format!("trusted_proxies in {}", path.display()))?;
-        }
-        if let Some(text) = rate_limit {
-            self.rate_limit =
-                RateLimit::parse(&text).map_err(|e| anyhow::anyhow!("rate_limit in {}: {e}", path.display()))?;
-        }
-        self.secret_key_file = secret_key_file.or(self.secret_key_file.take());
-        Ok(())
-    }
-
     /// The database URL in force: the configured one, or the SQLite file in the data dir.
     pub fn database_url(&self) -> Result<String> {
         if let Some(url) = &self.database_url {
@@ -457,112 +357,4 @@ fn proxies<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<IpNet>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_values_apply_and_unknown_keys_fail() {
-        let dir = std::env::temp_dir().join(format!("dc-settings-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let good = dir.join("good.toml");
-        std::fs::write(&good, "http_addr = \"127.0.0.1:9999\"\ncommand_timeout_s = 3\n").unwrap();
-        let mut s = Settings::default();
-        s.apply_file(&good).unwrap();
-        assert_eq!(s.http_addr.port(), 9999);
-        assert_eq!(s.command_timeout_s, 3);
-        assert_eq!(s.server().command_timeout, Duration::from_secs(3));
-        assert_eq!(s.log_format, LogFormat::Text);
-        let json = dir.join("json.toml");
-        std::fs::write(&json, "log_format = \"json\"\n").unwrap();
-        s.apply_file(&json).unwrap();
-        assert_eq!(s.log_format, LogFormat::Json);
-        std::fs::write(&json, "log_format = \"xml\"\n").unwrap();
-        assert!(Settings::default().apply_file(&json).is_err());
-        let ms = dir.join("ms.toml");
-        std::fs::write(&ms, "command_timeout_s = 3\ncommand_timeout_ms = 250\n").unwrap();
-        s.apply_file(&ms).unwrap();
-        assert_eq!(s.server().command_timeout, Duration::from_millis(250));
-        let hooks = dir.join("hooks.toml");
-        std::fs::write(&hooks, "webhook_timeout_s = 3\nwebhook_batch_max = 50\n").unwrap();
-        let mut s = Settings::default();
-        s.apply_file(&hooks).unwrap();
-        assert_eq!(s.server().webhook_timeout, Duration::from_secs(3));
-        assert_eq!(s.server().webhook_batch_max, 50);
-        assert_eq!(s.server().webhook_retry_window, Duration::from_secs(86_400));
-        let zero = dir.join("zero.toml");
-        std::fs::write(&zero, "webhook_batch_max = 0\n").unwrap();
-        assert!(Settings::default().apply_file(&zero).is_err());
-        let limited = dir.join("limited.toml");
-        std::fs::write(&limited, "rate_limit = \"100/10\"\n").unwrap();
-        let mut s = Settings::default();
-        s.apply_file(&limited).unwrap();
-        assert_eq!(
-            s.server().rate_limit,
-            Some(RateLimit {
-                requests: 100,
-                per: Duration::from_secs(10)
-            })
-        );
-        std::fs::write(&limited, "rate_limit = \"off\"\n").unwrap();
-        s.apply_file(&limited).unwrap();
-        assert_eq!(s.server().rate_limit, None);
-        std::fs::write(&limited, "rate_limit = \"0/10\"\n").unwrap();
-        assert!(Settings::default().apply_file(&limited).is_err());
-        let bad = dir.join("bad.toml");
-        std::fs::write(&bad, "htp_addr = \"x\"\n").unwrap();
-        assert!(Settings::default().apply_file(&bad).is_err());
-    }
-
-    #[test]
-    fn the_front_end_settings_are_checked() {
-        let dir = std::env::temp_dir().join(format!("dc-settings-front-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("front.toml");
-        std::fs::write(
-            &file,
-            "public_url = \"https://iot.example.com/\"\ntrusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\", \"fd00::1/8\"]\n",
-        )
-        .unwrap();
-        let mut s = Settings::default();
-        s.apply_file(&file).unwrap();
-        let front = s.server().front_end;
-        assert_eq!(front.public_url.as_deref(), Some("https://iot.example.com"));
-        let nets: Vec<String> = front.trusted_proxies.iter().map(ToString::to_string).collect();
-        assert_eq!(nets, ["10.0.0.0/8", "192.0.2.7/32", "fd00::/8"]);
-        for bad in [
-            "public_url = \"iot.example.com\"\n",
-            "trusted_proxies = [\"10.0.0.0/33\"]\n",
-        ] {
-            std::fs::write(&file, bad).unwrap();
-            assert!(Settings::default().apply_file(&file).is_err(), "{bad}");
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_tls_address_needs_the_certificate_and_the_key() {
-        let dir = std::env::temp_dir().join(format!("dc-settings-tls-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut s = Settings::default();
-        assert!(s.mqtt_tls().unwrap().is_none(), "no address: no TLS listener");
-
-        let file = dir.join("tls.toml");
-        std::fs::write(&file, "mqtt_tls_addr = \"127.0.0.1:8883\"\n").unwrap();
-        s.apply_file(&file).unwrap();
-        let missing = s.mqtt_tls().unwrap_err().to_string();
-        assert!(missing.contains("DEVICECLOUD_MQTT_TLS_CERT"), "{missing}");
-
-        std::fs::write(&file, "mqtt_tls_cert = \"/etc/dc/cert.pem\"\n").unwrap();
-        s.apply_file(&file).unwrap();
-        let missing = s.mqtt_tls().unwrap_err().to_string();
-        assert!(missing.contains("DEVICECLOUD_MQTT_TLS_KEY"), "{missing}");
-
-        std::fs::write(&file, "mqtt_tls_key = \"/etc/dc/key.pem\"\n").unwrap();
-        s.apply_file(&file).unwrap();
-        let tls = s.mqtt_tls().unwrap().expect("complete TLS settings");
-        assert_eq!(tls.addr.port(), 8883);
-        assert_eq!(tls.cert, Path::new("/etc/dc/cert.pem"));
-        assert_eq!(tls.key, Path::new("/etc/dc/key.pem"));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

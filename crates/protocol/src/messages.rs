@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::json;
 use crate::rejection::{RejectReason, Rejection};
+use crate::timestamp::Timestamp;
 
 pub use asset::{Asset, devices_payload, parse_devices};
 pub use event::{Event, events_payload, parse_events};
@@ -83,6 +84,31 @@ fn in_item(rejection: Rejection, index: usize) -> Rejection {
 /// A batch written as the protocol's JSON array.
 fn array_payload<T>(items: &[T], to_json: impl Fn(&T) -> Value) -> Vec<u8> {
     json::to_bytes(&Value::Array(items.iter().map(to_json).collect()))
+}
+
+/// `{device?, ts?}`, the head of a measurement or an event as the protocol writes it: the asset
+/// it comes from (none: the gateway) and when (none: on receipt).
+fn source_json(device: Option<&str>, ts: Option<Timestamp>) -> Map<String, Value> {
+    let mut map = Map::new();
+    if let Some(device) = device {
+        map.insert("device".into(), Value::from(device));
+    }
+    if let Some(ts) = ts {
+        map.insert("ts".into(), ts.to_json());
+    }
+    map
+}
+
+/// The `device` and `ts` of a measurement or an event, both optional: a serial, and a time
+/// within the range `now` allows.
+fn source_of(map: &Map<String, Value>, now: i64) -> Result<(Option<String>, Option<Timestamp>), Rejection> {
+    let device = json::optional(map, "device")
+        .map(|v| json::identifier(v, "device"))
+        .transpose()?;
+    let ts = json::optional(map, "ts")
+        .map(|v| Timestamp::from_json(v, now))
+        .transpose()?;
+    Ok((device, ts))
 }
 
 #[cfg(test)]

@@ -12,6 +12,21 @@ pub struct SortKey {
     pub descending: bool,
 }
 
+impl SortKey {
+    /// `attr` ascending (`sort=attr`).
+    pub const fn asc(attr: &'static str) -> SortKey {
+        SortKey {
+            attr,
+            descending: false,
+        }
+    }
+
+    /// `attr` descending (`sort=-attr`).
+    pub const fn desc(attr: &'static str) -> SortKey {
+        SortKey { attr, descending: true }
+    }
+}
+
 /// Reads `sort`: a comma list, `-` prefix for descending, case-sensitive, no trimming
 /// (` -id` is unknown). The first known name wins, unknown names are ignored
 /// (`Sort::getAttributeOrders`). `None` when absent, not a scalar (`sort[]=x`) or nothing is

@@ -2,6 +2,7 @@
 //! background tasks, driven by one [`AppState`] and stopped by one cancellation token.
 
 pub mod auth;
+pub mod browser;
 pub mod commands;
 pub mod dashboard;
 pub mod error;
@@ -12,7 +13,9 @@ pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
+pub mod origin;
 pub mod page_cache;
+pub mod render;
 pub mod retention;
 pub mod running;
 pub mod service;
@@ -33,7 +36,7 @@ pub use state::{AppState, FrontEnd, Settings};
 /// (`http::listener`). Tests bind port 0 and pass the listener in.
 pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
     let limits = state.settings.limits.clone();
-    http::listener::serve(listener, http::app(state), &limits, shutdown).await;
+    http::listener::serve(listener, http::app(state, dashboard::router()), &limits, shutdown).await;
     Ok(())
 }
 

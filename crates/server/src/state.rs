@@ -12,8 +12,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::auth::cache::AuthCache;
 use crate::auth::login_limit::LoginLimiter;
 use crate::auth::rate_limit::AccountLimiter;
+pub use crate::auth::rate_limit::RateLimit;
 use crate::commands::CommandLog;
-use crate::gateway::RejectionLog;
+use crate::gateway::rejections::RejectionLog;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
 use crate::page_cache::PageCache;
@@ -70,34 +71,6 @@ pub struct Settings {
     pub retention: devicecloud_store::retention::Retention,
     /// How often expired points and rollups are removed (`DEVICECLOUD_RETENTION_INTERVAL_S`).
     pub retention_interval: Duration,
-}
-
-/// `N` requests per `per` for one account (docs/operations.md, "Limits").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RateLimit {
-    pub requests: u32,
-    pub per: Duration,
-}
-
-impl RateLimit {
-    /// Reads `N/S` (`6000/60`) or `off`.
-    pub fn parse(text: &str) -> Result<Option<RateLimit>, String> {
-        let text = text.trim();
-        if text == "off" {
-            return Ok(None);
-        }
-        let parsed = text.split_once('/').and_then(|(n, s)| {
-            let requests: u32 = n.trim().parse().ok().filter(|n| *n > 0)?;
-            let seconds: u64 = s.trim().parse().ok().filter(|s| *s > 0)?;
-            Some(RateLimit {
-                requests,
-                per: Duration::from_secs(seconds),
-            })
-        });
-        parsed
-            .map(Some)
-            .ok_or_else(|| format!("{text} is not N/S (N requests per S seconds, such as 6000/60) or off"))
-    }
 }
 
 /// The limits of docs/operations.md, "Limits": every one a setting, each refusal the
@@ -228,7 +201,7 @@ impl FrontEnd {
         Ok(trimmed.to_string())
     }
 
-    /// Whether `addr` (already canonical, see `http::origin`) is a trusted proxy.
+    /// Whether `addr` (already canonical, see `origin`) is a trusted proxy.
     pub(crate) fn trusts(&self, addr: IpAddr) -> bool {
         self.trusted_proxies.iter().any(|net| net.contains(&addr))
     }

@@ -51,35 +51,48 @@ pub async fn run(
     stats: Arc<FleetStats>,
     shutdown: CancellationToken,
 ) {
-    let mut history = options
+    let history = options
         .history
         .filter(|_| spec.kind != devicecloud_protocol::ModuleKind::Go);
     // The model starts where its history does, so counters grow through it.
     let start = now() - history.map_or(0.0, |h| h.span.as_secs_f64());
-    let mut model = Model::new(&spec.serial, spec.kind, spec.wifi_enabled, seed, start);
+    let model = Model::new(&spec.serial, spec.kind, spec.wifi_enabled, seed, start);
+    let mut gateway = Gateway {
+        spec: &spec,
+        model,
+        history,
+        options: &options,
+        stats: &stats,
+        shutdown: &shutdown,
+    };
     loop {
-        match session(&spec, &mut model, &mut history, &options, &stats, &shutdown).await {
+        match session(&mut gateway).await {
             Ended::Shutdown => return,
             Ended::Reconnect(pause) => {
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
                     _ = tokio::time::sleep(pause) => {}
                 }
-                model.rebooted(now());
+                gateway.model.rebooted(now());
             }
         }
     }
 }
 
+/// A simulated gateway between its sessions: what it is, its state, and what it runs under.
+struct Gateway<'a> {
+    spec: &'a GatewaySpec,
+    model: Model,
+    /// The past it still has to send, if any.
+    history: Option<History>,
+    options: &'a FleetOptions,
+    stats: &'a FleetStats,
+    shutdown: &'a CancellationToken,
+}
+
 /// One MQTT connection, from CONNECT to its end.
-async fn session(
-    spec: &GatewaySpec,
-    model: &mut Model,
-    history: &mut Option<History>,
-    options: &FleetOptions,
-    stats: &FleetStats,
-    shutdown: &CancellationToken,
-) -> Ended {
+async fn session(gateway: &mut Gateway<'_>) -> Ended {
+    let (spec, options) = (gateway.spec, gateway.options);
     let mut mqtt = MqttOptions::new(spec.serial.clone(), options.mqtt_host.clone(), options.mqtt_port);
     mqtt.set_credentials(spec.serial.clone(), spec.token.clone());
     mqtt.set_keep_alive(Duration::from_secs(30));
@@ -112,7 +125,7 @@ async fn session(
             }
         }
     });
-    let ended = connected(spec, model, history, options, stats, shutdown, &client, &mut incoming).await;
+    let ended = connected(gateway, &client, &mut incoming).await;
     let _ = client.disconnect().await;
     // Give the poller a moment to flush the last answer and the DISCONNECT.
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
@@ -134,17 +147,15 @@ async fn publish(client: &AsyncClient, topic: GatewayTopic, payload: Vec<u8>) ->
         .is_ok()
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn connected(
-    spec: &GatewaySpec,
-    model: &mut Model,
-    history: &mut Option<History>,
-    options: &FleetOptions,
-    stats: &FleetStats,
-    shutdown: &CancellationToken,
-    client: &AsyncClient,
-    incoming: &mut mpsc::Receiver<Incoming>,
-) -> Ended {
+async fn connected(gateway: &mut Gateway<'_>, client: &AsyncClient, incoming: &mut mpsc::Receiver<Incoming>) -> Ended {
+    let Gateway {
+        spec,
+        model,
+        history,
+        options,
+        stats,
+        shutdown,
+    } = gateway;
     let retry = Ended::Reconnect(Duration::from_secs(1));
     // Hello first, then assets, then the subscription: the server handles a connection's
     // packets in order, so SUBACK means the gateway is known connected with its assets.

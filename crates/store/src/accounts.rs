@@ -3,12 +3,11 @@
 //! Two record types keep the password hash where it belongs: [`AccountRow`] carries it, for the
 //! password check only; [`UserRow`], what every listing and record reads, never selects it.
 
-use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
-use sea_query::Query;
+use devicecloud_query::{AttrKind, Attribute, SortKey};
 
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names, same_name};
-use crate::db::{Db, on_pool};
-use crate::{Result, StoreError, new_id};
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
+use crate::db::{Db, on_pool, values};
+use crate::{Result, new_id};
 
 /// A stored account with its password hash, for checking a password.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -66,12 +65,6 @@ const TABLE: &str = "accounts";
 const SELECT: &str = "SELECT id_user, username, password_hash, is_admin, disabled, created_at FROM accounts";
 const SELECT_USER: &str = "SELECT id_user, username, is_admin, disabled, created_at FROM accounts";
 
-/// The columns of a [`UserRow`], in its order.
-fn output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(collection::output_of::<UserRow>);
-    *FIELDS
-}
-
 /// The filterable and sortable attributes of the account collection.
 pub const COLUMNS: [Column; 5] = [
     same_name(TABLE, "id_user", AttrKind::String),
@@ -88,18 +81,12 @@ pub const SORTABLE: [&str; 5] = names(&COLUMNS);
 /// Creates an account; a username taken (case-insensitively) is a `Conflict("username")`.
 pub async fn create(db: &Db, username: &str, password_hash: &str, is_admin: bool, now: i64) -> Result<UserRow> {
     let id = new_id();
-    on_pool!(db, |p| sqlx::query(
-        "INSERT INTO accounts (id_user, username, password_hash, is_admin, created_at) VALUES ($1, $2, $3, $4, $5)"
+    db.execute(
+        "INSERT INTO accounts (id_user, username, password_hash, is_admin, created_at) VALUES ($1, $2, $3, $4, $5)",
+        values![&id, username, password_hash, i64::from(is_admin), now],
     )
-    .bind(&id)
-    .bind(username)
-    .bind(password_hash)
-    .bind(i64::from(is_admin))
-    .bind(now)
-    .execute(p)
     .await
-    .map(|r| r.rows_affected()))
-    .map_err(|e| StoreError::conflict_on(e, "username"))?;
+    .map_err(|e| e.conflict_on("username"))?;
     Ok(UserRow {
         id_user: id,
         username: username.to_string(),
@@ -112,69 +99,35 @@ pub async fn create(db: &Db, username: &str, password_hash: &str, is_admin: bool
 /// The account with this username, compared case-insensitively, with its password hash.
 pub async fn by_username(db: &Db, username: &str) -> Result<Option<AccountRow>> {
     let sql = format!("{SELECT} WHERE lower(username) = lower($1)");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, AccountRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(username)
-    .fetch_optional(p)
-    .await)?)
+    db.row::<AccountRow>(sqlx::AssertSqlSafe(sql), values![username]).await
 }
 
 /// The account with this id, with its password hash (to check the current password).
 pub async fn credentials(db: &Db, id_user: &str) -> Result<Option<AccountRow>> {
     let sql = format!("{SELECT} WHERE id_user = $1");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, AccountRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(id_user)
-    .fetch_optional(p)
-    .await)?)
+    db.row::<AccountRow>(sqlx::AssertSqlSafe(sql), values![id_user]).await
 }
 
 /// The account with this id.
 pub async fn get(db: &Db, id_user: &str) -> Result<Option<UserRow>> {
     let sql = format!("{SELECT_USER} WHERE id_user = $1");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(id_user)
-    .fetch_optional(p)
-    .await)?)
+    db.row::<UserRow>(sqlx::AssertSqlSafe(sql), values![id_user]).await
 }
 
 /// Every account, by username (the administration page).
 pub async fn list(db: &Db) -> Result<Vec<UserRow>> {
     let sql = format!("{SELECT_USER} ORDER BY lower(username), id_user");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .fetch_all(p)
-    .await)?)
+    db.rows::<UserRow>(sqlx::AssertSqlSafe(sql), values![]).await
 }
 
+/// The accounts, oldest first.
+static ACCOUNTS: Table<UserRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("created_at"), &[COLUMNS[0]]);
+
 /// A page of the account collection, oldest first unless sorted otherwise (docs/api.md,
-/// "Collections"). Only administrators see it, so there is no group scope.
-pub async fn page(
-    db: &Db,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-) -> Result<Listing<UserRow>> {
-    let mut select = Query::select();
-    select.columns(output().iter().map(|c| (TABLE, *c))).from(TABLE);
-    let req = ListRequest {
-        filter,
-        sort,
-        default_sort: SortKey {
-            attr: "created_at",
-            descending: false,
-        },
-        primary_key: &[COLUMNS[0]],
-        page,
-        count_only,
-    };
-    collection::list(db, select, output(), &COLUMNS, req).await
+/// "Collections"). Only administrators see it, so there is no group scope: `args` come from
+/// [`ListArgs::unscoped`] or are read without theirs.
+pub async fn page(db: &Db, args: &ListArgs<'_>) -> Result<Listing<UserRow>> {
+    ACCOUNTS.list(db, ACCOUNTS.select(), args).await
 }
 
 /// Applies `changes` to an account and, when they call for it ([`AccountChanges::ends_credentials`]),

@@ -67,32 +67,35 @@ pub async fn device_points(
                  GROUP BY c.datatype, col ORDER BY c.datatype, col"
             .to_string(),
     };
+    // The parameters of `inner` in its order, bound alike on both databases (the two query
+    // types share no trait to bind through).
+    macro_rules! bound {
+        ($query:expr) => {
+            $query
+                .bind(id_group)
+                .bind(source_device)
+                .bind(columns.from)
+                .bind(columns.count)
+                .bind(span)
+                .bind(columns.to)
+        };
+    }
     let rows: Vec<(i64, i64, f64, f64, f64)> = match db {
         Db::Sqlite(pool) => {
             let sql = format!(
                 "SELECT COALESCE(json_group_array(json_array(datatype, col, min, max, avg)), '[]') FROM ({inner})"
             );
-            let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .bind(id_group)
-                .bind(source_device)
-                .bind(columns.from)
-                .bind(columns.count)
-                .bind(span)
-                .bind(columns.to)
+            let text: String = bound!(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)))
                 .fetch_one(pool)
                 .await?;
             serde_json::from_str(&text).map_err(|e| StoreError::Decode(e.to_string()))?
         }
         Db::Postgres(pool) => {
-            sqlx::query_as::<_, (i64, i64, f64, f64, f64)>(sqlx::AssertSqlSafe(inner))
-                .bind(id_group)
-                .bind(source_device)
-                .bind(columns.from)
-                .bind(columns.count)
-                .bind(span)
-                .bind(columns.to)
-                .fetch_all(pool)
-                .await?
+            bound!(sqlx::query_as::<_, (i64, i64, f64, f64, f64)>(sqlx::AssertSqlSafe(
+                inner
+            )))
+            .fetch_all(pool)
+            .await?
         }
     };
     Ok(rows

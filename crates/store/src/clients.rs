@@ -1,7 +1,7 @@
 //! API clients: the registered software clients of the OAuth 2.0 token endpoint.
 
 use crate::Result;
-use crate::db::{Db, on_pool};
+use crate::db::{Db, values};
 
 /// A stored API client; the secret is kept only as a hash.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -14,16 +14,11 @@ pub struct ClientRow {
 
 /// Registers a client.
 pub async fn create(db: &Db, client_id: &str, name: &str, secret_hash: &str, now: i64) -> Result<ClientRow> {
-    on_pool!(db, |p| sqlx::query(
-        "INSERT INTO api_clients (client_id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4)"
+    db.execute(
+        "INSERT INTO api_clients (client_id, name, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
+        values![client_id, name, secret_hash, now],
     )
-    .bind(client_id)
-    .bind(name)
-    .bind(secret_hash)
-    .bind(now)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?;
+    .await?;
     Ok(ClientRow {
         client_id: client_id.to_string(),
         name: name.to_string(),
@@ -34,19 +29,18 @@ pub async fn create(db: &Db, client_id: &str, name: &str, secret_hash: &str, now
 
 /// The client with this id.
 pub async fn get(db: &Db, client_id: &str) -> Result<Option<ClientRow>> {
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, ClientRow>(
-        "SELECT client_id, name, secret_hash, created_at FROM api_clients WHERE client_id = $1"
+    db.row::<ClientRow>(
+        "SELECT client_id, name, secret_hash, created_at FROM api_clients WHERE client_id = $1",
+        values![client_id],
     )
-    .bind(client_id)
-    .fetch_optional(p)
-    .await)?)
+    .await
 }
 
 /// Every registered client, oldest first (the administration page).
 pub async fn list(db: &Db) -> Result<Vec<ClientRow>> {
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, ClientRow>(
-        "SELECT client_id, name, secret_hash, created_at FROM api_clients ORDER BY created_at, client_id"
+    db.rows::<ClientRow>(
+        "SELECT client_id, name, secret_hash, created_at FROM api_clients ORDER BY created_at, client_id",
+        values![],
     )
-    .fetch_all(p)
-    .await)?)
+    .await
 }

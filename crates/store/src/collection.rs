@@ -14,8 +14,12 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use crate::db::{Backend, Db, on_pool};
+
+mod table;
+
 use crate::scope::GroupScope;
 use crate::{Result, StoreError};
+pub(crate) use table::{GROUP, GROUP_LABEL, Table};
 
 /// One attribute of a collection and the SQL column behind it. The attribute's kind types its
 /// filter values; text (`AttrKind::String`) sorts case-insensitively ("strings sort naturally",
@@ -87,6 +91,23 @@ pub struct ListArgs<'a> {
 }
 
 impl<'a> ListArgs<'a> {
+    /// The arguments of a collection no group owns (accounts, a webhook's attempts): every row
+    /// the select keeps is the caller's to see.
+    pub fn unscoped(
+        filter: Option<&'a Filter>,
+        sort: Option<&'a SortKey>,
+        page: PageRequest,
+        count_only: bool,
+    ) -> ListArgs<'a> {
+        ListArgs {
+            scope: GroupScope::All,
+            filter,
+            sort,
+            page,
+            count_only,
+        }
+    }
+
     /// The request for [`list`]: these arguments with the resource's default order and primary
     /// key.
     pub(crate) fn request(&self, default_sort: SortKey, primary_key: &'a [Column]) -> ListRequest<'a> {
@@ -142,41 +163,6 @@ pub(crate) struct Relation {
 /// static, so it is worked out once per process, not per request.
 pub(crate) fn output_of<T: DeserializeOwned>() -> &'static [&'static str] {
     serde_aux::serde_introspection::serde_introspect::<T>()
-}
-
-/// A page of the rows of `table` (its `output` columns) whose `id_group` names a group the
-/// caller's scope allows: the list of every collection a group owns (devices, events, data
-/// sessions, webhooks). Each relation is joined (many to one, so no row is repeated) only when
-/// the filter names one of its columns.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn scoped_list<'a, T>(
-    db: &Db,
-    table: &'static str,
-    output: &[&'static str],
-    columns: &[Column],
-    relations: &[Relation],
-    args: ListArgs<'a>,
-    default_sort: SortKey,
-    primary_key: &'a [Column],
-) -> Result<Listing<T>>
-where
-    T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + DeserializeOwned + Send + Unpin,
-{
-    let mut select = sea_query::Query::select();
-    select.columns(output.iter().map(|c| (table, *c))).from(table);
-    for relation in relations {
-        let of_relation = |attr: &str| columns.iter().any(|c| c.attr == attr && c.table == relation.alias);
-        if args.filter.is_some_and(|f| f.mentions(&of_relation)) {
-            select.left_join(
-                sea_query::TableRef::Table(relation.table.into(), Some(relation.alias.into())),
-                Expr::col((relation.alias, relation.key)).equals((table, relation.via)),
-            );
-        }
-    }
-    if let Some(visible) = args.scope.condition(table, "id_group") {
-        select.cond_where(visible);
-    }
-    list(db, select, output, columns, args.request(default_sort, primary_key)).await
 }
 
 /// Runs a collection query: the `COUNT(*)` of the filtered base and the requested page.

@@ -3,7 +3,7 @@
 //! another node behind the same load balancer keeps people signed in.
 
 use crate::Result;
-use crate::db::{Db, on_pool};
+use crate::db::{Db, values};
 
 /// A live session with what every page needs about its account.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -24,53 +24,38 @@ pub async fn create(
     now: i64,
     expires_at: i64,
 ) -> Result<()> {
-    on_pool!(db, |p| sqlx::query(
+    db.execute(
         "INSERT INTO dashboard_sessions (session_hash, id_user, csrf_token, created_at, expires_at) \
-         VALUES ($1, $2, $3, $4, $5)"
+         VALUES ($1, $2, $3, $4, $5)",
+        values![session_hash, id_user, csrf_token, now, expires_at],
     )
-    .bind(session_hash)
-    .bind(id_user)
-    .bind(csrf_token)
-    .bind(now)
-    .bind(expires_at)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?;
+    .await?;
     Ok(())
 }
 
 /// The unexpired session with this hash (none for a disabled account).
 pub async fn get(db: &Db, session_hash: &str, now: i64) -> Result<Option<SessionRow>> {
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, SessionRow>(
+    db.row::<SessionRow>(
         "SELECT s.id_user, a.username, a.is_admin, s.csrf_token, s.expires_at \
          FROM dashboard_sessions s JOIN accounts a ON a.id_user = s.id_user \
-         WHERE s.session_hash = $1 AND s.expires_at > $2 AND a.disabled = 0"
+         WHERE s.session_hash = $1 AND s.expires_at > $2 AND a.disabled = 0",
+        values![session_hash, now],
     )
-    .bind(session_hash)
-    .bind(now)
-    .fetch_optional(p)
-    .await)?)
+    .await
 }
 
 /// Ends a session (sign-out).
 pub async fn delete(db: &Db, session_hash: &str) -> Result<()> {
-    on_pool!(db, |p| sqlx::query(
-        "DELETE FROM dashboard_sessions WHERE session_hash = $1"
+    db.execute(
+        "DELETE FROM dashboard_sessions WHERE session_hash = $1",
+        values![session_hash],
     )
-    .bind(session_hash)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?;
+    .await?;
     Ok(())
 }
 
 /// Deletes the sessions that expired before `before`; returns how many.
 pub async fn prune(db: &Db, before: i64) -> Result<u64> {
-    Ok(on_pool!(db, |p| sqlx::query(
-        "DELETE FROM dashboard_sessions WHERE expires_at < $1"
-    )
-    .bind(before)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?)
+    db.execute("DELETE FROM dashboard_sessions WHERE expires_at < $1", values![before])
+        .await
 }

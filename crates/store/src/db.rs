@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use sea_query::{PostgresQueryBuilder, SqliteQueryBuilder};
 use sea_query_sqlx::{SqlxBinder, SqlxValues};
-use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 
 use crate::{Result, StoreError};
 
@@ -41,6 +43,22 @@ macro_rules! on_pool {
     };
 }
 pub(crate) use on_pool;
+
+/// The values of a static statement's `$1`, `$2`…, in order, bound alike on both databases.
+macro_rules! values {
+    ($($value:expr),* $(,)?) => {
+        sea_query_sqlx::SqlxValues(sea_query::Values(vec![$(sea_query::Value::from($value)),*]))
+    };
+}
+pub(crate) use values;
+
+/// A row type both databases decode.
+pub(crate) trait Row:
+    for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin
+{
+}
+
+impl<T> Row for T where T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin {}
 
 impl Db {
     /// Opens the database named by `url` (`sqlite:…` or `postgres://…`) and applies migrations.
@@ -170,12 +188,29 @@ impl Db {
         }
     }
 
-    /// Whether the database answers a trivial query (for `/readyz`).
-    pub async fn ping(&self) -> Result<()> {
-        on_pool!(self, |p| sqlx::query("SELECT 1")
+    /// Runs a statement with its [`values!`]; returns the rows it changed.
+    pub(crate) async fn execute(&self, sql: impl sqlx::SqlSafeStr, values: SqlxValues) -> Result<u64> {
+        Ok(on_pool!(self, |p| sqlx::query_with(sql, values)
             .execute(p)
             .await
-            .map(|r| r.rows_affected()))?;
+            .map(|r| r.rows_affected()))?)
+    }
+
+    /// The rows of a query with its [`values!`].
+    pub(crate) async fn rows<T: Row>(&self, sql: impl sqlx::SqlSafeStr, values: SqlxValues) -> Result<Vec<T>> {
+        Ok(on_pool!(self, |p| sqlx::query_as_with(sql, values).fetch_all(p).await)?)
+    }
+
+    /// The first row of a query with its [`values!`], if there is one.
+    pub(crate) async fn row<T: Row>(&self, sql: impl sqlx::SqlSafeStr, values: SqlxValues) -> Result<Option<T>> {
+        Ok(on_pool!(self, |p| sqlx::query_as_with(sql, values)
+            .fetch_optional(p)
+            .await)?)
+    }
+
+    /// Whether the database answers a trivial query (for `/readyz`).
+    pub async fn ping(&self) -> Result<()> {
+        self.execute("SELECT 1", values![]).await?;
         Ok(())
     }
 
@@ -184,12 +219,7 @@ impl Db {
     pub async fn write_probe(&self, node: &str, now: i64) -> Result<()> {
         let sql = "INSERT INTO readiness_probe (node, probed_at) VALUES ($1, $2) \
                    ON CONFLICT (node) DO UPDATE SET probed_at = excluded.probed_at";
-        on_pool!(self, |p| sqlx::query(sql)
-            .bind(node)
-            .bind(now)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
+        self.execute(sql, values![node, now]).await?;
         Ok(())
     }
 

@@ -4,54 +4,40 @@
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 
 use crate::Result;
-use crate::collection::{self, Column, ListArgs, Listing, Relation, attributes, names};
+use crate::collection::{Column, GROUP, GROUP_LABEL, ListArgs, Listing, Relation, Table, attributes, names, same_name};
 use crate::db::{Db, on_pool};
 use crate::devices::{DeviceRow, output};
 use crate::event_collection::{self, EventRow};
 
 const TABLE: &str = "physical_devices";
 
-const fn col(attr: &'static str, kind: AttrKind) -> Column {
-    Column {
-        attr,
-        table: TABLE,
-        column: attr,
-        kind,
-    }
-}
-
 /// The filterable attributes: every field of the specification (all of them sortable), then
 /// the fields of related records a filter may name (docs/api.md, "Filters on related records").
 pub const COLUMNS: [Column; 25] = [
-    col("id_physical_device", AttrKind::String),
-    col("serial_hardware", AttrKind::String),
-    col("label", AttrKind::String),
-    col("id_parent", AttrKind::String),
-    col("id_group", AttrKind::String),
-    col("id_device_type", AttrKind::String),
-    col("id_iot_device", AttrKind::String),
-    col("is_connected", AttrKind::Integer),
-    col("expected_offline_interval", AttrKind::Integer),
-    col("expected_live_status", AttrKind::Integer),
-    col("device_status", AttrKind::Integer),
-    col("connection", AttrKind::String),
-    col("created_at", AttrKind::Integer),
-    col("last_data_at", AttrKind::Integer),
-    col("signal", AttrKind::Integer),
-    col("commissioned_at", AttrKind::Integer),
-    col("calibrated_at", AttrKind::Integer),
-    col("reconnected_at", AttrKind::Integer),
-    col("platform_software_version", AttrKind::String),
-    col("app_software_version", AttrKind::String),
-    col("archived_serial", AttrKind::String),
-    col("archived_at", AttrKind::Integer),
-    col("archived_by", AttrKind::String),
-    Column {
-        attr: "group.label",
-        table: "rel_group",
-        column: "label",
-        kind: AttrKind::String,
-    },
+    same_name(TABLE, "id_physical_device", AttrKind::String),
+    same_name(TABLE, "serial_hardware", AttrKind::String),
+    same_name(TABLE, "label", AttrKind::String),
+    same_name(TABLE, "id_parent", AttrKind::String),
+    same_name(TABLE, "id_group", AttrKind::String),
+    same_name(TABLE, "id_device_type", AttrKind::String),
+    same_name(TABLE, "id_iot_device", AttrKind::String),
+    same_name(TABLE, "is_connected", AttrKind::Integer),
+    same_name(TABLE, "expected_offline_interval", AttrKind::Integer),
+    same_name(TABLE, "expected_live_status", AttrKind::Integer),
+    same_name(TABLE, "device_status", AttrKind::Integer),
+    same_name(TABLE, "connection", AttrKind::String),
+    same_name(TABLE, "created_at", AttrKind::Integer),
+    same_name(TABLE, "last_data_at", AttrKind::Integer),
+    same_name(TABLE, "signal", AttrKind::Integer),
+    same_name(TABLE, "commissioned_at", AttrKind::Integer),
+    same_name(TABLE, "calibrated_at", AttrKind::Integer),
+    same_name(TABLE, "reconnected_at", AttrKind::Integer),
+    same_name(TABLE, "platform_software_version", AttrKind::String),
+    same_name(TABLE, "app_software_version", AttrKind::String),
+    same_name(TABLE, "archived_serial", AttrKind::String),
+    same_name(TABLE, "archived_at", AttrKind::Integer),
+    same_name(TABLE, "archived_by", AttrKind::String),
+    GROUP_LABEL,
     Column {
         attr: "parent.serial_hardware",
         table: "rel_parent",
@@ -62,12 +48,7 @@ pub const COLUMNS: [Column; 25] = [
 
 /// The device's group and parent, joined when a filter names their fields.
 const RELATIONS: [Relation; 2] = [
-    Relation {
-        alias: "rel_group",
-        table: "groups",
-        key: "id_group",
-        via: "id_group",
-    },
+    GROUP,
     Relation {
         alias: "rel_parent",
         table: TABLE,
@@ -82,15 +63,13 @@ pub const ATTRIBUTES: [Attribute; 25] = attributes(&COLUMNS);
 pub const SORTABLE: &[&str] = NAMES.split_at(23).0;
 const NAMES: [&str; 25] = names(&COLUMNS);
 
+/// The devices of the groups a caller may see, archived ones included, oldest first.
+static DEVICES: Table<DeviceRow> = Table::new(TABLE, &COLUMNS, &RELATIONS, SortKey::asc("created_at"), &[COLUMNS[0]]);
+
 /// A page of the devices in the groups `scope` allows (archived ones included: they carry
 /// `archived_at`), filtered and sorted as asked; default order is creation time.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<DeviceRow>> {
-    let oldest_first = SortKey {
-        attr: "created_at",
-        descending: false,
-    };
-    const KEY: [Column; 1] = [col("id_physical_device", AttrKind::String)];
-    collection::scoped_list(db, TABLE, output(), &COLUMNS, &RELATIONS, args, oldest_first, &KEY).await
+    DEVICES.scoped(db, args).await
 }
 
 /// What a device carries besides its specification fields: the JSON documents from hello and
@@ -105,10 +84,11 @@ pub struct DeviceDocuments {
     pub device_info_at: Option<i64>,
 }
 
-/// The gateway's MQTT endpoint identity (`iotDevice`).
-#[derive(Clone, Debug, sqlx::FromRow)]
+/// The gateway's MQTT endpoint identity (`iotDevice`); serialised, the API's record of it.
+#[derive(Clone, Debug, sqlx::FromRow, serde::Serialize)]
 pub struct IotDeviceRow {
     pub id_iot_device: String,
+    #[serde(skip_serializing)]
     pub id_physical_device: String,
     pub protocol: String,
     pub client_identifier: String,
@@ -125,15 +105,18 @@ pub struct TemplateRow {
     pub received_at: i64,
 }
 
-/// The newest raw point of one container (`group.latestData`).
-#[derive(Clone, Debug, sqlx::FromRow)]
+/// The newest raw point of one container (`group.latestData`); serialised, a raw data record.
+#[derive(Clone, Debug, sqlx::FromRow, serde::Serialize)]
 pub struct LatestRow {
     pub id_container_data_latest: String,
     pub id_group: String,
     pub datatype: i64,
     pub source_device: String,
+    #[serde(rename = "timestamp_seconds")]
     pub latest_seconds: i64,
+    #[serde(rename = "microseconds")]
     pub latest_microseconds: i64,
+    #[serde(rename = "value")]
     pub latest_value: f64,
 }
 

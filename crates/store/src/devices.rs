@@ -1,7 +1,7 @@
 //! Physical devices: gateways (provisioned through the API, with a device token) and the assets
 //! behind them (created by their gateway). Device tokens are stored as SHA-256 hashes.
 
-use crate::db::{Db, on_pool};
+use crate::db::{Db, on_pool, values};
 use crate::{Result, StoreError, new_id};
 
 /// A stored physical device with every field of the specification and the service's own; it
@@ -118,7 +118,7 @@ pub async fn provision(db: &Db, gateway: &NewGateway<'_>, token_hash: &str, now:
         tx.commit().await
     }
     .await)
-    .map_err(|e| StoreError::conflict_on(e, "serial_hardware"))?;
+    .map_err(|e| StoreError::from(e).conflict_on("serial_hardware"))?;
     get(db, &id)
         .await?
         .ok_or(StoreError::Decode("provisioned device vanished".into()))
@@ -127,12 +127,7 @@ pub async fn provision(db: &Db, gateway: &NewGateway<'_>, token_hash: &str, now:
 /// One device, archived or not.
 pub async fn get(db: &Db, id: &str) -> Result<Option<DeviceRow>> {
     let sql = select_sql("id_physical_device = $1");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, DeviceRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(id)
-    .fetch_optional(p)
-    .await)?)
+    db.row::<DeviceRow>(sqlx::AssertSqlSafe(sql), values![id]).await
 }
 
 /// The CONNECT view of a serial (see [`GatewayAuth`]).
@@ -141,41 +136,31 @@ pub async fn gateway_auth(db: &Db, serial: &str) -> Result<Option<GatewayAuth>> 
                FROM physical_devices d JOIN groups g ON g.id_group = d.id_group \
                WHERE d.serial_hardware = $1 AND d.id_parent IS NULL \
                ORDER BY (d.archived_at IS NULL) DESC, d.archived_at DESC LIMIT 1";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, GatewayAuth>(sql)
-        .bind(serial)
-        .fetch_optional(p)
-        .await)?)
+    db.row::<GatewayAuth>(sql, values![serial]).await
 }
 
 /// Replaces the device token hash of a live gateway; returns whether one was changed.
 pub async fn rotate_token(db: &Db, id: &str, token_hash: &str) -> Result<bool> {
-    let n = on_pool!(db, |p| {
-        sqlx::query(
-        "UPDATE physical_devices SET device_token_hash = $1 WHERE id_physical_device = $2 AND archived_at IS NULL AND id_parent IS NULL"
-    )
-    .bind(token_hash)
-    .bind(id)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected())
-    })?;
+    let sql = "UPDATE physical_devices SET device_token_hash = $1 WHERE id_physical_device = $2 AND \
+               archived_at IS NULL AND id_parent IS NULL";
+    let n = db.execute(sql, values![token_hash, id]).await?;
     Ok(n > 0)
 }
 
 /// Applies a manager's changes and returns the device.
 pub async fn update(db: &Db, id: &str, changes: &DeviceChanges<'_>) -> Result<Option<DeviceRow>> {
-    on_pool!(db, |p| sqlx::query(
+    db.execute(
         "UPDATE physical_devices SET label = COALESCE($1, label), \
          expected_offline_interval = COALESCE($2, expected_offline_interval), \
-         expected_live_status = COALESCE($3, expected_live_status) WHERE id_physical_device = $4"
+         expected_live_status = COALESCE($3, expected_live_status) WHERE id_physical_device = $4",
+        values![
+            changes.label,
+            changes.expected_offline_interval,
+            changes.expected_live_status,
+            id
+        ],
     )
-    .bind(changes.label)
-    .bind(changes.expected_offline_interval)
-    .bind(changes.expected_live_status)
-    .bind(id)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?;
+    .await?;
     get(db, id).await
 }
 
@@ -184,16 +169,13 @@ pub async fn update(db: &Db, id: &str, changes: &DeviceChanges<'_>) -> Result<Op
 /// told "not authorized" while a wrong one is "bad user name or password" (the device never
 /// connects again). Returns whether the device was live.
 pub async fn archive(db: &Db, id: &str, by: &str, now: i64) -> Result<bool> {
-    let n = on_pool!(db, |p| sqlx::query(
-        "UPDATE physical_devices SET archived_at = $1, archived_by = $2, archived_serial = serial_hardware, \
-         is_connected = 0 WHERE id_physical_device = $3 AND archived_at IS NULL"
-    )
-    .bind(now)
-    .bind(by)
-    .bind(id)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?;
+    let n = db
+        .execute(
+            "UPDATE physical_devices SET archived_at = $1, archived_by = $2, archived_serial = serial_hardware, \
+         is_connected = 0 WHERE id_physical_device = $3 AND archived_at IS NULL",
+            values![now, by, id],
+        )
+        .await?;
     Ok(n > 0)
 }
 
@@ -321,22 +303,12 @@ pub async fn child(db: &Db, asset: &Asset<'_>, max_children: usize, now: i64) ->
     // gateway of the same serial is another device.
     let find = "SELECT id_physical_device, id_parent FROM physical_devices \
                 WHERE serial_hardware = $1 AND id_parent = $2 AND archived_at IS NULL";
-    let found: Option<(String, Option<String>)> = on_pool!(db, |p| sqlx::query_as(find)
-        .bind(asset.serial)
-        .bind(asset.gateway)
-        .fetch_optional(p)
-        .await)?;
+    let found: Option<(String, Option<String>)> = db.row(find, values![asset.serial, asset.gateway]).await?;
     if let Some((id, _)) = found {
         if asset.device_type.is_some() || asset.label.is_some() {
             let update = "UPDATE physical_devices SET id_device_type = COALESCE($1, id_device_type), \
                           label = COALESCE($2, label) WHERE id_physical_device = $3";
-            on_pool!(db, |p| sqlx::query(update)
-                .bind(asset.device_type)
-                .bind(asset.label)
-                .bind(&id)
-                .execute(p)
-                .await
-                .map(|r| r.rows_affected()))?;
+            db.execute(update, values![asset.device_type, asset.label, &id]).await?;
         }
         return Ok(Child::Device(id));
     }
@@ -350,18 +322,21 @@ pub async fn child(db: &Db, asset: &Asset<'_>, max_children: usize, now: i64) ->
                   SELECT $1, $2, $3, $4, id_group, $5, $6, expected_offline_interval, id_iot_device, 0, 0 \
                   FROM physical_devices WHERE id_physical_device = $4 AND id_group = $7 \
                   AND (SELECT count(*) FROM physical_devices c WHERE c.id_parent = $4 AND c.archived_at IS NULL) < $8";
-    let inserted = on_pool!(db, |p| sqlx::query(insert)
-        .bind(&id)
-        .bind(asset.serial)
-        .bind(asset.label.unwrap_or_default())
-        .bind(asset.gateway)
-        .bind(asset.device_type.unwrap_or("asset"))
-        .bind(now)
-        .bind(asset.id_group)
-        .bind(max)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()));
+    let inserted = db
+        .execute(
+            insert,
+            values![
+                &id,
+                asset.serial,
+                asset.label.unwrap_or_default(),
+                asset.gateway,
+                asset.device_type.unwrap_or("asset"),
+                now,
+                asset.id_group,
+                max
+            ],
+        )
+        .await;
     match inserted {
         Ok(1) => Ok(Child::Device(id)),
         Ok(_) => {
@@ -370,18 +345,14 @@ pub async fn child(db: &Db, asset: &Asset<'_>, max_children: usize, now: i64) ->
             Ok(if children >= max { Child::Full } else { Child::Taken })
         }
         // Another connection created it meanwhile: look again.
-        Err(e) if matches!(&e, sqlx::Error::Database(d) if d.is_unique_violation()) => {
-            let again: Option<(String, Option<String>)> = on_pool!(db, |p| sqlx::query_as(find)
-                .bind(asset.serial)
-                .bind(asset.gateway)
-                .fetch_optional(p)
-                .await)?;
+        Err(e) if e.is_unique_violation() => {
+            let again: Option<(String, Option<String>)> = db.row(find, values![asset.serial, asset.gateway]).await?;
             Ok(match again {
                 Some((id, Some(parent))) if parent == asset.gateway => Child::Device(id),
                 _ => Child::Taken,
             })
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
@@ -403,10 +374,6 @@ pub async fn refresh_status(db: &Db, now: i64) -> Result<u64> {
     let sql = format!(
         "UPDATE physical_devices SET device_status = {status} WHERE archived_at IS NULL AND device_status <> {status}"
     );
-    let n = on_pool!(db, |p| sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-        .bind(now)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?;
+    let n = db.execute(sqlx::AssertSqlSafe(sql.clone()), values![now]).await?;
     Ok(n)
 }

@@ -61,11 +61,17 @@ impl From<sqlx::Error> for StoreError {
 }
 
 impl StoreError {
-    /// Maps a unique-violation from either database to `Conflict(field)`, leaving others as they are.
-    pub(crate) fn conflict_on(err: sqlx::Error, field: &'static str) -> StoreError {
-        match &err {
-            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(field),
-            _ => StoreError::from(err),
+    /// Whether this is a unique-violation, from either database.
+    pub(crate) fn is_unique_violation(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation())
+    }
+
+    /// A unique-violation as `Conflict(field)`, anything else as it is.
+    pub(crate) fn conflict_on(self, field: &'static str) -> StoreError {
+        if self.is_unique_violation() {
+            StoreError::Conflict(field)
+        } else {
+            self
         }
     }
 }

@@ -5,12 +5,12 @@ use sea_query::{Condition, Expr, ExprTrait, Query};
 
 use devicecloud_query::{AttrKind, Attribute};
 
-use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
-use crate::db::{Db, on_pool};
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names};
+use crate::db::{Db, on_pool, values};
 use crate::{Result, new_id};
 
 /// A stored group.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct GroupRow {
     pub id_group: String,
     pub label: String,
@@ -42,12 +42,6 @@ pub struct GroupChanges<'a> {
 }
 
 const TABLE: &str = "groups";
-/// The columns of a [`GroupRow`], in its order: its own field names, so that the record is
-/// declared once.
-fn output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<GroupRow>);
-    *FIELDS
-}
 const SELECT: &str = "SELECT id_group, label, type, subtype, id_country, created_at, deleted_at FROM groups";
 
 /// The filterable and sortable attributes of the group collection.
@@ -79,18 +73,11 @@ const fn col(attr: &'static str, column: &'static str, kind: AttrKind) -> Column
 /// Creates a group and returns it.
 pub async fn create(db: &Db, group: &NewGroup<'_>, now: i64) -> Result<GroupRow> {
     let id = new_id();
-    on_pool!(db, |p| {
-        sqlx::query("INSERT INTO groups (id_group, label, type, subtype, id_country, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(&id)
-        .bind(group.label)
-        .bind(group.r#type)
-        .bind(group.subtype)
-        .bind(group.id_country)
-        .bind(now)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected())
-    })?;
+    db.execute(
+        "INSERT INTO groups (id_group, label, type, subtype, id_country, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        values![&id, group.label, group.r#type, group.subtype, group.id_country, now],
+    )
+    .await?;
     Ok(GroupRow {
         id_group: id,
         label: group.label.to_string(),
@@ -105,10 +92,7 @@ pub async fn create(db: &Db, group: &NewGroup<'_>, now: i64) -> Result<GroupRow>
 /// One group, deleted or not; visibility is the caller's business.
 pub async fn get(db: &Db, id_group: &str) -> Result<Option<GroupRow>> {
     let sql = format!("{SELECT} WHERE id_group = $1");
-    let row = on_pool!(db, |p| sqlx::query_as::<_, GroupRow>(sqlx::AssertSqlSafe(sql))
-        .bind(id_group)
-        .fetch_optional(p)
-        .await)?;
+    let row = db.row::<GroupRow>(sqlx::AssertSqlSafe(sql), values![id_group]).await?;
     Ok(row)
 }
 
@@ -130,10 +114,12 @@ pub async fn get_many(db: &Db, ids: &[String]) -> Result<Vec<GroupRow>> {
     Ok(rows)
 }
 
+/// The groups, oldest first.
+static GROUPS: Table<GroupRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("created_at"), &[COLUMNS[0]]);
+
 /// A page of the groups `scope` allows, filtered and sorted as asked.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
-    let mut select = Query::select();
-    select.columns(output().iter().map(|c| (TABLE, *c))).from(TABLE);
+    let mut select = GROUPS.select();
     if let GroupScope::MemberOf(id_user) = args.scope {
         // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
         select.cond_where(
@@ -148,20 +134,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
             ),
         );
     }
-    collection::list(
-        db,
-        select,
-        output(),
-        &COLUMNS,
-        args.request(
-            SortKey {
-                attr: "created_at",
-                descending: false,
-            },
-            &[col("id_group", "id_group", AttrKind::String)],
-        ),
-    )
-    .await
+    GROUPS.list(db, select, &args).await
 }
 
 /// Applies `changes` and returns the updated group (`None` if it does not exist).
@@ -195,13 +168,11 @@ pub async fn update(db: &Db, id_group: &str, changes: &GroupChanges<'_>) -> Resu
 
 /// Marks a group deleted (`deleted_at`); its records stay for administrators.
 pub async fn soft_delete(db: &Db, id_group: &str, now: i64) -> Result<bool> {
-    let done = on_pool!(db, |p| sqlx::query(
-        "UPDATE groups SET deleted_at = $1 WHERE id_group = $2 AND deleted_at IS NULL"
-    )
-    .bind(now)
-    .bind(id_group)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?;
+    let done = db
+        .execute(
+            "UPDATE groups SET deleted_at = $1 WHERE id_group = $2 AND deleted_at IS NULL",
+            values![now, id_group],
+        )
+        .await?;
     Ok(done > 0)
 }

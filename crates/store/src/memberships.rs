@@ -1,7 +1,7 @@
 //! Memberships: the role a normal user holds in a group (viewer, operator, manager).
 
 use crate::Result;
-use crate::db::{Db, on_pool};
+use crate::db::{Db, values};
 
 /// One group and the role held in it.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -12,38 +12,29 @@ pub struct Membership {
 
 /// Every role of one user.
 pub async fn of_user(db: &Db, id_user: &str) -> Result<Vec<Membership>> {
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, Membership>(
-        "SELECT id_group, role FROM memberships WHERE id_user = $1"
+    db.rows::<Membership>(
+        "SELECT id_group, role FROM memberships WHERE id_user = $1",
+        values![id_user],
     )
-    .bind(id_user)
-    .fetch_all(p)
-    .await)?)
+    .await
 }
 
 /// Grants or changes the role of a user in a group.
 pub async fn put(db: &Db, id_group: &str, id_user: &str, role: &str) -> Result<()> {
-    on_pool!(db, |p| {
-        sqlx::query("INSERT INTO memberships (id_group, id_user, role) VALUES ($1, $2, $3) ON CONFLICT (id_user, id_group) DO UPDATE SET role = excluded.role")
-        .bind(id_group)
-        .bind(id_user)
-        .bind(role)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected())
-    })?;
+    let sql = "INSERT INTO memberships (id_group, id_user, role) VALUES ($1, $2, $3) ON CONFLICT \
+               (id_user, id_group) DO UPDATE SET role = excluded.role";
+    db.execute(sql, values![id_group, id_user, role]).await?;
     Ok(())
 }
 
 /// Removes a user's role in a group; returns whether there was one.
 pub async fn remove(db: &Db, id_group: &str, id_user: &str) -> Result<bool> {
-    let n = on_pool!(db, |p| sqlx::query(
-        "DELETE FROM memberships WHERE id_group = $1 AND id_user = $2"
-    )
-    .bind(id_group)
-    .bind(id_user)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?;
+    let n = db
+        .execute(
+            "DELETE FROM memberships WHERE id_group = $1 AND id_user = $2",
+            values![id_group, id_user],
+        )
+        .await?;
     Ok(n > 0)
 }
 
@@ -57,9 +48,9 @@ pub struct Member {
 
 /// Every membership (the administration page), by group then user.
 pub async fn all(db: &Db) -> Result<Vec<Member>> {
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, Member>(
-        "SELECT id_group, id_user, role FROM memberships ORDER BY id_group, id_user"
+    db.rows::<Member>(
+        "SELECT id_group, id_user, role FROM memberships ORDER BY id_group, id_user",
+        values![],
     )
-    .fetch_all(p)
-    .await)?)
+    .await
 }

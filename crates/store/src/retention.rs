@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::db::{Db, on_pool};
+use crate::db::{Db, values};
 use crate::{Result, partitions};
 
 const DAY: i64 = 86_400;
@@ -73,12 +73,8 @@ pub fn cutoff(days: i64, now: i64) -> i64 {
 
 /// The group's own retention, if one was ever set.
 pub async fn get(db: &Db, id_group: &str) -> Result<Option<Retention>> {
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, Retention>(
-        "SELECT raw_days, minute_days, hour_days, day_days FROM group_retention WHERE id_group = $1"
-    )
-    .bind(id_group)
-    .fetch_optional(p)
-    .await)?)
+    let sql = "SELECT raw_days, minute_days, hour_days, day_days FROM group_retention WHERE id_group = $1";
+    db.row::<Retention>(sql, values![id_group]).await
 }
 
 /// Sets the group's own retention (from then on the defaults no longer apply to it).
@@ -87,16 +83,12 @@ pub async fn set(db: &Db, id_group: &str, retention: &Retention, now: i64) -> Re
                VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id_group) DO UPDATE SET \
                raw_days = excluded.raw_days, minute_days = excluded.minute_days, \
                hour_days = excluded.hour_days, day_days = excluded.day_days, updated_at = excluded.updated_at";
-    on_pool!(db, |p| sqlx::query(sql)
-        .bind(id_group)
-        .bind(retention.raw_days)
-        .bind(retention.minute_days)
-        .bind(retention.hour_days)
-        .bind(retention.day_days)
-        .bind(now)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?;
+    let r = retention;
+    db.execute(
+        sql,
+        values![id_group, r.raw_days, r.minute_days, r.hour_days, r.day_days, now],
+    )
+    .await?;
     Ok(())
 }
 
@@ -113,7 +105,7 @@ pub async fn in_force(db: &Db, defaults: &Retention) -> Result<Vec<(String, Rete
                r.raw_days, r.minute_days, r.hour_days, r.day_days \
                FROM (SELECT DISTINCT id_group FROM containers) AS g \
                LEFT JOIN group_retention r ON r.id_group = g.id_group ORDER BY g.id_group";
-    let rows = on_pool!(db, |p| sqlx::query_as::<_, Row>(sql).fetch_all(p).await)?;
+    let rows = db.rows::<Row>(sql, values![]).await?;
     Ok(rows
         .into_iter()
         .map(|row| (row.id_group, if row.own { row.retention } else { *defaults }))
@@ -204,12 +196,9 @@ async fn prune_all(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> 
 
 /// The series (container keys) of a group.
 async fn series_of(db: &Db, id_group: &str) -> Result<Vec<i64>> {
-    Ok(on_pool!(db, |p| sqlx::query_scalar::<_, i64>(
-        "SELECT container_key FROM containers WHERE id_group = $1 ORDER BY container_key"
-    )
-    .bind(id_group)
-    .fetch_all(p)
-    .await)?)
+    let sql = "SELECT container_key FROM containers WHERE id_group = $1 ORDER BY container_key";
+    let rows = db.rows::<(i64,)>(sql, values![id_group]).await?;
+    Ok(rows.into_iter().map(|(key,)| key).collect())
 }
 
 /// Marks archived, once, the group's sessions with points older than the raw cutoff, before
@@ -219,13 +208,7 @@ async fn mark_sessions(db: &Db, id_group: &str, before: i64, now: i64) -> Result
     let sql = "UPDATE data_sessions SET archived_at = $1 \
                WHERE id_group = $2 AND archived_at IS NULL AND EXISTS (SELECT 1 FROM raw_points r \
                WHERE r.session_key = data_sessions.session_key AND r.seconds < $3)";
-    Ok(on_pool!(db, |p| sqlx::query(sql)
-        .bind(now)
-        .bind(id_group)
-        .bind(before)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?)
+    db.execute(sql, values![now, id_group, before]).await
 }
 
 /// PostgreSQL: every row of one series older than `before`, in one statement (readers and

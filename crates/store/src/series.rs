@@ -3,7 +3,7 @@
 //! commit into `data` records with it, once per series it has not met yet.
 
 use crate::Result;
-use crate::db::{Db, on_pool};
+use crate::db::{Db, values};
 use crate::ingest::Point;
 use crate::raw_data::RawPoint;
 
@@ -42,7 +42,7 @@ pub async fn of_keys(db: &Db, keys: &[i64]) -> Result<Vec<Series>> {
             "SELECT container_key, id_container_data_latest, id_group, datatype, source_device \
              FROM containers WHERE container_key IN ({list})"
         );
-        let rows: Vec<Series> = on_pool!(db, |p| sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(p).await)?;
+        let rows: Vec<Series> = db.rows(sqlx::AssertSqlSafe(sql), values![]).await?;
         found.extend(rows);
     }
     Ok(found)

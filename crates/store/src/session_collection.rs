@@ -4,18 +4,20 @@ use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Expr, ExprTrait, Query};
 
 use crate::Result;
-use crate::collection::{self, Column, ListArgs, Listing, Relation, attributes, names};
-use crate::db::{Db, on_pool};
+use crate::collection::{self, Column, GROUP, GROUP_LABEL, ListArgs, Listing, Table, attributes, names, same_name};
+use crate::db::{Db, on_pool, values};
 
 const TABLE: &str = "data_sessions";
 
-/// A stored data session.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// A stored data session; serialised, the API record's stored fields.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct SessionRow {
+    #[serde(skip_serializing)]
     pub session_key: i64,
     pub id_data_session: String,
     pub id_group: String,
     /// The GO gateway the session belongs to (`fromDevice`).
+    #[serde(skip_serializing)]
     pub id_physical_device: String,
     pub id_person: Option<String>,
     pub label: String,
@@ -29,52 +31,23 @@ pub struct SessionRow {
     pub datapoint_count: i64,
 }
 
-/// The columns of a [`SessionRow`], in its order: its own field names, so that the record is
-/// declared once.
-fn output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<SessionRow>);
-    *FIELDS
-}
-
-const fn col(attr: &'static str, kind: AttrKind) -> Column {
-    Column {
-        attr,
-        table: TABLE,
-        column: attr,
-        kind,
-    }
-}
-
 /// The filterable attributes: every stored field of the specification (all of them sortable),
 /// then the group's label (docs/api.md, "Filters on related records").
 pub const COLUMNS: [Column; 13] = [
-    col("id_data_session", AttrKind::String),
-    col("id_group", AttrKind::String),
-    col("id_person", AttrKind::String),
-    col("label", AttrKind::String),
-    col("start", AttrKind::Integer),
-    col("end", AttrKind::Integer),
-    col("created_at", AttrKind::Integer),
-    col("created_by", AttrKind::String),
-    col("updated_at", AttrKind::Integer),
-    col("updated_by", AttrKind::String),
-    col("archived_at", AttrKind::Integer),
-    col("datapoint_count", AttrKind::Integer),
-    Column {
-        attr: "group.label",
-        table: "rel_group",
-        column: "label",
-        kind: AttrKind::String,
-    },
+    same_name(TABLE, "id_data_session", AttrKind::String),
+    same_name(TABLE, "id_group", AttrKind::String),
+    same_name(TABLE, "id_person", AttrKind::String),
+    same_name(TABLE, "label", AttrKind::String),
+    same_name(TABLE, "start", AttrKind::Integer),
+    same_name(TABLE, "end", AttrKind::Integer),
+    same_name(TABLE, "created_at", AttrKind::Integer),
+    same_name(TABLE, "created_by", AttrKind::String),
+    same_name(TABLE, "updated_at", AttrKind::Integer),
+    same_name(TABLE, "updated_by", AttrKind::String),
+    same_name(TABLE, "archived_at", AttrKind::Integer),
+    same_name(TABLE, "datapoint_count", AttrKind::Integer),
+    GROUP_LABEL,
 ];
-
-/// The session's group, joined when a filter names its label.
-const RELATIONS: [Relation; 1] = [Relation {
-    alias: "rel_group",
-    table: "groups",
-    key: "id_group",
-    via: "id_group",
-}];
 
 /// The filter attributes of the data-session collection.
 pub const ATTRIBUTES: [Attribute; 13] = attributes(&COLUMNS);
@@ -82,27 +55,28 @@ pub const ATTRIBUTES: [Attribute; 13] = attributes(&COLUMNS);
 pub const SORTABLE: &[&str] = NAMES.split_at(12).0;
 const NAMES: [&str; 13] = names(&COLUMNS);
 
-fn select() -> sea_query::SelectStatement {
-    let mut select = Query::select();
-    select.columns(output().iter().map(|c| (TABLE, *c))).from(TABLE);
-    select
-}
+/// The data sessions of the groups a caller may see, oldest first.
+static SESSIONS: Table<SessionRow> = Table::new(
+    TABLE,
+    &COLUMNS,
+    &[GROUP],
+    SortKey::asc("created_at"),
+    &[same_name(TABLE, "session_key", AttrKind::Integer)],
+);
 
 /// A page of the sessions of the groups `scope` allows; default order creation time.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<SessionRow>> {
-    let oldest_first = SortKey {
-        attr: "created_at",
-        descending: false,
-    };
-    const KEY: [Column; 1] = [col("session_key", AttrKind::Integer)];
-    collection::scoped_list(db, TABLE, output(), &COLUMNS, &RELATIONS, args, oldest_first, &KEY).await
+    SESSIONS.scoped(db, args).await
 }
 
 /// One session by its identifier.
 pub async fn get(db: &Db, id_data_session: &str) -> Result<Option<SessionRow>> {
-    let mut select = select();
+    let mut select = SESSIONS.select();
     select.and_where(Expr::col((TABLE, "id_data_session")).eq(id_data_session));
-    Ok(collection::fetch(db, &select, output()).await?.into_iter().next())
+    Ok(collection::fetch(db, &select, SESSIONS.output())
+        .await?
+        .into_iter()
+        .next())
 }
 
 /// A series (container) that has points in a session.
@@ -121,11 +95,8 @@ pub async fn series(db: &Db, session: &SessionRow) -> Result<Vec<SessionSeries>>
                WHERE (d.id_physical_device = $1 OR d.id_parent = $1) \
                AND EXISTS (SELECT 1 FROM raw_points r WHERE r.container_key = c.container_key AND r.session_key = $2) \
                ORDER BY c.source_device, c.datatype";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, SessionSeries>(sql)
-        .bind(&session.id_physical_device)
-        .bind(session.session_key)
-        .fetch_all(p)
-        .await)?)
+    db.rows::<SessionSeries>(sql, values![&session.id_physical_device, session.session_key])
+        .await
 }
 
 /// The first and last whole second of a session's points, if it has any.

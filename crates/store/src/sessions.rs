@@ -1,7 +1,7 @@
 //! Data sessions of GO gateways: opened when the module is turned on (hello), closed when it
 //! is turned off (power off).
 
-use crate::db::{Db, on_pool};
+use crate::db::{Db, on_pool, values};
 use crate::{Result, new_id};
 
 /// The active session of a gateway, opening one at `now` if there is none; returns its
@@ -12,14 +12,8 @@ pub async fn open(db: &Db, id_group: &str, id_physical_device: &str, now: i64) -
     }
     let insert = "INSERT INTO data_sessions (id_data_session, id_group, id_physical_device, start, created_at, updated_at) \
                   VALUES ($1, $2, $3, $4, $4, $4)";
-    on_pool!(db, |p| sqlx::query(insert)
-        .bind(new_id())
-        .bind(id_group)
-        .bind(id_physical_device)
-        .bind(now)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?;
+    db.execute(insert, values![new_id(), id_group, id_physical_device, now])
+        .await?;
     Ok(active(db, id_physical_device).await?.unwrap_or_default())
 }
 
@@ -37,11 +31,6 @@ pub async fn active(db: &Db, id_physical_device: &str) -> Result<Option<i64>> {
 pub async fn close(db: &Db, id_physical_device: &str, now: i64) -> Result<bool> {
     let sql =
         "UPDATE data_sessions SET \"end\" = $1, updated_at = $1 WHERE id_physical_device = $2 AND \"end\" IS NULL";
-    let n = on_pool!(db, |p| sqlx::query(sql)
-        .bind(now)
-        .bind(id_physical_device)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?;
+    let n = db.execute(sql, values![now, id_physical_device]).await?;
     Ok(n > 0)
 }

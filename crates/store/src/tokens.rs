@@ -1,7 +1,7 @@
 //! Access and refresh tokens, stored only as SHA-256 hashes of the random values handed out.
 
 use crate::Result;
-use crate::db::{Db, on_pool};
+use crate::db::{Db, on_pool, values};
 
 /// What a bearer token stands for.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -22,32 +22,22 @@ pub async fn insert(
     now: i64,
     expires_at: i64,
 ) -> Result<()> {
-    on_pool!(db, |p| {
-        sqlx::query("INSERT INTO access_tokens (token_hash, refresh_hash, id_user, client_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(token_hash)
-        .bind(refresh_hash)
-        .bind(id_user)
-        .bind(client_id)
-        .bind(now)
-        .bind(expires_at)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected())
-    })?;
+    let sql = "INSERT INTO access_tokens (token_hash, refresh_hash, id_user, client_id, created_at, \
+               expires_at) VALUES ($1, $2, $3, $4, $5, $6)";
+    db.execute(
+        sql,
+        values![token_hash, refresh_hash, id_user, client_id, now, expires_at],
+    )
+    .await?;
     Ok(())
 }
 
 /// The owner of an access token, expired or not (the caller checks `expires_at`); `None` also
 /// for a token of a disabled account.
 pub async fn owner(db: &Db, token_hash: &str) -> Result<Option<TokenOwner>> {
-    Ok(on_pool!(db, |p| {
-        sqlx::query_as::<_, TokenOwner>(
-        "SELECT t.id_user, a.is_admin, t.client_id, t.expires_at FROM access_tokens t JOIN accounts a ON a.id_user = t.id_user WHERE t.token_hash = $1 AND a.disabled = 0"
-    )
-    .bind(token_hash)
-    .fetch_optional(p)
-    .await
-    })?)
+    let sql = "SELECT t.id_user, a.is_admin, t.client_id, t.expires_at FROM access_tokens t JOIN \
+               accounts a ON a.id_user = t.id_user WHERE t.token_hash = $1 AND a.disabled = 0";
+    db.row::<TokenOwner>(sql, values![token_hash]).await
 }
 
 /// What a refresh did.
@@ -91,15 +81,12 @@ pub async fn refresh(
         return Ok(Refresh::TooOld);
     }
     let expires_at = wanted.min(end);
-    let n = on_pool!(db, |p| {
-        sqlx::query("UPDATE access_tokens SET expires_at = $1 WHERE token_hash = $2 AND refresh_hash = $3")
-            .bind(expires_at)
-            .bind(token_hash)
-            .bind(refresh_hash)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected())
-    })?;
+    let n = db
+        .execute(
+            "UPDATE access_tokens SET expires_at = $1 WHERE token_hash = $2 AND refresh_hash = $3",
+            values![expires_at, token_hash, refresh_hash],
+        )
+        .await?;
     Ok(if n > 0 {
         Refresh::Extended(expires_at)
     } else {
@@ -124,11 +111,6 @@ pub async fn revoke(db: &Db, hash: &str, client_id: &str) -> Result<Option<Strin
 
 /// Deletes tokens that expired before `before`; returns how many.
 pub async fn prune(db: &Db, before: i64) -> Result<u64> {
-    Ok(on_pool!(db, |p| sqlx::query(
-        "DELETE FROM access_tokens WHERE expires_at < $1"
-    )
-    .bind(before)
-    .execute(p)
-    .await
-    .map(|r| r.rows_affected()))?)
+    db.execute("DELETE FROM access_tokens WHERE expires_at < $1", values![before])
+        .await
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Shape, array_payload, batch};
+use super::{Shape, array_payload, batch, source_json, source_of};
 use crate::json;
 use crate::rejection::{RejectReason, Rejection};
 use crate::timestamp::Timestamp;
@@ -27,13 +27,7 @@ pub struct Event {
 impl Event {
     /// The protocol's JSON object; `value` always written as a string.
     pub fn to_json(&self) -> Value {
-        let mut map = Map::new();
-        if let Some(device) = &self.device {
-            map.insert("device".into(), Value::from(device.as_str()));
-        }
-        if let Some(ts) = self.ts {
-            map.insert("ts".into(), ts.to_json());
-        }
+        let mut map = source_json(self.device.as_deref(), self.ts);
         map.insert("type".into(), Value::from(self.event_type));
         map.insert("value".into(), Value::from(self.value.as_str()));
         if let Some(datatype) = self.datatype {
@@ -65,12 +59,7 @@ pub fn parse_events(payload: &[u8], now: i64) -> Result<Vec<Event>, Rejection> {
 }
 
 fn event(map: &Map<String, Value>, now: i64) -> Result<Event, Rejection> {
-    let device = json::optional(map, "device")
-        .map(|v| json::identifier(v, "device"))
-        .transpose()?;
-    let ts = json::optional(map, "ts")
-        .map(|v| Timestamp::from_json(v, now))
-        .transpose()?;
+    let (device, ts) = source_of(map, now)?;
     let event_type = json::required(map, "type")?
         .as_i64()
         .ok_or_else(|| json::bad_field("type must be an integer event code"))?;

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Shape, array_payload, batch};
+use super::{Shape, array_payload, batch, source_json, source_of};
 use crate::json;
 use crate::rejection::{RejectReason, Rejection};
 use crate::timestamp::Timestamp;
@@ -25,13 +25,7 @@ pub struct Measurement {
 impl Measurement {
     /// The protocol's JSON object; keys absent when `None`, values in order.
     pub fn to_json(&self) -> Value {
-        let mut map = Map::new();
-        if let Some(device) = &self.device {
-            map.insert("device".into(), Value::from(device.as_str()));
-        }
-        if let Some(ts) = self.ts {
-            map.insert("ts".into(), ts.to_json());
-        }
+        let mut map = source_json(self.device.as_deref(), self.ts);
         let values = self
             .values
             .iter()
@@ -67,12 +61,7 @@ pub fn parse_measurements(payload: &[u8], now: i64) -> Result<Vec<Measurement>, 
 }
 
 fn measurement(map: &Map<String, Value>, now: i64) -> Result<Measurement, Rejection> {
-    let device = json::optional(map, "device")
-        .map(|v| json::identifier(v, "device"))
-        .transpose()?;
-    let ts = json::optional(map, "ts")
-        .map(|v| Timestamp::from_json(v, now))
-        .transpose()?;
+    let (device, ts) = source_of(map, now)?;
     let Value::Object(entries) = json::required(map, "values")? else {
         return Err(json::bad_field("values must be a JSON object of datatype → number"));
     };

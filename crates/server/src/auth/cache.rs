@@ -24,8 +24,8 @@ pub struct TokenEntry {
 #[derive(Debug)]
 pub struct AuthCache {
     ttl: Duration,
-    tokens: RwLock<HashMap<String, (TokenEntry, Instant)>>,
-    roles: RwLock<HashMap<String, (Arc<Roles>, Instant)>>,
+    tokens: Expiring<TokenEntry>,
+    roles: Expiring<Arc<Roles>>,
     /// Counts the changes of rights made through this node (a token revoked, a role changed, a
     /// group deleted), so that long-lived requests re-check at once when it moves.
     changes: AtomicU64,
@@ -35,12 +35,48 @@ pub struct AuthCache {
 /// tokens must not become unbounded memory.
 const MAX_ENTRIES: usize = 100_000;
 
+/// Entries by key with the time each was put, at most [`MAX_ENTRIES`] of them.
+#[derive(Debug)]
+struct Expiring<V>(RwLock<HashMap<String, (V, Instant)>>);
+
+impl<V: Clone> Expiring<V> {
+    /// The entry of `key` if it was put less than `ttl` ago.
+    fn get(&self, key: &str, ttl: Duration) -> Option<V> {
+        let map = self.0.read().ok()?;
+        map.get(key)
+            .filter(|(_, at)| at.elapsed() < ttl)
+            .map(|(v, _)| v.clone())
+    }
+
+    fn put(&self, key: String, value: V) {
+        if let Ok(mut map) = self.0.write() {
+            if map.len() >= MAX_ENTRIES {
+                map.clear();
+            }
+            map.insert(key, (value, Instant::now()));
+        }
+    }
+
+    fn remove(&self, key: &str) {
+        if let Ok(mut map) = self.0.write() {
+            map.remove(key);
+        }
+    }
+
+    /// Keeps only the entries `keep` accepts.
+    fn retain(&self, mut keep: impl FnMut(&V) -> bool) {
+        if let Ok(mut map) = self.0.write() {
+            map.retain(|_, (value, _)| keep(value));
+        }
+    }
+}
+
 impl AuthCache {
     pub fn new(ttl: Duration) -> AuthCache {
         AuthCache {
             ttl,
-            tokens: RwLock::default(),
-            roles: RwLock::default(),
+            tokens: Expiring(RwLock::default()),
+            roles: Expiring(RwLock::default()),
             changes: AtomicU64::new(0),
         }
     }
@@ -51,68 +87,44 @@ impl AuthCache {
     }
 
     /// Notes a change of rights made through this node: whoever holds rights checked earlier
-    /// (a live stream) checks again. Every `forget_*` notes one.
+    /// (a live stream) checks again. Every `forget_*` notes one, once its entries are gone, so
+    /// that a re-check prompted by the change reads the store.
     pub fn rights_changed(&self) {
         self.changes.fetch_add(1, Ordering::SeqCst);
     }
 
     pub fn token(&self, hash: &str) -> Option<TokenEntry> {
-        let map = self.tokens.read().ok()?;
-        map.get(hash)
-            .filter(|(_, at)| at.elapsed() < self.ttl)
-            .map(|(e, _)| e.clone())
+        self.tokens.get(hash, self.ttl)
     }
 
     pub fn put_token(&self, hash: String, entry: TokenEntry) {
-        if let Ok(mut map) = self.tokens.write() {
-            if map.len() >= MAX_ENTRIES {
-                map.clear();
-            }
-            map.insert(hash, (entry, Instant::now()));
-        }
+        self.tokens.put(hash, entry);
     }
 
     /// Forgets a token, after a refresh changed its expiry or a revocation ended it.
     pub fn forget_token(&self, hash: &str) {
-        if let Ok(mut map) = self.tokens.write() {
-            map.remove(hash);
-        }
-        // After the entry is gone: a re-check prompted by the change reads the store.
+        self.tokens.remove(hash);
         self.rights_changed();
     }
 
     /// Forgets every token of an account, after its tokens were revoked (a disabled account,
     /// a changed password): the next request with any of them reads the store, and fails.
     pub fn forget_user(&self, id_user: &str) {
-        if let Ok(mut map) = self.tokens.write() {
-            map.retain(|_, (entry, _)| entry.id_user != id_user);
-        }
-        // After the entry is gone: a re-check prompted by the change reads the store.
+        self.tokens.retain(|entry| entry.id_user != id_user);
         self.rights_changed();
     }
 
     pub fn roles(&self, id_user: &str) -> Option<Arc<Roles>> {
-        let map = self.roles.read().ok()?;
-        map.get(id_user)
-            .filter(|(_, at)| at.elapsed() < self.ttl)
-            .map(|(r, _)| r.clone())
+        self.roles.get(id_user, self.ttl)
     }
 
     pub fn put_roles(&self, id_user: String, roles: Arc<Roles>) {
-        if let Ok(mut map) = self.roles.write() {
-            if map.len() >= MAX_ENTRIES {
-                map.clear();
-            }
-            map.insert(id_user, (roles, Instant::now()));
-        }
+        self.roles.put(id_user, roles);
     }
 
     /// Forgets a user's roles, after a membership change.
     pub fn forget_roles(&self, id_user: &str) {
-        if let Ok(mut map) = self.roles.write() {
-            map.remove(id_user);
-        }
-        // After the entry is gone: a re-check prompted by the change reads the store.
+        self.roles.remove(id_user);
         self.rights_changed();
     }
 }

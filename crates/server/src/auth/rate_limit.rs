@@ -16,7 +16,33 @@ use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DashMapStateStore;
 use governor::{Quota, RateLimiter};
 
-use crate::state::RateLimit;
+/// `N` requests per `per` for one account (docs/operations.md, "Limits").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    pub requests: u32,
+    pub per: Duration,
+}
+
+impl RateLimit {
+    /// Reads `N/S` (`6000/60`) or `off`.
+    pub fn parse(text: &str) -> Result<Option<RateLimit>, String> {
+        let text = text.trim();
+        if text == "off" {
+            return Ok(None);
+        }
+        let parsed = text.split_once('/').and_then(|(n, s)| {
+            let requests: u32 = n.trim().parse().ok().filter(|n| *n > 0)?;
+            let seconds: u64 = s.trim().parse().ok().filter(|s| *s > 0)?;
+            Some(RateLimit {
+                requests,
+                per: Duration::from_secs(seconds),
+            })
+        });
+        parsed
+            .map(Some)
+            .ok_or_else(|| format!("{text} is not N/S (N requests per S seconds, such as 6000/60) or off"))
+    }
+}
 
 /// The answer for one request: its numbers, and whether it may go on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_query::SortKey;
+use devicecloud_store::ListArgs;
 use devicecloud_store::accounts::{self as store, UserRow};
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
@@ -16,9 +17,9 @@ use serde_json::{Map, Value, json};
 use super::layout::{self, Section};
 use super::session::{Posted, SignInNotice, to_sign_in};
 use super::viewer::Viewer;
-use super::{PageError, PageQuery, field_errors, format, page_request, pager};
+use super::{PageError, PageQuery, PageResult, field_errors, format, page_request, pager};
 use crate::error::{ApiError, FieldError};
-use crate::http::origin::Origin;
+use crate::origin::Origin;
 use crate::service::{ServiceError, accounts as service};
 use crate::state::AppState;
 
@@ -34,17 +35,11 @@ fn yes_no(flag: i64) -> &'static str {
 }
 
 /// `GET /admin/accounts`
-pub async fn list(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Query(q): Query<PageQuery>,
-) -> Result<Html<String>, PageError> {
+pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {
     viewer.caller.require_admin()?;
-    let by_name = SortKey {
-        attr: "username",
-        descending: false,
-    };
-    let listing = store::page(&state.db, None, Some(&by_name), page_request(q.page, 50), false).await?;
+    let by_name = SortKey::asc("username");
+    let args = ListArgs::unscoped(None, Some(&by_name), page_request(q.page, 50), false);
+    let listing = store::page(&state.db, &args).await?;
     let content = html! {
         p.muted { "Roles in groups, new accounts and API clients are on the " a href="/admin" { "administration page" } "." }
         table {
@@ -134,11 +129,7 @@ fn respond(viewer: &Viewer, status: StatusCode, content: Markup) -> Response {
 }
 
 /// `GET /admin/accounts/<id>`
-pub async fn page(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Result<Response, PageError> {
+pub async fn page(State(state): State<AppState>, viewer: Viewer, Path(id): Path<String>) -> PageResult<Response> {
     let content = render(&state, &viewer, &id, None, &[]).await?;
     Ok(respond(&viewer, StatusCode::OK, content))
 }
@@ -179,7 +170,7 @@ pub async fn update(
     origin: Origin,
     Path(id): Path<String>,
     posted: Posted,
-) -> Result<Response, PageError> {
+) -> PageResult<Response> {
     let viewer = &posted.viewer;
     viewer.caller.require_admin()?;
     let input: Map<String, Value> = CHANGES

@@ -15,7 +15,7 @@ use serde_json::{Map, json};
 use super::layout::{self, Section};
 use super::session::Posted;
 use super::viewer::Viewer;
-use super::{PageError, format, visible_groups};
+use super::{PageError, PageResult, format, visible_groups};
 use crate::auth::secrets::register_client;
 use crate::error::FieldError;
 use crate::service::{ServiceError, accounts as account_service, memberships as membership_service};
@@ -108,11 +108,7 @@ fn respond(viewer: &Viewer, status: StatusCode, content: Markup) -> Response {
 }
 
 /// The page after a form: 200 with its notice, 422 with its field errors.
-async fn after(
-    state: &AppState,
-    viewer: &Viewer,
-    result: Result<Outcome, ServiceError>,
-) -> Result<Response, PageError> {
+async fn after(state: &AppState, viewer: &Viewer, result: Result<Outcome, ServiceError>) -> PageResult<Response> {
     let (status, outcome) = match result {
         Ok(outcome) => (StatusCode::OK, outcome),
         Err(ServiceError::Invalid(errors)) => (
@@ -128,13 +124,13 @@ async fn after(
 }
 
 /// `GET /admin`
-pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Result<Response, PageError> {
+pub async fn page(State(state): State<AppState>, viewer: Viewer) -> PageResult<Response> {
     let content = render(&state, &viewer, Outcome::default()).await?;
     Ok(respond(&viewer, StatusCode::OK, content))
 }
 
 /// `POST /admin/users`
-pub async fn create_user(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
+pub async fn create_user(State(state): State<AppState>, posted: Posted) -> PageResult<Response> {
     let mut input = Map::new();
     input.insert("username".into(), json!(posted.field("username")));
     input.insert("password".into(), json!(posted.raw_field("password")));
@@ -149,7 +145,7 @@ pub async fn create_user(State(state): State<AppState>, posted: Posted) -> Resul
 }
 
 /// `POST /admin/members`
-pub async fn put_member(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
+pub async fn put_member(State(state): State<AppState>, posted: Posted) -> PageResult<Response> {
     // The API lets managers change their group's members; this page is for administrators.
     posted.viewer.caller.require_admin()?;
     let mut input = Map::new();
@@ -165,7 +161,7 @@ pub async fn put_member(State(state): State<AppState>, posted: Posted) -> Result
 }
 
 /// `POST /admin/members/remove`
-pub async fn remove_member(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
+pub async fn remove_member(State(state): State<AppState>, posted: Posted) -> PageResult<Response> {
     posted.viewer.caller.require_admin()?;
     let (id_group, id_user) = (posted.field("id_group"), posted.field("id_user"));
     let result = membership_service::remove(&state, &posted.viewer.caller, id_group, id_user)
@@ -178,7 +174,7 @@ pub async fn remove_member(State(state): State<AppState>, posted: Posted) -> Res
 }
 
 /// `POST /admin/clients`: the secret is shown this once.
-pub async fn create_client(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
+pub async fn create_client(State(state): State<AppState>, posted: Posted) -> PageResult<Response> {
     let result = async {
         if !posted.viewer.caller.is_admin {
             return Err(ServiceError::NotAllowed);

@@ -20,9 +20,9 @@ use super::device_commands::{self, json_table};
 use super::layout::{self, Section};
 use super::series::{DatatypeName, datatype_names, datatype_title};
 use super::viewer::Viewer;
-use super::{PageError, events, filter, format, list_args, status_badge};
+use super::{PageError, PageResult, events, filter, format, list_args, status_badge};
 use crate::auth::Role;
-use crate::http::device_collection::device_fields;
+use crate::render::device_fields;
 use crate::service::access;
 use crate::state::AppState;
 
@@ -90,11 +90,7 @@ fn latest_table(rows: &[LatestRow], names: &HashMap<i64, DatatypeName>, now: i64
 }
 
 /// `GET /devices/<id>/latest`: the latest-values table alone, for the in-place refresh.
-pub async fn latest(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Result<Html<String>, PageError> {
+pub async fn latest(State(state): State<AppState>, viewer: Viewer, Path(id): Path<String>) -> PageResult {
     let device = access::device(&state, &viewer.caller, &id, Role::Viewer).await?;
     let rows = device_collection::latest_of_devices(&state.db, &[id.as_str()]).await?;
     let (_, names) = documents(&state, &device).await?;
@@ -151,7 +147,7 @@ pub async fn page(
     viewer: Viewer,
     Path(id): Path<String>,
     Query(q): Query<DeviceQuery>,
-) -> Result<Html<String>, PageError> {
+) -> PageResult {
     let device = access::device(&state, &viewer.caller, &id, Role::Viewer).await?;
     let now = unix_now();
     let range = q.range.as_deref().unwrap_or("1d");

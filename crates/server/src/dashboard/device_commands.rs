@@ -12,13 +12,13 @@ use devicecloud_store::devices::DeviceRow;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
-use super::PageError;
 use super::layout::{self, Section};
 use super::series::DatatypeName;
 use super::session::Posted;
 use super::viewer::Viewer;
+use super::{PageError, PageResult};
 use crate::error::ApiError;
-use crate::http::commands;
+use crate::render::device_answer;
 use crate::service::ServiceError;
 use crate::service::commands as service;
 use crate::state::AppState;
@@ -166,7 +166,7 @@ async fn call(
 fn outcome(command: &str, result: Result<CommandResponse, ServiceError>) -> Result<Markup, PageError> {
     let (http, device, body) = match result {
         Ok(response) => (
-            commands::device_answer(&response).status(),
+            device_answer(&response).status(),
             Some(response.status),
             response.payload,
         ),
@@ -205,7 +205,7 @@ pub async fn run(
     Path(id): Path<String>,
     headers: HeaderMap,
     posted: Posted,
-) -> Result<Response, PageError> {
+) -> PageResult<Response> {
     let command = posted.field("command").to_string();
     let result = call(&state, &posted.viewer, &id, &command, &posted).await;
     let markup = outcome(&command, result)?;

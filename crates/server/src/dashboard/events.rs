@@ -12,7 +12,7 @@ use time::macros::format_description;
 
 use super::layout::{self, Section};
 use super::viewer::Viewer;
-use super::{PageError, filter, format, list_args, pager};
+use super::{PageResult, filter, format, list_args, pager};
 use crate::event_catalogue::{self, CATALOGUE};
 use crate::state::AppState;
 
@@ -71,11 +71,7 @@ fn utc_input(text: &str) -> Result<Option<i64>, String> {
         .map_err(|_| format!("“{text}” is not a time like 2026-11-22T08:00"))
 }
 
-pub async fn page(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Query(q): Query<EventQuery>,
-) -> Result<Html<String>, PageError> {
+pub async fn page(State(state): State<AppState>, viewer: Viewer, Query(q): Query<EventQuery>) -> PageResult {
     let mut problems = Vec::new();
     let mut condition = Map::new();
     if !q.device.is_empty() {

@@ -24,6 +24,7 @@ mod viewer;
 mod webhooks;
 
 use axum::Router;
+use axum::response::Html;
 use axum::routing::{get, post};
 use devicecloud_query::{Attribute, Filter, Page, PageRequest, SortKey, parse_filter};
 use devicecloud_store::ListArgs;
@@ -36,6 +37,10 @@ use crate::error::{ApiError, FieldError};
 use crate::state::AppState;
 
 pub use error::PageError;
+
+/// What a dashboard handler answers: its page (or, given, another answer such as a redirect), or
+/// the error page that takes its place.
+pub type PageResult<T = Html<String>> = Result<T, PageError>;
 
 /// Scripts and styles come from this server only; no frame may embed a page.
 const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'";
@@ -69,7 +74,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/accounts", get(accounts::list))
         .route("/admin/accounts/{id}", get(accounts::page).post(accounts::update))
         .route("/account/password", get(password::page).post(password::change));
-    crate::http::browser_pages(routes, CSP)
+    crate::browser::pages(routes, CSP)
 }
 
 /// A `page` parameter read as PHP reads it (`abc` is 0, then clamped to the first page), so a

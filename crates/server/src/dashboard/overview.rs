@@ -11,14 +11,10 @@ use maud::html;
 
 use super::layout::{self, Section};
 use super::viewer::Viewer;
-use super::{PageError, PageQuery, list_args, pager, role_name};
+use super::{PageQuery, PageResult, list_args, pager, role_name};
 use crate::state::AppState;
 
-pub async fn page(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Query(q): Query<PageQuery>,
-) -> Result<Html<String>, PageError> {
+pub async fn page(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {
     let listing = groups::list(&state.db, list_args(&viewer.caller, None, None, q.page, 100)).await?;
     let ids: Vec<&str> = listing.items.iter().map(|g| g.id_group.as_str()).collect();
     let counts: HashMap<String, StatusCounts> = device_collection::status_counts(&state.db, &ids)

@@ -13,9 +13,9 @@ use serde_json::{Map, json};
 use super::layout::{self, Section};
 use super::session::{Posted, SignInNotice, to_sign_in};
 use super::viewer::Viewer;
-use super::{PageError, field_errors};
+use super::{PageResult, field_errors};
 use crate::error::FieldError;
-use crate::http::origin::Origin;
+use crate::origin::Origin;
 use crate::service::{ServiceError, accounts as service};
 use crate::state::AppState;
 
@@ -53,7 +53,7 @@ pub async fn page(viewer: Viewer) -> Response {
 
 /// `POST /account/password`: a mistyped repetition is refused here, before the current password
 /// is checked (and counted when wrong); the rest is the service's.
-pub async fn change(State(state): State<AppState>, origin: Origin, posted: Posted) -> Result<Response, PageError> {
+pub async fn change(State(state): State<AppState>, origin: Origin, posted: Posted) -> PageResult<Response> {
     let viewer = &posted.viewer;
     let result = if posted.raw_field("password") == posted.raw_field("password_repeat") {
         let mut input = Map::new();

@@ -17,12 +17,13 @@ use axum::response::{Html, IntoResponse, Response};
 use devicecloud_store::{dashboard_sessions, unix_now};
 use maud::html;
 
+use super::PageResult;
 use super::error::PageError;
 use super::layout;
 use super::viewer::{CSRF_FIELD, Viewer};
 use crate::auth::Caller;
 use crate::auth::secrets::{random_token, same_hash, token_hash};
-use crate::http::origin::Origin;
+use crate::origin::Origin;
 use crate::service::ServiceError;
 use crate::service::sign_in::sign_in;
 use crate::state::AppState;
@@ -257,7 +258,7 @@ pub struct LoginForm {
 
 /// `POST /login`: checks the form's token, then signs in (the failure limit and the password
 /// check are the sign-in operation's, shared with the password grant); starts a session.
-pub async fn login(State(state): State<AppState>, request: Request) -> Result<Response, PageError> {
+pub async fn login(State(state): State<AppState>, request: Request) -> PageResult<Response> {
     let origin = Origin::of(&state.settings, request.headers(), request.extensions());
     let headers = request.headers().clone();
     let Form(form) = Form::<LoginForm>::from_request(request, &state)
@@ -304,7 +305,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> Result<Re
 }
 
 /// `POST /logout`: ends the session here and in the database.
-pub async fn logout(State(state): State<AppState>, origin: Origin, posted: Posted) -> Result<Response, PageError> {
+pub async fn logout(State(state): State<AppState>, origin: Origin, posted: Posted) -> PageResult<Response> {
     dashboard_sessions::delete(&state.db, &posted.viewer.session_hash).await?;
     Ok(to_sign_in(&origin, None))
 }

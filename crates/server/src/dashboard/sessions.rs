@@ -14,22 +14,15 @@ use super::chart::{self, Chart};
 use super::layout::{self, Section};
 use super::series::{self, datatype_title};
 use super::viewer::Viewer;
-use super::{PageError, PageQuery, format, list_args, pager};
+use super::{PageQuery, PageResult, format, list_args, pager};
 use crate::auth::Role;
-use crate::http::sessions::csv_response;
+use crate::render::csv_response;
 use crate::service::{access, sessions as service};
 use crate::state::AppState;
 
 /// `GET /sessions`: newest first.
-pub async fn list(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Query(q): Query<PageQuery>,
-) -> Result<Html<String>, PageError> {
-    let newest_first = devicecloud_query::SortKey {
-        attr: "start",
-        descending: true,
-    };
+pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {
+    let newest_first = devicecloud_query::SortKey::desc("start");
     let listing = session_collection::list(
         &state.db,
         list_args(&viewer.caller, None, Some(&newest_first), q.page, 50),
@@ -63,11 +56,7 @@ pub async fn list(
 }
 
 /// `GET /sessions/<id>`: one chart per series of the session.
-pub async fn page(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Result<Html<String>, PageError> {
+pub async fn page(State(state): State<AppState>, viewer: Viewer, Path(id): Path<String>) -> PageResult {
     let session = access::session(&state, &viewer.caller, &id, Role::Viewer).await?;
     let now = unix_now();
     let end = session.end.unwrap_or(now);
@@ -116,6 +105,6 @@ pub async fn page(
 }
 
 /// `GET /sessions/<id>/csv`: the API's streamed download, for the signed-in viewer.
-pub async fn csv(State(state): State<AppState>, viewer: Viewer, Path(id): Path<String>) -> Result<Response, PageError> {
+pub async fn csv(State(state): State<AppState>, viewer: Viewer, Path(id): Path<String>) -> PageResult<Response> {
     Ok(csv_response(service::csv(&state, &viewer.caller, &id).await?))
 }

@@ -7,18 +7,18 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_query::SortKey;
-use devicecloud_store::unix_now;
 use devicecloud_store::webhooks::{self as store, FORWARDING_TYPES};
+use devicecloud_store::{ListArgs, unix_now};
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
 use super::layout::{self, Section};
 use super::session::Posted;
 use super::viewer::Viewer;
-use super::{PageError, PageQuery, field_errors, format, list_args, page_request, pager, visible_groups};
+use super::{PageError, PageQuery, PageResult, field_errors, format, list_args, page_request, pager, visible_groups};
 use crate::auth::Role;
 use crate::error::{ApiError, FieldError};
-use crate::http::webhooks as api;
+use crate::render::webhook_fields;
 use crate::service::webhooks as service;
 use crate::service::{ServiceError, access};
 use crate::state::AppState;
@@ -30,11 +30,7 @@ fn see_other(to: &str) -> Response {
 }
 
 /// `GET /webhooks`
-pub async fn list(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Query(q): Query<PageQuery>,
-) -> Result<Html<String>, PageError> {
+pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {
     let listing = store::list(&state.db, list_args(&viewer.caller, None, None, q.page, 50)).await?;
     let manages_any = !manageable_groups(&state, &viewer).await?.is_empty();
     let content = html! {
@@ -153,7 +149,7 @@ fn body_of(posted: &Posted, creating: bool) -> Map<String, Value> {
 }
 
 /// `GET /webhooks/new`
-pub async fn new_form(State(state): State<AppState>, viewer: Viewer) -> Result<Html<String>, PageError> {
+pub async fn new_form(State(state): State<AppState>, viewer: Viewer) -> PageResult {
     let groups = manageable_groups(&state, &viewer).await?;
     if groups.is_empty() {
         return Err(ApiError::forbidden().into());
@@ -165,7 +161,7 @@ pub async fn new_form(State(state): State<AppState>, viewer: Viewer) -> Result<H
 }
 
 /// `POST /webhooks`: shows the signing secret this once.
-pub async fn create(State(state): State<AppState>, posted: Posted) -> Result<Response, PageError> {
+pub async fn create(State(state): State<AppState>, posted: Posted) -> PageResult<Response> {
     let body = body_of(&posted, true);
     let viewer = &posted.viewer;
     match service::create(&state, &viewer.caller, &body).await {
@@ -201,17 +197,15 @@ async fn render_page(
 ) -> Result<Markup, PageError> {
     let row = access::webhook(state, &viewer.caller, id, Role::Viewer).await?;
     let (queued, pending, failed) = store::backlog(&state.db, id).await?;
-    let mut record = api::webhook_fields(&row, &state.webhooks.vault);
+    let mut record = webhook_fields(&row, &state.webhooks.vault);
     record.insert(
         "backlog".into(),
         json!({"queued_items": queued, "pending_deliveries": pending, "failed_deliveries": failed}),
     );
     let manager = viewer.caller.role_in_group(&row.id_group) >= Some(Role::Manager);
-    let newest_first = SortKey {
-        attr: "id_attempt",
-        descending: true,
-    };
-    let attempts = store::attempts(&state.db, id, None, Some(&newest_first), page_request(page, 50), false).await?;
+    let newest_first = SortKey::desc("id_attempt");
+    let newest = ListArgs::unscoped(None, Some(&newest_first), page_request(page, 50), false);
+    let attempts = store::attempts(&state.db, id, newest).await?;
     let active = row.is_active == 1;
     let draft = draft.unwrap_or_else(|| Draft {
         values: record.clone(),
@@ -269,7 +263,7 @@ pub async fn page(
     viewer: Viewer,
     Path(id): Path<String>,
     Query(q): Query<PageQuery>,
-) -> Result<Html<String>, PageError> {
+) -> PageResult {
     let content = render_page(&state, &viewer, &id, None, q.page).await?;
     Ok(Html(
         layout::page(&viewer, Section::Webhooks, "Webhook", content).into_string(),
@@ -277,11 +271,7 @@ pub async fn page(
 }
 
 /// `POST /webhooks/<id>`: the edit form.
-pub async fn update(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    posted: Posted,
-) -> Result<Response, PageError> {
+pub async fn update(State(state): State<AppState>, Path(id): Path<String>, posted: Posted) -> PageResult<Response> {
     let body = body_of(&posted, false);
     match service::update(&state, &posted.viewer.caller, &id, &body).await {
         Ok(_) => Ok(see_other(&format!("/webhooks/{id}"))),
@@ -296,21 +286,13 @@ pub async fn update(
 }
 
 /// `POST /webhooks/<id>/toggle`: enables a disabled webhook, disables an enabled one.
-pub async fn toggle(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    posted: Posted,
-) -> Result<Response, PageError> {
+pub async fn toggle(State(state): State<AppState>, Path(id): Path<String>, posted: Posted) -> PageResult<Response> {
     service::toggle(&state, &posted.viewer.caller, &id).await?;
     Ok(see_other(&format!("/webhooks/{id}")))
 }
 
 /// `POST /webhooks/<id>/delete`
-pub async fn delete(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    posted: Posted,
-) -> Result<Response, PageError> {
+pub async fn delete(State(state): State<AppState>, Path(id): Path<String>, posted: Posted) -> PageResult<Response> {
     service::delete(&state, &posted.viewer.caller, &id).await?;
     Ok(see_other("/webhooks"))
 }

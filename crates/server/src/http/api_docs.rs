@@ -37,7 +37,7 @@ pub fn router() -> Router<AppState> {
     let routes = Router::new()
         .route("/api/docs", get(page))
         .route("/api/docs/{file}", get(file));
-    super::browser_pages(routes, CSP)
+    crate::browser::pages(routes, CSP)
 }
 
 /// `GET /api/docs`: Swagger UI's own page, with its files addressed below `docs/`.

@@ -2,22 +2,160 @@
 //! body), `items` / `_links` / `_meta`, the `X-Pagination-*` and `Link` headers, HEAD, and
 //! Yii's `fields` / `expand` selection of each record (docs/api.md, "Collections").
 
+use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{CONTENT_TYPE, LINK};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
-use devicecloud_query::{CollectionQuery, CollectionSpec, Page, Params, fields, link_header};
+use axum::routing::MethodRouter;
+use devicecloud_query::{Attribute, CollectionQuery, CollectionSpec, Page, Params, fields, link_header};
 use serde_json::{Map, Value};
 
-use devicecloud_store::{ListArgs, Listing};
+use devicecloud_store::ListArgs;
+use devicecloud_store::Listing as Rows;
 
-use super::origin::Origin;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::origin::Origin;
+use crate::page_cache::{CachedPage, PageCache};
 use crate::state::AppState;
+
+/// The page sizes of a collection outside the data endpoints: 20 by default (Yii's), at most
+/// 1000 (docs/api.md, "Reading").
+pub const fn spec(attributes: &'static [Attribute], sortable: &'static [&'static str]) -> CollectionSpec {
+    CollectionSpec {
+        attributes,
+        sortable,
+        default_per_page: 20,
+        max_per_page: 1000,
+    }
+}
+
+/// A collection of the API, declared once: its attributes and page sizes, its expand options,
+/// where its rows come from and how each is shown. [`CollectionGet::serve`] is the one flow every
+/// collection GET shares.
+pub trait Listed: Sync {
+    type Row: Send + Sync;
+    /// The attributes a filter and a sort may name, and the page sizes.
+    const SPEC: CollectionSpec;
+    /// The expand options in declaration order, listed as the envelope's `expand`.
+    const EXPANDS: &'static [&'static str] = &[];
+    /// The name its pages are remembered under (`page_cache`); `None`: always read afresh.
+    const CACHED_AS: Option<&'static str> = None;
+
+    /// Whether the caller may list it at all, checked before the query is read (Yii answers
+    /// 401 before 422).
+    fn allowed(&self, _caller: &Caller) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// The page `args` asks for, of the rows the caller may see.
+    fn list(
+        &self,
+        state: &AppState,
+        args: ListArgs<'_>,
+    ) -> impl Future<Output = Result<Rows<Self::Row>, ApiError>> + Send;
+
+    /// The records of a page, with what `selection` asks for.
+    fn render(
+        &self,
+        state: &AppState,
+        rows: &[Self::Row],
+        selection: &Selection,
+    ) -> impl Future<Output = Rendered> + Send;
+
+    /// Top-level keys after `expand` (`labels`, `deviceStatuses`).
+    fn extra(&self) -> Vec<(&'static str, Value)> {
+        Vec::new()
+    }
+}
+
+/// A page's records as the API shows them, or why they could not be read.
+pub type Rendered = Result<Vec<Value>, ApiError>;
+
+/// A collection GET: the state, the authenticated caller (401 comes first) and the request.
+pub struct CollectionGet {
+    pub state: AppState,
+    pub caller: Caller,
+    pub raw: RawCollection,
+}
+
+impl FromRequest<AppState> for CollectionGet {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<CollectionGet, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let caller = Caller::from_request_parts(&mut parts, state).await?;
+        let raw = RawCollection::from_request(Request::from_parts(parts, body), state).await?;
+        Ok(CollectionGet {
+            state: state.clone(),
+            caller,
+            raw,
+        })
+    }
+}
+
+impl CollectionGet {
+    /// Parses the request against `C` (a bad filter is a 422), fetches one page and renders it
+    /// into the envelope; a remembered page is served as it was rendered.
+    pub async fn serve<C: Listed>(self, collection: &C) -> Result<CollectionPage, ApiError> {
+        let CollectionGet { state, caller, raw } = self;
+        collection.allowed(&caller)?;
+        let query = raw.parse(&C::SPEC)?;
+        let key = C::CACHED_AS.and_then(|name| PageCache::key(name, &caller, raw.query_bytes(), &raw.body_text()));
+        let cached = match key.as_deref().and_then(|key| state.pages.get(key)) {
+            Some(hit) => hit,
+            None => {
+                let version = state.pages.version();
+                let listing = collection.list(&state, raw.list_args(&caller, &query)).await?;
+                let items = collection
+                    .render(&state, &listing.items, &Selection::of(&query))
+                    .await?;
+                let page = Arc::new(CachedPage {
+                    page: listing.page,
+                    items: items_json(&items),
+                });
+                // HEAD counts only (no rows fetched): such a page is not remembered.
+                if let Some(key) = key.filter(|_| !raw.head) {
+                    state.pages.put(key, version, page.clone());
+                }
+                page
+            }
+        };
+        let mut page = CollectionPage::new(&raw, &query, cached.page, cached.items.clone())
+            .with("expand", serde_json::json!(C::EXPANDS));
+        page.extra.extend(collection.extra());
+        Ok(page)
+    }
+}
+
+/// The routes of collections: Yii answers a collection at its path and at `<path>/index` alike.
+pub trait CollectionRoutes {
+    /// Serves `list` at `path` and at `path/index`.
+    fn collection(self, path: &str, list: MethodRouter<AppState>) -> Self;
+}
+
+impl CollectionRoutes for Router<AppState> {
+    fn collection(self, path: &str, list: MethodRouter<AppState>) -> Self {
+        self.route(path, list.clone()).route(&format!("{path}/index"), list)
+    }
+}
+
+/// Renders each row through `render`, one after the other, for records whose relations are
+/// read per record.
+pub async fn each<'a, T, F>(rows: &'a [T], render: impl Fn(&'a T) -> F) -> Result<Vec<Value>, ApiError>
+where
+    F: Future<Output = Result<Value, ApiError>>,
+{
+    let mut items = Vec::with_capacity(rows.len());
+    for row in rows {
+        items.push(render(row).await?);
+    }
+    Ok(items)
+}
 
 /// A list request before it is checked against a collection's attributes: the handler
 /// authenticates first (401 comes before 422, Yii's check order) and then parses.
@@ -64,21 +202,18 @@ impl RawCollection {
         self.body.as_ref().map(Value::to_string).unwrap_or_default()
     }
 
-    /// The flow every collection GET shares: parse against `spec` (a bad filter is a 422),
-    /// fetch one page through `list`, render its rows with `render` and wrap them in the
-    /// envelope, whose `expand` member lists `expands` (empty where there are none).
-    pub async fn page<T>(
-        &self,
-        spec: &CollectionSpec,
-        expands: &[&str],
-        list: impl AsyncFnOnce(&CollectionQuery) -> Result<Listing<T>, ApiError>,
-        render: impl AsyncFnOnce(&[T], &Selection) -> Result<Vec<Value>, ApiError>,
-    ) -> Result<CollectionPage, ApiError> {
-        let query = self.parse(spec)?;
-        let listing = list(&query).await?;
-        let items = render(&listing.items, &Selection::of(&query)).await?;
-        Ok(CollectionPage::new(self, &query, listing.page, items_json(&items))
-            .with("expand", serde_json::json!(expands)))
+    /// A page of records kept in memory rather than in the store (formatters, event types),
+    /// already filtered and sorted: the page `query` asks for, each record with its `fields`.
+    pub fn in_memory(&self, query: &CollectionQuery, records: Vec<Map<String, Value>>) -> CollectionPage {
+        let page = query.page.resolve(u64::try_from(records.len()).unwrap_or(u64::MAX));
+        let selection = Selection::of(query);
+        let items: Vec<Value> = records
+            .into_iter()
+            .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
+            .take(usize::try_from(page.per_page).unwrap_or(usize::MAX))
+            .map(|record| selection.render(record, Vec::new(), None))
+            .collect();
+        CollectionPage::new(self, query, page, items_json(&items)).with("expand", serde_json::json!([]))
     }
 
     /// Absolute base of the `_links` hrefs: scheme, `Host` and the requested path.
@@ -157,6 +292,13 @@ impl Selection {
         }
     }
 
+    /// Records without relations or links, each with its `fields`.
+    pub fn plain<T>(&self, rows: &[T], fields: impl Fn(&T) -> Map<String, Value>) -> Vec<Value> {
+        rows.iter()
+            .map(|row| self.render(fields(row), Vec::new(), None))
+            .collect()
+    }
+
     /// Whether relation `name` was asked for (first segment of an `expand` entry).
     pub fn expands(&self, name: &str) -> bool {
         self.expand.iter().any(|e| e.split('.').next() == Some(name))
@@ -218,15 +360,6 @@ impl CollectionPage {
     pub fn with(mut self, key: &'static str, value: Value) -> CollectionPage {
         self.extra.push((key, value));
         self
-    }
-}
-
-/// A record's fields as the API shows them, from the record type's own `Serialize` (in its
-/// declaration order), for records whose API fields are exactly their stored ones.
-pub fn record_fields<T: serde::Serialize>(row: &T) -> Map<String, Value> {
-    match serde_json::to_value(row) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
     }
 }
 

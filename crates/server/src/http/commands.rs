@@ -6,16 +6,16 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use devicecloud_protocol::{CommandMethod, CommandRequest, CommandResponse};
+use devicecloud_protocol::{CommandMethod, CommandRequest};
 use serde_json::{Map, Value, json};
 
 use super::body::json_object;
-use crate::auth::Caller;
+use super::record::OneRecord;
 use crate::error::ApiError;
+use crate::render::device_answer;
 use crate::service::commands as service;
 use crate::state::AppState;
 
@@ -44,7 +44,7 @@ const COMMANDS: [&str; 9] = [
 
 /// Whether the route template `route` waits for a gateway (its time bound is the command
 /// timeout on top of the query timeout, see `http::limits`). The dashboard's command form
-/// calls the same handlers.
+/// (`/devices/{id}/command`) sends its commands through the same service, so it waits as long.
 pub fn waits_for_gateway(route: &str) -> bool {
     route == "/devices/{id}/command" || route.strip_prefix(BASE).is_some_and(|rest| COMMANDS.contains(&rest))
 }
@@ -68,30 +68,10 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{BASE}/zwave-node"), delete(zwave_node))
 }
 
-/// The device's envelope `{status, payload}` under its own status. A status HTTP cannot carry
-/// with a body (1xx, 204, 205, 304) becomes 502.
-pub fn device_answer(response: &CommandResponse) -> Response {
-    let status = StatusCode::from_u16(response.status)
-        .ok()
-        .filter(|s| s.as_u16() >= 200 && !matches!(s.as_u16(), 204 | 205 | 304));
-    match status {
-        Some(status) => (
-            status,
-            axum::Json(json!({"status": response.status, "payload": response.payload})),
-        )
-            .into_response(),
-        None => ApiError::Status(
-            StatusCode::BAD_GATEWAY,
-            format!("The device answered with status {}.", response.status),
-        )
-        .into_response(),
-    }
-}
-
-/// A command without parameters to the device `id`.
-async fn simple(state: AppState, caller: Caller, id: String, method: CommandMethod) -> Result<Response, ApiError> {
-    let target = service::target(&state, &caller, &id).await?;
-    let response = service::run(&state, &caller, &target, CommandRequest::new(method)).await?;
+/// A command without parameters to the device the request names.
+async fn simple(one: OneRecord, method: CommandMethod) -> Result<Response, ApiError> {
+    let target = service::target(&one.state, &one.caller, &one.id).await?;
+    let response = service::run(&one.state, &one.caller, &target, CommandRequest::new(method)).await?;
     Ok(device_answer(&response))
 }
 
@@ -107,8 +87,8 @@ macro_rules! simple_command {
                 (status = $offline, description = "Not found, not visible, or not online"),
                 (status = 504, description = "No answer within the command timeout")),
             security(("bearer" = [])))]
-        pub async fn $name(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
-            simple(state, caller, id, CommandMethod::$method).await
+        pub async fn $name(one: OneRecord) -> Result<Response, ApiError> {
+            simple(one, CommandMethod::$method).await
         }
     };
 }
@@ -160,15 +140,12 @@ simple_command!(
     request_body(content = Object, description = "{ssid, password?}"),
     responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 400, description = "Malformed body"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
-pub async fn wifi_connect(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let target = service::target(&state, &caller, &id).await?;
+pub async fn wifi_connect(one: OneRecord, body: Bytes) -> Result<Response, ApiError> {
+    let target = service::target(&one.state, &one.caller, &one.id).await?;
     let request = service::wifi_connect(&json_object(&body)?)?;
-    Ok(device_answer(&service::run(&state, &caller, &target, request).await?))
+    Ok(device_answer(
+        &service::run(&one.state, &one.caller, &target, request).await?,
+    ))
 }
 
 /// `PUT …/modbus-write` with one `{datatype, value}` or an array of them: 400 with the reason
@@ -177,17 +154,14 @@ pub async fn wifi_connect(
     request_body(content = Object, description = "{datatype, value} or an array of them"),
     responses((status = 200, description = "200: {status: 200, payload: {result: success}}"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
-pub async fn modbus_write(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let target = service::target(&state, &caller, &id).await?;
+pub async fn modbus_write(one: OneRecord, body: Bytes) -> Result<Response, ApiError> {
+    let target = service::target(&one.state, &one.caller, &one.id).await?;
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("Invalid JSON data in request body: {e}")))?;
     let request = service::modbus_write(&body)?;
-    Ok(device_answer(&service::run(&state, &caller, &target, request).await?))
+    Ok(device_answer(
+        &service::run(&one.state, &one.caller, &target, request).await?,
+    ))
 }
 
 /// `DELETE …/zwave-node`: asks the node's gateway to exclude it. The gateway's acceptance is
@@ -201,14 +175,11 @@ pub async fn modbus_write(
 #[utoipa::path(delete, path = "/api/v2/physical-device/{id}/zwave-node", tag = "commands", params(("id" = String, Path)),
     responses((status = 200, description = "200: {fromCloud, message, routeToPollEvents, tips} (not wrapped)"), (status = 400, description = "Not a Z-wave node behind a gateway"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
-pub async fn zwave_node(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    let target = service::target(&state, &caller, &id).await?;
+pub async fn zwave_node(one: OneRecord) -> Result<Response, ApiError> {
+    let (state, caller) = (&one.state, &one.caller);
+    let target = service::target(state, caller, &one.id).await?;
     let request = service::zwave_exclude(&target)?;
-    let response = service::run(&state, &caller, &target, request).await?;
+    let response = service::run(state, caller, &target, request).await?;
     if response.status != 200 {
         return Ok(device_answer(&response));
     }

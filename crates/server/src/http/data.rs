@@ -2,40 +2,67 @@
 //! (`GET /api/v2/data-downsampled`, `/index`), specification "Raw data" and "Downsampled data".
 
 use axum::Router;
-use axum::extract::State;
 use axum::routing::get;
-use devicecloud_query::{CollectionQuery, CollectionSpec, CompareOp, Filter};
+use devicecloud_query::{CollectionSpec, CompareOp, Filter};
 use devicecloud_store::downsampled::{self, Bucket};
 use devicecloud_store::raw_data::{self, RawPoint};
-use devicecloud_store::unix_now;
+use devicecloud_store::{ListArgs, Listing, unix_now};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
-use crate::auth::Caller;
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Rendered, Selection, spec};
 use crate::error::ApiError;
+use crate::render::record_fields;
 use crate::state::AppState;
 
-/// Page sizes: specification Limits (500 by default) and docs/api.md, "Reading" (at most 10000).
-const RAW_SPEC: CollectionSpec = CollectionSpec {
-    attributes: &raw_data::ATTRIBUTES,
-    sortable: &raw_data::SORTABLE,
-    default_per_page: 500,
-    max_per_page: 10_000,
-};
+/// Page sizes of the data endpoints: specification Limits (500 by default) and docs/api.md,
+/// "Reading" (at most 10000).
+const fn data_spec(spec: CollectionSpec) -> CollectionSpec {
+    CollectionSpec {
+        default_per_page: 500,
+        max_per_page: 10_000,
+        ..spec
+    }
+}
 
-const DOWNSAMPLED_SPEC: CollectionSpec = CollectionSpec {
-    attributes: &downsampled::ATTRIBUTES,
-    sortable: downsampled::SORTABLE,
-    default_per_page: 500,
-    max_per_page: 10_000,
-};
+/// Raw points of one group, latest first.
+struct RawData;
+
+impl Listed for RawData {
+    type Row = RawPoint;
+    const SPEC: CollectionSpec = data_spec(spec(&raw_data::ATTRIBUTES, &raw_data::SORTABLE));
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<RawPoint>, ApiError> {
+        if !names_group(args.filter) {
+            return Err(ApiError::BadRequest("filter[id_group] is required".into()));
+        }
+        Ok(raw_data::list(&state.db, args).await?)
+    }
+
+    async fn render(&self, _: &AppState, points: &[RawPoint], selection: &Selection) -> Rendered {
+        Ok(selection.plain(points, record_fields))
+    }
+}
+
+/// Downsampled points: rollups, or raw points for short intervals.
+struct Downsampled;
+
+impl Listed for Downsampled {
+    type Row = Bucket;
+    const SPEC: CollectionSpec = data_spec(spec(&downsampled::ATTRIBUTES, downsampled::SORTABLE));
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<Bucket>, ApiError> {
+        Ok(downsampled::list(&state.db, args, unix_now()).await?)
+    }
+
+    async fn render(&self, _: &AppState, buckets: &[Bucket], selection: &Selection) -> Rendered {
+        Ok(selection.plain(buckets, bucket_fields))
+    }
+}
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/v2/data", get(raw))
-        .route("/api/v2/data/index", get(raw))
-        .route("/api/v2/data-downsampled", get(downsampled))
-        .route("/api/v2/data-downsampled/index", get(downsampled))
+        .collection("/api/v2/data", get(raw))
+        .collection("/api/v2/data-downsampled", get(downsampled))
 }
 
 /// Whether the filter's top-level conjunction names the group (`filter[id_group]=…`, or its
@@ -76,43 +103,14 @@ fn bucket_fields(b: &Bucket) -> Map<String, Value> {
     params(("filter[id_group]" = String, Query, description = "required"), ("filter[timestamp_seconds][gte]" = Option<i64>, Query), ("filter[datatype]" = Option<i64>, Query), ("filter[source_device]" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of raw data points, latest first"), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn raw(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let list = async |query: &CollectionQuery| {
-        if !names_group(query.filter.as_ref()) {
-            return Err(ApiError::BadRequest("filter[id_group] is required".into()));
-        }
-        Ok(raw_data::list(&state.db, raw.list_args(&caller, query)).await?)
-    };
-    let render = async |points: &[RawPoint], selection: &Selection| {
-        Ok(points
-            .iter()
-            .map(|p| selection.render(record_fields(p), Vec::new(), None))
-            .collect())
-    };
-    raw.page(&RAW_SPEC, &[], list, render).await
+pub async fn raw(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&RawData).await
 }
 
 #[utoipa::path(get, path = "/api/v2/data-downsampled", tag = "data",
     params(("filter[id_group]" = Option<String>, Query), ("filter[timestamp_seconds][gt]" = Option<f64>, Query), ("filter[timestamp_seconds][lt]" = Option<f64>, Query), ("filter[id_data_session]" = Option<String>, Query), ("sort" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
     responses((status = 200, description = "Collection envelope of downsampled points: per day, hour, minute or raw from the interval length; 500 buckets for a data session"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn downsampled(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let list = async |query: &CollectionQuery| {
-        Ok(downsampled::list(&state.db, raw.list_args(&caller, query), unix_now()).await?)
-    };
-    let render = async |buckets: &[Bucket], selection: &Selection| {
-        Ok(buckets
-            .iter()
-            .map(|b| selection.render(bucket_fields(b), Vec::new(), None))
-            .collect())
-    };
-    raw.page(&DOWNSAMPLED_SPEC, &[], list, render).await
+pub async fn downsampled(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Downsampled).await
 }

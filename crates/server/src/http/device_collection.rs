@@ -7,40 +7,17 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
-use axum::extract::State;
-use devicecloud_query::{CollectionQuery, CollectionSpec};
-use devicecloud_store::device_collection::{self as store, DeviceDocuments, LatestRow};
+use devicecloud_query::CollectionSpec;
+use devicecloud_store::device_collection::{self as store, DeviceDocuments};
 use devicecloud_store::devices::DeviceRow;
-use devicecloud_store::groups;
+use devicecloud_store::{ListArgs, Listing, groups};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
+use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
 use super::events::event_fields;
-use super::groups::{group_fields, group_links};
-use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::render::{device_fields, device_links, group_fields, group_links, record_fields};
 use crate::state::AppState;
-
-/// A device record with every field of the specification, in its order.
-pub fn device_fields(row: &DeviceRow) -> Map<String, Value> {
-    record_fields(row)
-}
-
-/// The item `_links` of a device (specification: self, index).
-pub fn device_links(id: &str) -> Value {
-    json!({
-        "self": {"href": format!("/api/v2/physical-device/{id}")},
-        "index": {"href": "/api/v2/physical-device"},
-    })
-}
-
-/// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
-const SPEC: CollectionSpec = CollectionSpec {
-    attributes: &store::ATTRIBUTES,
-    sortable: store::SORTABLE,
-    default_per_page: 20,
-    max_per_page: 1000,
-};
 
 /// The expand options, in declaration order (specification, Physical Device).
 pub const EXPANDS: [&str; 10] = [
@@ -79,22 +56,34 @@ fn device_statuses() -> Value {
     })
 }
 
+/// The devices of the caller's groups, archived ones included.
+struct Devices;
+
+impl Listed for Devices {
+    type Row = DeviceRow;
+    /// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
+    const SPEC: CollectionSpec = spec(&store::ATTRIBUTES, store::SORTABLE);
+    const EXPANDS: &'static [&'static str] = &EXPANDS;
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<DeviceRow>, ApiError> {
+        Ok(store::list(&state.db, args).await?)
+    }
+
+    async fn render(&self, state: &AppState, rows: &[DeviceRow], selection: &Selection) -> Rendered {
+        render_devices(state, rows, selection).await
+    }
+
+    fn extra(&self) -> Vec<(&'static str, Value)> {
+        vec![("labels", labels()), ("deviceStatuses", device_statuses())]
+    }
+}
+
 #[utoipa::path(get, path = "/api/v2/physical-device", tag = "physical devices",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query), ("sort" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of Physical Device records with expand, labels and deviceStatuses"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn index(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let list = async |query: &CollectionQuery| Ok(store::list(&state.db, raw.list_args(&caller, query)).await?);
-    let render = async |rows: &[DeviceRow], selection: &Selection| render_devices(&state, rows, selection).await;
-    Ok(raw
-        .page(&SPEC, &EXPANDS, list, render)
-        .await?
-        .with("labels", labels())
-        .with("deviceStatuses", device_statuses()))
+pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Devices).await
 }
 
 /// One device record with the relations `selection` expands.
@@ -229,13 +218,8 @@ async fn relation(
             iot_ids.dedup();
             let mut by_iot: HashMap<String, Value> = HashMap::new();
             for iot in store::iot_devices(db, &iot_ids).await? {
-                let mut map = Map::new();
-                map.insert("id_iot_device".into(), json!(iot.id_iot_device));
-                map.insert("protocol".into(), json!(iot.protocol));
-                map.insert("client_identifier".into(), json!(iot.client_identifier));
-                map.insert("last_connect_at".into(), json!(iot.last_connect_at));
-                map.insert("last_disconnect_at".into(), json!(iot.last_disconnect_at));
-                by_iot.insert(iot.id_iot_device.clone(), nested.render(map, Vec::new(), None));
+                let value = nested.render(record_fields(&iot), Vec::new(), None);
+                by_iot.insert(iot.id_iot_device.clone(), value);
             }
             for row in rows {
                 if let Some(iot) = row.id_iot_device.as_deref().and_then(|id| by_iot.get(id)) {
@@ -298,22 +282,9 @@ async fn render_group(state: &AppState, group: &groups::GroupRow, selection: &Se
         let inner = selection.nested("latestData");
         let list: Vec<Value> = rows
             .iter()
-            .map(|r| inner.render(latest_fields(r), Vec::new(), None))
+            .map(|r| inner.render(record_fields(r), Vec::new(), None))
             .collect();
         expanded.push(("latestData".to_string(), Value::Array(list)));
     }
     Ok(selection.render(group_fields(group), expanded, Some(group_links(&group.id_group))))
-}
-
-/// One entry of `group.latestData`: a container's newest raw point, as a raw data record.
-fn latest_fields(r: &LatestRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_container_data_latest".into(), json!(r.id_container_data_latest));
-    map.insert("id_group".into(), json!(r.id_group));
-    map.insert("datatype".into(), json!(r.datatype));
-    map.insert("source_device".into(), json!(r.source_device));
-    map.insert("timestamp_seconds".into(), json!(r.latest_seconds));
-    map.insert("microseconds".into(), json!(r.latest_microseconds));
-    map.insert("value".into(), json!(r.latest_value));
-    map
 }

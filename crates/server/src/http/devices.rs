@@ -3,20 +3,18 @@
 //! handed out here.
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{StatusCode, header::LOCATION};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::{get, post};
 use devicecloud_store::devices::DeviceRow;
 use serde_json::{Value, json};
 
-use super::body::json_object;
 use super::collection::Selection;
-use super::device_collection::{self, device_fields, device_links, render_one};
-use super::origin::Origin;
-use crate::auth::{Caller, Role};
+use super::device_collection::{self, render_one};
+use super::record::{Input, NewRecord, OneRecord};
+use crate::auth::Role;
 use crate::error::ApiError;
+use crate::render::{device_fields, device_links};
 use crate::service::access;
 use crate::service::devices as service;
 use crate::state::AppState;
@@ -40,71 +38,44 @@ fn render(row: &DeviceRow, selection: &Selection) -> Value {
     request_body(content = Object, description = "{id_group, serial_hardware, kind: GO|CORE|PLUS, label?, expected_offline_interval?}"),
     responses((status = 201, description = "The device with its device_token (shown this once) and a Location header"), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, serial already provisioned, or a group the caller cannot see")),
     security(("bearer" = [])))]
-pub async fn provision(
-    State(state): State<AppState>,
-    caller: Caller,
-    origin: Origin,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let provisioned = service::provision(&state, &caller, &json_object(&body)?).await?;
+pub async fn provision(new: NewRecord) -> Result<Response, ApiError> {
+    let provisioned = service::provision(&new.state, &new.caller, &new.input).await?;
     let (row, token) = (provisioned.row, provisioned.device_token);
     let mut record = render(&row, &Selection::default());
     if let Value::Object(map) = &mut record {
         map.insert("device_token".into(), json!(token));
     }
-    let location = origin.url(&format!("/api/v2/physical-device/{}", row.id_physical_device));
-    Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
+    Ok(new.created(&format!("/api/v2/physical-device/{}", row.id_physical_device), record))
 }
 
 #[utoipa::path(get, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
     responses((status = 200, description = "A Physical Device record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
-pub async fn view(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Result<axum::Json<Value>, ApiError> {
-    let device = access::device(&state, &caller, &id, Role::Viewer).await?;
-    let selection = Selection::from_query(query.as_deref());
-    Ok(axum::Json(render_one(&state, device, &selection).await?))
+pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
+    let device = access::device(&one.state, &one.caller, &one.id, Role::Viewer).await?;
+    Ok(axum::Json(render_one(&one.state, device, &one.selection).await?))
 }
 
 #[utoipa::path(patch, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
     request_body(content = Object, description = "{label?, expected_offline_interval?, expected_live_status?: 0|1}"),
     responses((status = 200, description = "The updated device"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")),
     security(("bearer" = [])))]
-pub async fn update(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Result<axum::Json<Value>, ApiError> {
-    let row = service::update(&state, &caller, &id, &json_object(&body)?).await?;
-    let selection = Selection::from_query(query.as_deref());
-    Ok(axum::Json(render_one(&state, row, &selection).await?))
+pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Value>, ApiError> {
+    let row = service::update(&one.state, &one.caller, &one.id, &input).await?;
+    Ok(axum::Json(render_one(&one.state, row, &one.selection).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
     responses((status = 204, description = "Archived"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found or already archived")),
     security(("bearer" = [])))]
-pub async fn archive(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    service::archive(&state, &caller, &id).await?;
+pub async fn archive(one: OneRecord) -> Result<StatusCode, ApiError> {
+    service::archive(&one.state, &one.caller, &one.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(post, path = "/api/v2/physical-device/{id}/rotate-token", tag = "physical devices", params(("id" = String, Path)),
     responses((status = 200, description = "{id_physical_device, device_token}: the new token; the old one stops working at once"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found, archived, or not a gateway")),
     security(("bearer" = [])))]
-pub async fn rotate_token(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<axum::Json<Value>, ApiError> {
-    let token = service::rotate_token(&state, &caller, &id).await?;
-    Ok(axum::Json(json!({"id_physical_device": id, "device_token": token})))
+pub async fn rotate_token(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
+    let token = service::rotate_token(&one.state, &one.caller, &one.id).await?;
+    Ok(axum::Json(json!({"id_physical_device": one.id, "device_token": token})))
 }

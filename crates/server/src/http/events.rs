@@ -2,25 +2,36 @@
 //! `GET /api/v2/event-type` (docs/api.md, "Events").
 
 use axum::Router;
-use axum::extract::State;
 use axum::routing::get;
-use devicecloud_query::{AttrKind, Attribute, CollectionQuery, CollectionSpec, PageRequest};
+use devicecloud_query::{AttrKind, Attribute, CollectionSpec};
 use devicecloud_store::event_collection::{self, EventRow};
+use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection, items_json};
-use crate::auth::Caller;
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Rendered, Selection, spec};
 use crate::error::ApiError;
 use crate::event_catalogue::{CATALOGUE, EventType};
 use crate::state::AppState;
 
-/// Page sizes: docs/api.md, "Reading" (largest 10000 on event), default as Yii's 20.
-const SPEC: CollectionSpec = CollectionSpec {
-    attributes: &event_collection::ATTRIBUTES,
-    sortable: &event_collection::SORTABLE,
-    default_per_page: 20,
-    max_per_page: 10_000,
-};
+/// The events of the caller's groups, latest first.
+struct Events;
+
+impl Listed for Events {
+    type Row = EventRow;
+    /// Page sizes: docs/api.md, "Reading" (largest 10000 on event), default as Yii's 20.
+    const SPEC: CollectionSpec = CollectionSpec {
+        max_per_page: 10_000,
+        ..spec(&event_collection::ATTRIBUTES, &event_collection::SORTABLE)
+    };
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<EventRow>, ApiError> {
+        Ok(event_collection::list(&state.db, args).await?)
+    }
+
+    async fn render(&self, _: &AppState, rows: &[EventRow], selection: &Selection) -> Rendered {
+        Ok(selection.plain(rows, event_fields))
+    }
+}
 
 const TYPE_ATTRIBUTES: [Attribute; 4] = [
     Attribute::new("event_type", AttrKind::Integer),
@@ -29,19 +40,12 @@ const TYPE_ATTRIBUTES: [Attribute; 4] = [
     Attribute::new("from_device", AttrKind::Integer),
 ];
 
-const TYPE_SPEC: CollectionSpec = CollectionSpec {
-    attributes: &TYPE_ATTRIBUTES,
-    sortable: &["event_type", "label", "from_device"],
-    default_per_page: 20,
-    max_per_page: 1000,
-};
+const TYPE_SPEC: CollectionSpec = spec(&TYPE_ATTRIBUTES, &["event_type", "label", "from_device"]);
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/v2/event", get(index))
-        .route("/api/v2/event/index", get(index))
-        .route("/api/v2/event-type", get(types))
-        .route("/api/v2/event-type/index", get(types))
+        .collection("/api/v2/event", get(index))
+        .collection("/api/v2/event-type", get(types))
 }
 
 pub use crate::event_catalogue::event_fields;
@@ -50,20 +54,8 @@ pub use crate::event_catalogue::event_fields;
     params(("filter[source_device]" = Option<String>, Query), ("filter[id_event]" = Option<i64>, Query), ("filter[event_type]" = Option<String>, Query), ("filter[occurred_at][gte]" = Option<i64>, Query), ("sort" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
     responses((status = 200, description = "Collection envelope of Event records, latest first"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn index(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let list =
-        async |query: &CollectionQuery| Ok(event_collection::list(&state.db, raw.list_args(&caller, query)).await?);
-    let render = async |rows: &[EventRow], selection: &Selection| {
-        Ok(rows
-            .iter()
-            .map(|row| selection.render(event_fields(row), Vec::new(), None))
-            .collect())
-    };
-    raw.page(&SPEC, &[], list, render).await
+pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Events).await
 }
 
 fn type_record(t: &EventType) -> Map<String, Value> {
@@ -84,8 +76,8 @@ fn type_record(t: &EventType) -> Map<String, Value> {
 #[utoipa::path(get, path = "/api/v2/event-type", tag = "events",
     responses((status = 200, description = "Collection of event types: {event_type, label, description, from_device, values: [{value, label, description}]}"), (status = 401, description = "Invalid credentials")),
     security(("bearer" = [])))]
-pub async fn types(_caller: Caller, raw: RawCollection) -> Result<CollectionPage, ApiError> {
-    let query = raw.parse(&TYPE_SPEC)?;
+pub async fn types(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    let query = get.raw.parse(&TYPE_SPEC)?;
     let mut records: Vec<Map<String, Value>> = CATALOGUE
         .iter()
         .map(type_record)
@@ -102,17 +94,5 @@ pub async fn types(_caller: Caller, raw: RawCollection) -> Result<CollectionPage
             records.reverse();
         }
     }
-    let page = page_of(query.page, records.len());
-    let selection = Selection::of(&query);
-    let items: Vec<Value> = records
-        .into_iter()
-        .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
-        .take(usize::try_from(page.per_page).unwrap_or(usize::MAX))
-        .map(|r| selection.render(r, Vec::new(), None))
-        .collect();
-    Ok(CollectionPage::new(&raw, &query, page, items_json(&items)).with("expand", json!([])))
-}
-
-fn page_of(request: PageRequest, total: usize) -> devicecloud_query::Page {
-    request.resolve(u64::try_from(total).unwrap_or(u64::MAX))
+    Ok(get.raw.in_memory(&query, records))
 }

@@ -3,35 +3,41 @@
 //! "Management endpoints").
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{StatusCode, header::LOCATION};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::{get, put};
 use devicecloud_query::CollectionSpec;
-use devicecloud_store::ListArgs;
 use devicecloud_store::groups::{self, GroupRow};
-use serde_json::{Map, Value, json};
-use std::sync::Arc;
+use devicecloud_store::{ListArgs, Listing};
+use serde_json::{Value, json};
 
-use super::body::json_object;
-use super::collection::{CollectionPage, RawCollection, Selection, items_json};
-use super::origin::Origin;
+use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
+use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
-use crate::page_cache::{CachedPage, PageCache};
-use crate::service::groups::{self as service, GROUP_TYPES};
+use crate::render::{group_fields, group_links};
+use crate::service::groups as service;
 use crate::service::{access, memberships};
 use crate::state::AppState;
 
-/// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints); default as Yii's
-/// 20.
-const SPEC: CollectionSpec = CollectionSpec {
-    attributes: &groups::ATTRIBUTES,
-    sortable: &groups::SORTABLE,
-    default_per_page: 20,
-    max_per_page: 1000,
-};
+/// The groups the caller may see; pages are remembered (`page_cache`), since every client
+/// starts with this list.
+struct Groups;
+
+impl Listed for Groups {
+    type Row = GroupRow;
+    const SPEC: CollectionSpec = spec(&groups::ATTRIBUTES, &groups::SORTABLE);
+    const CACHED_AS: Option<&'static str> = Some("group");
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<GroupRow>, ApiError> {
+        Ok(groups::list(&state.db, args).await?)
+    }
+
+    async fn render(&self, _: &AppState, rows: &[GroupRow], selection: &Selection) -> Rendered {
+        Ok(rows.iter().map(|row| render(row, selection)).collect())
+    }
+}
 
 /// The routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -45,41 +51,6 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-/// The human-readable label of a group type code.
-pub fn type_label(code: &str) -> &'static str {
-    GROUP_TYPES
-        .iter()
-        .find(|(c, _)| *c == code)
-        .map_or("Unknown", |(_, l)| l)
-}
-
-/// A group record with every field of the specification, in its order.
-pub fn group_fields(row: &GroupRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id".into(), json!(row.id_group));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("label".into(), json!(row.label));
-    map.insert("type".into(), json!(row.r#type));
-    map.insert("type_label".into(), json!(type_label(&row.r#type)));
-    map.insert("subtype".into(), json!(row.subtype));
-    map.insert("id_country".into(), json!(row.id_country));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("deleted_at".into(), json!(row.deleted_at));
-    map
-}
-
-/// The item `_links` of a group: relative paths (specification, Group).
-pub fn group_links(id: &str) -> Value {
-    let filter = format!("filter%5Bid_group%5D={id}");
-    json!({
-        "self": {"href": format!("/api/v2/group/{id}")},
-        "index": {"href": "/api/v2/group/index"},
-        "data": {"href": format!("/api/v2/data?{filter}")},
-        "downsampled_data": {"href": format!("/api/v2/data-downsampled?{filter}")},
-        "raw_data": {"href": format!("/api/v2/data/index?{filter}")},
-    })
-}
-
 fn render(row: &GroupRow, selection: &Selection) -> Value {
     selection.render(group_fields(row), Vec::new(), Some(group_links(&row.id_group)))
 }
@@ -88,58 +59,15 @@ fn render(row: &GroupRow, selection: &Selection) -> Value {
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of Group records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn index(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let query = raw.parse(&SPEC)?;
-    let key = PageCache::key("group", &caller, raw.query_bytes(), &raw.body_text());
-    let cached = match key.as_deref().and_then(|key| state.pages.get(key)) {
-        Some(hit) => hit,
-        // HEAD counts only (no rows fetched), and a page without rows is not remembered.
-        None if raw.head => {
-            let listing = groups::list(&state.db, raw.list_args(&caller, &query)).await?;
-            Arc::new(CachedPage {
-                page: listing.page,
-                items: items_json(&[]),
-            })
-        }
-        None => {
-            let version = state.pages.version();
-            let listing = groups::list(
-                &state.db,
-                ListArgs {
-                    count_only: false,
-                    ..raw.list_args(&caller, &query)
-                },
-            )
-            .await?;
-            let selection = Selection::of(&query);
-            let items: Vec<Value> = listing.items.iter().map(|row| render(row, &selection)).collect();
-            let page = Arc::new(CachedPage {
-                page: listing.page,
-                items: items_json(&items),
-            });
-            if let Some(key) = key {
-                state.pages.put(key, version, page.clone());
-            }
-            page
-        }
-    };
-    Ok(CollectionPage::new(&raw, &query, cached.page, cached.items.clone()).with("expand", json!([])))
+pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Groups).await
 }
 
 #[utoipa::path(get, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
     responses((status = 200, description = "A Group record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
-pub async fn view(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Result<Json, ApiError> {
-    let group = access::group(&state, &caller, &id, Role::Viewer).await?;
-    Ok(axum::Json(render(&group, &Selection::from_query(query.as_deref()))))
+pub async fn view(one: OneRecord) -> Result<Json, ApiError> {
+    let group = access::group(&one.state, &one.caller, &one.id, Role::Viewer).await?;
+    Ok(axum::Json(render(&group, &one.selection)))
 }
 
 /// A JSON answer with status 200.
@@ -147,45 +75,22 @@ type Json = axum::Json<Value>;
 
 #[utoipa::path(post, path = "/api/v2/group", tag = "groups", request_body(content = Object, description = "{label, type?, subtype?}"),
     responses((status = 201, description = "The created Group, with a Location header"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
-pub async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    origin: Origin,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let row = service::create(&state, &caller, &json_object(&body)?).await?;
-    let location = origin.url(&format!("/api/v2/group/{}", row.id_group));
-    let selection = Selection::from_query(query.as_deref());
-    Ok((
-        StatusCode::CREATED,
-        [(LOCATION, location)],
-        axum::Json(render(&row, &selection)),
-    )
-        .into_response())
+pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
+    let row = service::create(&new.state, &new.caller, &new.input).await?;
+    Ok(new.created(&format!("/api/v2/group/{}", row.id_group), render(&row, &new.selection)))
 }
 
 #[utoipa::path(patch, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)), request_body(content = Object, description = "{label?, type?, subtype?, id_country?}"),
     responses((status = 200, description = "The updated Group"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
-pub async fn update(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Result<Json, ApiError> {
-    let row = service::update(&state, &caller, &id, &json_object(&body)?).await?;
-    Ok(axum::Json(render(&row, &Selection::from_query(query.as_deref()))))
+pub async fn update(one: OneRecord, Input(input): Input) -> Result<Json, ApiError> {
+    let row = service::update(&one.state, &one.caller, &one.id, &input).await?;
+    Ok(axum::Json(render(&row, &one.selection)))
 }
 
 #[utoipa::path(delete, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted (deleted_at set)"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found")), security(("bearer" = [])))]
-pub async fn remove(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    service::delete(&state, &caller, &id).await?;
+pub async fn remove(one: OneRecord) -> Result<StatusCode, ApiError> {
+    service::delete(&one.state, &one.caller, &one.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -196,9 +101,9 @@ pub async fn put_member(
     State(state): State<AppState>,
     caller: Caller,
     Path((id, id_user)): Path<(String, String)>,
-    body: Bytes,
+    Input(input): Input,
 ) -> Result<Json, ApiError> {
-    let role = memberships::put(&state, &caller, &id, &id_user, &json_object(&body)?).await?;
+    let role = memberships::put(&state, &caller, &id, &id_user, &input).await?;
     Ok(axum::Json(json!({"id_group": id, "id_user": id_user, "role": role})))
 }
 

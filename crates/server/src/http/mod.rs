@@ -17,8 +17,8 @@ pub mod limits;
 pub mod listener;
 pub mod oauth;
 pub mod openapi;
-pub mod origin;
 pub mod rate_limit;
+pub mod record;
 pub mod request_log;
 pub mod retention;
 pub mod sessions;
@@ -45,38 +45,20 @@ use crate::state::AppState;
 /// The error-body layer sits outside the router because axum adds the `Allow` header of a 405
 /// after the route's own layers have run. The request id is settled before anything else runs
 /// (a usable client id kept, otherwise a UUID) and answered on every response, errors included.
-pub fn app(state: AppState) -> Router {
+pub fn app(state: AppState, pages: Router<AppState>) -> Router {
     Router::new()
-        .fallback_service(router(state))
+        .fallback_service(router(state, pages))
         .layer(middleware::map_response(json_errors))
         .layer(PropagateRequestIdLayer::new(request_log::X_REQUEST_ID))
         .layer(SetRequestIdLayer::new(request_log::X_REQUEST_ID, MakeRequestUuid))
         .layer(middleware::map_request(request_log::drop_unusable_id))
 }
 
-/// The headers of every page a browser shows (the dashboard, the API reference): its content
-/// security policy `csp` (unless a handler set its own), no framing, no content sniffing.
-pub fn browser_pages<S: Clone + Send + Sync + 'static>(routes: Router<S>, csp: &'static str) -> Router<S> {
-    use axum::http::header::{CONTENT_SECURITY_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS};
-    use tower_http::set_header::SetResponseHeaderLayer;
-    routes
-        .layer(SetResponseHeaderLayer::if_not_present(
-            CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(csp),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            X_FRAME_OPTIONS,
-            HeaderValue::from_static("DENY"),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ))
-}
-
 /// The router with every route and the layers that apply per route; the outermost logs each
-/// request once, with its matched route.
-pub fn router(state: AppState) -> Router {
+/// request once, with its matched route. `pages` are the routes of the other front end (the
+/// dashboard), served behind the same layers; the crate root decides what they are, so that
+/// neither front end depends on the other.
+pub fn router(state: AppState, pages: Router<AppState>) -> Router {
     let limit = state.settings.max_body_bytes;
     Router::new()
         .merge(oauth::router())
@@ -94,7 +76,7 @@ pub fn router(state: AppState) -> Router {
         .merge(openapi::router())
         .merge(api_docs::router())
         .merge(webhooks::router())
-        .merge(crate::dashboard::router())
+        .merge(pages)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), rate_limit::per_account))

@@ -3,32 +3,22 @@
 //! docs/api.md, "Data sessions" gives the CSV layout).
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
-use devicecloud_query::{CollectionQuery, CollectionSpec};
+use devicecloud_query::CollectionSpec;
 use devicecloud_store::session_collection::{self as store, SessionRow, SessionSeries};
-use devicecloud_store::{Db, accounts, device_collection, groups};
+use devicecloud_store::{Db, ListArgs, Listing, accounts, device_collection, groups};
 use serde_json::{Map, Value, json};
 
-use super::collection::{CollectionPage, RawCollection, Selection};
+use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Rendered, Selection, each, spec};
 use super::device_collection::render_devices;
-use super::groups::{group_fields, group_links};
-use crate::auth::{Caller, Role};
+use super::record::OneRecord;
+use crate::auth::Role;
 use crate::error::ApiError;
+use crate::render::{csv_response, group_fields, group_links, session_fields, session_links};
 use crate::service::access;
-use crate::service::sessions::{self, SessionCsv};
+use crate::service::sessions;
 use crate::state::AppState;
-
-/// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
-const SPEC: CollectionSpec = CollectionSpec {
-    attributes: &store::ATTRIBUTES,
-    sortable: store::SORTABLE,
-    default_per_page: 20,
-    max_per_page: 1000,
-};
 
 /// The expand options, in declaration order (specification, Data Session).
 pub const EXPANDS: [&str; 9] = [
@@ -45,8 +35,7 @@ pub const EXPANDS: [&str; 9] = [
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/v2/data-session", get(index))
-        .route("/api/v2/data-session/index", get(index))
+        .collection("/api/v2/data-session", get(index))
         .route("/api/v2/data-session/{id}", get(view))
         .route("/api/v2/data-session/{id}/download-csv", get(download_csv))
 }
@@ -63,68 +52,41 @@ fn labels() -> Value {
     })
 }
 
-/// A session record with every field of the specification, in its order.
-///
-/// `isIngestionFinished`: a session is closed by the power-off message, which its gateway's
-/// connection handles only after every earlier measurement message is committed; so once
-/// `end` is set nothing of the session is still queued.
-pub fn session_fields(row: &SessionRow) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("id_data_session".into(), json!(row.id_data_session));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("id_person".into(), json!(row.id_person));
-    map.insert("label".into(), json!(row.label));
-    map.insert("start".into(), json!(row.start));
-    map.insert("end".into(), json!(row.end));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("created_by".into(), json!(row.created_by));
-    map.insert("updated_at".into(), json!(row.updated_at));
-    map.insert("updated_by".into(), json!(row.updated_by));
-    map.insert("archived_at".into(), json!(row.archived_at));
-    map.insert("datapoint_count".into(), json!(row.datapoint_count));
-    map.insert("isIngestionFinished".into(), json!(row.end.is_some()));
-    map.insert("isArchived".into(), json!(row.archived_at.is_some()));
-    map
-}
+/// The data sessions of the caller's groups.
+struct Sessions;
 
-fn session_links(id: &str) -> Value {
-    json!({
-        "self": {"href": format!("/api/v2/data-session/{id}")},
-        "index": {"href": "/api/v2/data-session"},
-    })
+impl Listed for Sessions {
+    type Row = SessionRow;
+    /// Default page size 20 (specification Limits), largest 1000 (docs/api.md, "Reading").
+    const SPEC: CollectionSpec = spec(&store::ATTRIBUTES, store::SORTABLE);
+    const EXPANDS: &'static [&'static str] = &EXPANDS;
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<SessionRow>, ApiError> {
+        Ok(store::list(&state.db, args).await?)
+    }
+
+    async fn render(&self, state: &AppState, rows: &[SessionRow], selection: &Selection) -> Rendered {
+        each(rows, |row| render(state, row, selection)).await
+    }
+
+    fn extra(&self) -> Vec<(&'static str, Value)> {
+        vec![("labels", labels())]
+    }
 }
 
 #[utoipa::path(get, path = "/api/v2/data-session", tag = "data sessions",
     params(("sort" = Option<String>, Query, description = "for example -start"), ("expand" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
     responses((status = 200, description = "Collection envelope of Data Session records with expand and labels"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn index(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let list = async |query: &CollectionQuery| Ok(store::list(&state.db, raw.list_args(&caller, query)).await?);
-    let render = async |rows: &[SessionRow], selection: &Selection| {
-        let mut items = Vec::with_capacity(rows.len());
-        for row in rows {
-            items.push(render(&state, row, selection).await?);
-        }
-        Ok(items)
-    };
-    Ok(raw.page(&SPEC, &EXPANDS, list, render).await?.with("labels", labels()))
+pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Sessions).await
 }
 
 #[utoipa::path(get, path = "/api/v2/data-session/{id}", tag = "data sessions", params(("id" = String, Path)),
     responses((status = 200, description = "A Data Session record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
-pub async fn view(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Result<axum::Json<Value>, ApiError> {
-    let session = access::session(&state, &caller, &id, Role::Viewer).await?;
-    let selection = Selection::from_query(query.as_deref());
-    Ok(axum::Json(render(&state, &session, &selection).await?))
+pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
+    let session = access::session(&one.state, &one.caller, &one.id, Role::Viewer).await?;
+    Ok(axum::Json(render(&one.state, &session, &one.selection).await?))
 }
 
 async fn render(state: &AppState, row: &SessionRow, selection: &Selection) -> Result<Value, ApiError> {
@@ -240,23 +202,6 @@ async fn relation(
 #[utoipa::path(get, path = "/api/v2/data-session/{id}/download-csv", tag = "data sessions", params(("id" = String, Path)),
     responses((status = 200, description = "text/csv: timestamp,microseconds,source_device,serial_hardware,datatype,value; one line per raw point, time ascending", content_type = "text/csv"), (status = 404, description = "Not found or not visible")),
     security(("bearer" = [])))]
-pub async fn download_csv(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    Ok(csv_response(sessions::csv(&state, &caller, &id).await?))
-}
-
-/// The CSV download as an HTTP answer: streamed, with its file name.
-pub fn csv_response(csv: SessionCsv) -> Response {
-    let filename = format!("data-session-{}.csv", csv.id_data_session);
-    (
-        [
-            (CONTENT_TYPE, "text/csv; charset=UTF-8".to_string()),
-            (CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
-        ],
-        Body::from_stream(csv.lines),
-    )
-        .into_response()
+pub async fn download_csv(one: OneRecord) -> Result<Response, ApiError> {
+    Ok(csv_response(sessions::csv(&one.state, &one.caller, &one.id).await?))
 }

@@ -4,43 +4,48 @@
 //! password. Records never carry the password hash: the store does not even select it.
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
-use axum::http::header::LOCATION;
-use axum::response::{IntoResponse, Response};
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
 use axum::routing::get;
-use devicecloud_query::{CollectionQuery, CollectionSpec};
+use devicecloud_query::CollectionSpec;
 use devicecloud_store::accounts::{self, UserRow};
-use serde_json::{Map, Value};
+use devicecloud_store::{ListArgs, Listing};
+use serde_json::Value;
 
-use super::body::json_object;
-use super::collection::{CollectionPage, RawCollection, Selection, record_fields};
-use super::origin::Origin;
+use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
+use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::origin::Origin;
+use crate::render::user_fields;
 use crate::service::accounts as service;
 use crate::state::AppState;
 
-/// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints).
-const SPEC: CollectionSpec = CollectionSpec {
-    attributes: &accounts::ATTRIBUTES,
-    sortable: &accounts::SORTABLE,
-    default_per_page: 20,
-    max_per_page: 1000,
-};
+/// Every account, for administrators.
+struct Users;
+
+impl Listed for Users {
+    type Row = UserRow;
+    const SPEC: CollectionSpec = spec(&accounts::ATTRIBUTES, &accounts::SORTABLE);
+
+    fn allowed(&self, caller: &Caller) -> Result<(), ApiError> {
+        caller.require_admin()
+    }
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<UserRow>, ApiError> {
+        Ok(accounts::page(&state.db, &args).await?)
+    }
+
+    async fn render(&self, _: &AppState, rows: &[UserRow], selection: &Selection) -> Rendered {
+        Ok(selection.plain(rows, user_fields))
+    }
+}
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v2/user", get(index).post(create))
         .route("/api/v2/user/me", get(view_me).patch(update_me))
         .route("/api/v2/user/{id}", get(view).patch(update))
-}
-
-/// An account record: `{id_user, username, is_admin, disabled, created_at}`, as [`UserRow`]
-/// serialises.
-pub fn user_fields(row: &UserRow) -> Map<String, Value> {
-    record_fields(row)
 }
 
 fn record(row: &UserRow) -> axum::Json<Value> {
@@ -51,84 +56,65 @@ fn record(row: &UserRow) -> axum::Json<Value> {
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of User records {id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Invalid credentials, or not an administrator"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn index(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    caller.require_admin()?;
-    let list = async |query: &CollectionQuery| {
-        Ok(accounts::page(
-            &state.db,
-            query.filter.as_ref(),
-            query.sort.as_ref(),
-            query.page,
-            raw.head,
-        )
-        .await?)
-    };
-    let render = async |rows: &[UserRow], selection: &Selection| {
-        Ok(rows
-            .iter()
-            .map(|row| selection.render(user_fields(row), Vec::new(), None))
-            .collect())
-    };
-    raw.page(&SPEC, &[], list, render).await
+pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Users).await
 }
 
 #[utoipa::path(post, path = "/api/v2/user", tag = "accounts", request_body(content = Object, description = "{username, password, is_admin?}"),
     responses((status = 201, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid or taken username, short password")), security(("bearer" = [])))]
-pub async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    origin: Origin,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let row = service::create(&state, &caller, &json_object(&body)?).await?;
-    Ok((
-        StatusCode::CREATED,
-        [(LOCATION, origin.url(&format!("/api/v2/user/{}", row.id_user)))],
-        record(&row),
-    )
-        .into_response())
+pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
+    let row = service::create(&new.state, &new.caller, &new.input).await?;
+    Ok(new.created(
+        &format!("/api/v2/user/{}", row.id_user),
+        Value::Object(user_fields(&row)),
+    ))
 }
 
 #[utoipa::path(get, path = "/api/v2/user/{id}", tag = "accounts", params(("id" = String, Path), ("fields" = Option<String>, Query)),
     responses((status = 200, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
-pub async fn view(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Result<axum::Json<Value>, ApiError> {
-    let visible = caller.is_admin || caller.id_user == id;
-    let row = accounts::get(&state.db, &id)
-        .await?
-        .filter(|_| visible)
-        .ok_or_else(|| ApiError::not_found("User", &id))?;
-    let selection = Selection::from_query(query.as_deref());
-    Ok(axum::Json(selection.render(user_fields(&row), Vec::new(), None)))
+pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
+    account(&one.state, &one.caller, &one.id, &one.selection).await
 }
 
 #[utoipa::path(get, path = "/api/v2/user/me", tag = "accounts",
     responses((status = 200, description = "The caller's own record {id_user, username, is_admin, disabled, created_at}")), security(("bearer" = [])))]
-pub async fn view_me(state: State<AppState>, caller: Caller, query: RawQuery) -> Result<axum::Json<Value>, ApiError> {
-    let id = caller.id_user.clone();
-    view(state, caller, Path(id), query).await
+pub async fn view_me(
+    State(state): State<AppState>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<axum::Json<Value>, ApiError> {
+    account(
+        &state,
+        &caller,
+        &caller.id_user,
+        &Selection::from_query(query.as_deref()),
+    )
+    .await
+}
+
+/// The account `id` as `caller` may read it: administrators any, a user their own.
+async fn account(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    selection: &Selection,
+) -> Result<axum::Json<Value>, ApiError> {
+    let visible = caller.is_admin || caller.id_user == id;
+    let row = accounts::get(&state.db, id)
+        .await?
+        .filter(|_| visible)
+        .ok_or_else(|| ApiError::not_found("User", id))?;
+    Ok(axum::Json(selection.render(user_fields(&row), Vec::new(), None)))
 }
 
 #[utoipa::path(patch, path = "/api/v2/user/{id}", tag = "accounts", params(("id" = String, Path)),
     request_body(content = Object, description = "Any of {password (8 characters or more), is_admin, disabled}. A new password or disabled: true ends every token and dashboard session of the account"),
     responses((status = 200, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields, or an administrator disabling or demoting themselves")),
     security(("bearer" = [])))]
-pub async fn update(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<axum::Json<Value>, ApiError> {
-    let row = service::update(&state, &caller, &id, &json_object(&body)?).await?;
-    Ok(record(&row))
+pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Value>, ApiError> {
+    Ok(record(
+        &service::update(&one.state, &one.caller, &one.id, &input).await?,
+    ))
 }
 
 #[utoipa::path(patch, path = "/api/v2/user/me", tag = "accounts",
@@ -139,8 +125,8 @@ pub async fn update_me(
     State(state): State<AppState>,
     caller: Caller,
     origin: Origin,
-    body: Bytes,
+    Input(input): Input,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let row = service::change_own_password(&state, &caller, &json_object(&body)?, origin.client).await?;
+    let row = service::change_own_password(&state, &caller, &input, origin.client).await?;
     Ok(record(&row))
 }

@@ -4,42 +4,26 @@
 //! them (docs/api.md, "Rights").
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{StatusCode, header::LOCATION};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
-use devicecloud_query::{CollectionQuery, CollectionSpec};
+use devicecloud_query::CollectionSpec;
 use devicecloud_store::webhooks::{self, AttemptRow, WebhookRow};
+use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 use utoipa::openapi::Object;
 
-use super::body::json_object;
-use super::collection::{CollectionPage, RawCollection, Selection, items_json, record_fields};
-use super::origin::Origin;
+use super::collection::{CollectionGet, CollectionPage, Listed, RawCollection, Rendered, Selection, each, spec};
+use super::record::{Input, NewRecord, OneRecord};
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::render::{record_fields, webhook_fields};
 use crate::service::access;
 use crate::service::webhooks as service;
 use crate::state::AppState;
 use crate::webhooks::format::FORMATTERS;
-use crate::webhooks::vault::{self, Vault};
-
-/// Page sizes: docs/api.md, "Reading" (largest 1000 outside the data endpoints).
-const SPEC: CollectionSpec = CollectionSpec {
-    attributes: &webhooks::ATTRIBUTES,
-    sortable: &webhooks::SORTABLE,
-    default_per_page: 20,
-    max_per_page: 1000,
-};
-
-const ATTEMPT_SPEC: CollectionSpec = CollectionSpec {
-    attributes: &webhooks::ATTEMPT_ATTRIBUTES,
-    sortable: &webhooks::ATTEMPT_SORTABLE,
-    default_per_page: 20,
-    max_per_page: 1000,
-};
 
 /// The routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -48,51 +32,6 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/webhook/{id}", get(view).patch(update).delete(remove))
         .route("/api/v2/webhook/{id}/attempt", get(attempts))
         .route("/api/v2/webhook-formatter", get(formatters))
-}
-
-/// The `authorization` value as shown: its scheme, and the last four characters of a long
-/// credential, never the whole (docs/api.md, "Webhooks").
-pub fn mask(authorization: &str) -> String {
-    let (scheme, credential) = match authorization.split_once(' ') {
-        Some((scheme, rest)) if scheme.len() <= 20 => (Some(scheme), rest),
-        _ => (None, authorization),
-    };
-    let chars: Vec<char> = credential.chars().collect();
-    let tail: String = if chars.len() >= 16 {
-        chars[chars.len() - 4..].iter().collect()
-    } else {
-        String::new()
-    };
-    match scheme {
-        Some(scheme) => format!("{scheme} ****{tail}"),
-        None => format!("****{tail}"),
-    }
-}
-
-/// A webhook record: every stored field except the secret, the authorization opened from its
-/// sealed form and masked (one that cannot be opened, under another key, shows as `****`).
-pub fn webhook_fields(row: &WebhookRow, vault: &Vault) -> Map<String, Value> {
-    let authorization = row.authorization_header.as_deref().map(|stored| {
-        vault
-            .open(vault::AUTHORIZATION, stored)
-            .map_or_else(|_| "****".to_string(), |clear| mask(&clear))
-    });
-    let mut map = Map::new();
-    map.insert("id".into(), json!(row.id_webhook));
-    map.insert("id_webhook".into(), json!(row.id_webhook));
-    map.insert("id_group".into(), json!(row.id_group));
-    map.insert("label".into(), json!(row.label));
-    map.insert("forwarding_type".into(), json!(row.forwarding_type));
-    map.insert("formatter".into(), json!(row.formatter));
-    map.insert("url".into(), json!(row.url));
-    map.insert("authorization".into(), json!(authorization));
-    map.insert("is_active".into(), json!(row.is_active));
-    map.insert("disabled_reason".into(), json!(row.disabled_reason));
-    map.insert("disabled_at".into(), json!(row.disabled_at));
-    map.insert("created_at".into(), json!(row.created_at));
-    map.insert("updated_at".into(), json!(row.updated_at));
-    map.insert("created_by".into(), json!(row.created_by));
-    map
 }
 
 /// A Webhook record as the OpenAPI document describes it (the handlers build it as a map, so
@@ -149,86 +88,83 @@ async fn render(state: &AppState, row: &WebhookRow, selection: &Selection) -> Re
     Ok(selection.render(webhook_fields(row, &state.webhooks.vault), expanded, Some(links)))
 }
 
+/// The webhooks of the caller's groups.
+struct Webhooks;
+
+impl Listed for Webhooks {
+    type Row = WebhookRow;
+    const SPEC: CollectionSpec = spec(&webhooks::ATTRIBUTES, &webhooks::SORTABLE);
+    const EXPANDS: &'static [&'static str] = &EXPANDS;
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<WebhookRow>, ApiError> {
+        Ok(webhooks::list(&state.db, args).await?)
+    }
+
+    async fn render(&self, state: &AppState, rows: &[WebhookRow], selection: &Selection) -> Rendered {
+        each(rows, |row| render(state, row, selection)).await
+    }
+}
+
+/// The delivery attempts of one webhook, the caller's to see.
+struct Attempts {
+    id_webhook: String,
+}
+
+impl Listed for Attempts {
+    type Row = AttemptRow;
+    const SPEC: CollectionSpec = spec(&webhooks::ATTEMPT_ATTRIBUTES, &webhooks::ATTEMPT_SORTABLE);
+
+    async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<AttemptRow>, ApiError> {
+        Ok(webhooks::attempts(&state.db, &self.id_webhook, args).await?)
+    }
+
+    async fn render(&self, _: &AppState, rows: &[AttemptRow], selection: &Selection) -> Rendered {
+        Ok(selection.plain(rows, record_fields))
+    }
+}
+
 #[utoipa::path(get, path = "/api/v2/webhook", tag = "webhooks",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of Webhook records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
-pub async fn index(
-    State(state): State<AppState>,
-    caller: Caller,
-    raw: RawCollection,
-) -> Result<CollectionPage, ApiError> {
-    let list = async |query: &CollectionQuery| Ok(webhooks::list(&state.db, raw.list_args(&caller, query)).await?);
-    let render = async |rows: &[WebhookRow], selection: &Selection| {
-        let mut items = Vec::with_capacity(rows.len());
-        for row in rows {
-            items.push(render(&state, row, selection).await?);
-        }
-        Ok(items)
-    };
-    raw.page(&SPEC, &EXPANDS, list, render).await
+pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Webhooks).await
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 200, description = "A Webhook record", body = Webhook), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
-pub async fn view(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Result<axum::Json<Value>, ApiError> {
-    let row = access::webhook(&state, &caller, &id, Role::Viewer).await?;
-    Ok(axum::Json(
-        render(&state, &row, &Selection::from_query(query.as_deref())).await?,
-    ))
+pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
+    let row = access::webhook(&one.state, &one.caller, &one.id, Role::Viewer).await?;
+    Ok(axum::Json(render(&one.state, &row, &one.selection).await?))
 }
 
 #[utoipa::path(post, path = "/api/v2/webhook", tag = "webhooks",
     request_body(content = Object, description = "{label, id_group, forwarding_type: measurements|events, formatter, url, authorization?, is_active?}"),
     responses((status = 201, description = "The Webhook with its secret (shown this once) and a Location header", body = Webhook), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, a URL that does not resolve to public addresses only, a group the caller cannot see, or a group with webhooks_per_group webhooks already")),
     security(("bearer" = [])))]
-pub async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    origin: Origin,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let created = service::create(&state, &caller, &json_object(&body)?).await?;
-    let mut record = render(&state, &created.row, &Selection::default()).await?;
+pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
+    let made = service::create(&new.state, &new.caller, &new.input).await?;
+    let mut record = render(&new.state, &made.row, &Selection::default()).await?;
     if let Value::Object(map) = &mut record {
-        map.insert("secret".into(), json!(created.secret));
+        map.insert("secret".into(), json!(made.secret));
     }
-    let location = origin.url(&format!("/api/v2/webhook/{}", created.row.id_webhook));
-    Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
+    Ok(new.created(&format!("/api/v2/webhook/{}", made.row.id_webhook), record))
 }
 
 #[utoipa::path(patch, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
     request_body(content = Object, description = "{label?, formatter?, url?, authorization?, is_active?}"),
     responses((status = 200, description = "The updated Webhook (activating an inactive one clears disabled_reason and disabled_at and drops what it had queued)", body = Webhook), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields, or a URL that does not resolve to public addresses only")),
     security(("bearer" = [])))]
-pub async fn update(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Result<axum::Json<Value>, ApiError> {
-    let input = json_object(&body)?;
-    let row = service::update(&state, &caller, &id, &input).await?;
-    Ok(axum::Json(
-        render(&state, &row, &Selection::from_query(query.as_deref())).await?,
-    ))
+pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Value>, ApiError> {
+    let row = service::update(&one.state, &one.caller, &one.id, &input).await?;
+    Ok(axum::Json(render(&one.state, &row, &one.selection).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted with its queue and attempts"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found")),
     security(("bearer" = [])))]
-pub async fn remove(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    service::delete(&state, &caller, &id).await?;
+pub async fn remove(one: OneRecord) -> Result<StatusCode, ApiError> {
+    service::delete(&one.state, &one.caller, &one.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -242,55 +178,23 @@ pub async fn attempts(
     raw: RawCollection,
 ) -> Result<CollectionPage, ApiError> {
     access::webhook(&state, &caller, &id, Role::Viewer).await?;
-    let list = async |query: &CollectionQuery| {
-        let (filter, sort) = (query.filter.as_ref(), query.sort.as_ref());
-        Ok(webhooks::attempts(&state.db, &id, filter, sort, query.page, raw.head).await?)
-    };
-    let render = async |rows: &[AttemptRow], selection: &Selection| {
-        Ok(rows
-            .iter()
-            .map(|row| selection.render(record_fields(row), Vec::new(), None))
-            .collect())
-    };
-    raw.page(&ATTEMPT_SPEC, &[], list, render).await
+    let get = CollectionGet { state, caller, raw };
+    get.serve(&Attempts { id_webhook: id }).await
 }
 
 #[utoipa::path(get, path = "/api/v2/webhook-formatter", tag = "webhooks",
     responses((status = 200, description = "Collection of formatters: {name, description, content_type}")), security(("bearer" = [])))]
-pub async fn formatters(_caller: Caller, raw: RawCollection) -> Result<CollectionPage, ApiError> {
-    const NO_ATTRIBUTES: CollectionSpec = CollectionSpec {
-        attributes: &[],
-        sortable: &[],
-        default_per_page: 20,
-        max_per_page: 1000,
-    };
-    let query = raw.parse(&NO_ATTRIBUTES)?;
-    let page = query.page.resolve(FORMATTERS.len() as u64);
-    let selection = Selection::of(&query);
-    let items: Vec<Value> = FORMATTERS
+pub async fn formatters(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    let query = get.raw.parse(&spec(&[], &[]))?;
+    let records = FORMATTERS
         .iter()
-        .skip(usize::try_from(page.offset).unwrap_or(usize::MAX))
-        .take(usize::try_from(page.per_page).unwrap_or(usize::MAX))
         .map(|f| {
             let mut map = Map::new();
             map.insert("name".into(), json!(f.name));
             map.insert("description".into(), json!(f.description));
             map.insert("content_type".into(), json!(f.content_type));
-            selection.render(map, Vec::new(), None)
+            map
         })
         .collect();
-    Ok(CollectionPage::new(&raw, &query, page, items_json(&items)).with("expand", json!([])))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_keep_the_scheme_and_a_short_tail() {
-        assert_eq!(mask("Bearer abcdefghijklmnop1234"), "Bearer ****1234");
-        assert_eq!(mask("ApiKey short"), "ApiKey ****");
-        assert_eq!(mask("sekrit"), "****");
-        assert_eq!(mask("averyveryverylongtokenwithoutscheme"), "****heme");
-    }
+    Ok(get.raw.in_memory(&query, records))
 }

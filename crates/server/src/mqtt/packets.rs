@@ -48,22 +48,37 @@ pub enum Inbound {
     Other,
 }
 
+/// A CONNECT of either version: rmqtt-codec gives the two the same field names over types of
+/// their own, so one reading serves both.
+macro_rules! connect {
+    ($c:ident) => {
+        Inbound::Connect {
+            client_id: $c.client_id.to_string(),
+            username: $c.username.map(|u| u.to_string()),
+            password: $c.password,
+            keep_alive: $c.keep_alive,
+        }
+    };
+}
+
+/// A PUBLISH of either version, read as [`connect!`] reads a CONNECT.
+macro_rules! publish {
+    ($p:ident) => {
+        Inbound::Publish {
+            topic: GatewayTopic::parse(&$p.topic),
+            payload: $p.payload,
+            qos: $p.qos,
+            packet_id: $p.packet_id,
+        }
+    };
+}
+
 impl From<MqttPacket> for Inbound {
     fn from(packet: MqttPacket) -> Inbound {
         match packet {
             MqttPacket::V3(p) => match p {
-                v3::Packet::Connect(c) => Inbound::Connect {
-                    client_id: c.client_id.to_string(),
-                    username: c.username.map(|u| u.to_string()),
-                    password: c.password,
-                    keep_alive: c.keep_alive,
-                },
-                v3::Packet::Publish(p) => Inbound::Publish {
-                    topic: GatewayTopic::parse(&p.topic),
-                    payload: p.payload,
-                    qos: p.qos,
-                    packet_id: p.packet_id,
-                },
+                v3::Packet::Connect(c) => connect!(c),
+                v3::Packet::Publish(p) => publish!(p),
                 v3::Packet::Subscribe {
                     packet_id,
                     topic_filters,
@@ -83,18 +98,8 @@ impl From<MqttPacket> for Inbound {
                 _ => Inbound::Other,
             },
             MqttPacket::V5(p) => match p {
-                v5::Packet::Connect(c) => Inbound::Connect {
-                    client_id: c.client_id.to_string(),
-                    username: c.username.map(|u| u.to_string()),
-                    password: c.password,
-                    keep_alive: c.keep_alive,
-                },
-                v5::Packet::Publish(p) => Inbound::Publish {
-                    topic: GatewayTopic::parse(&p.topic),
-                    payload: p.payload,
-                    qos: p.qos,
-                    packet_id: p.packet_id,
-                },
+                v5::Packet::Connect(c) => connect!(c),
+                v5::Packet::Publish(p) => publish!(p),
                 v5::Packet::Subscribe(s) => Inbound::Subscribe {
                     packet_id: s.packet_id,
                     filters: s

@@ -7,7 +7,7 @@ use devicecloud_store::groups::{self, GroupRow};
 use devicecloud_store::session_collection::{self, SessionRow};
 use devicecloud_store::webhooks::{self, WebhookRow};
 
-use super::ServiceError;
+use super::{Result, ServiceError};
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
 
@@ -38,7 +38,7 @@ async fn owned<T>(
     record: Option<T>,
     id_group: impl Fn(&T) -> &str,
     need: Role,
-) -> Result<T, ServiceError> {
+) -> Result<T> {
     let record = record.ok_or_else(|| ServiceError::not_found(what, id))?;
     match group_with_role(state, caller, id_group(&record), need).await {
         Ok(_) => Ok(record),
@@ -48,7 +48,7 @@ async fn owned<T>(
 }
 
 /// The group `id` as the caller may act on it with `need`.
-pub async fn group(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<GroupRow, ServiceError> {
+pub async fn group(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<GroupRow> {
     group_with_role(state, caller, id, need)
         .await
         .map_err(|e| e.unwrap_or_else(|| ServiceError::not_found("Group", id)))
@@ -56,7 +56,7 @@ pub async fn group(state: &AppState, caller: &Caller, id: &str, need: Role) -> R
 
 /// Every group of `ids` as the caller may act on it with `need`, in one query: the first that
 /// is absent or invisible is "not found", a role too low anywhere is "not allowed".
-pub async fn groups(state: &AppState, caller: &Caller, ids: &[String], need: Role) -> Result<(), ServiceError> {
+pub async fn groups(state: &AppState, caller: &Caller, ids: &[String], need: Role) -> Result<()> {
     let rows = groups::get_many(&state.db, ids).await?;
     for id in ids {
         let role = rows.iter().find(|g| g.id_group == *id).and_then(|g| caller.role_in(g));
@@ -70,19 +70,19 @@ pub async fn groups(state: &AppState, caller: &Caller, ids: &[String], need: Rol
 }
 
 /// The device `id` as the caller may act on it with `need`.
-pub async fn device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow, ServiceError> {
+pub async fn device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow> {
     let row = devices::get(&state.db, id).await?;
     owned(state, caller, ("Physical device", id), row, |d| &d.id_group, need).await
 }
 
 /// The data session `id` as the caller may act on it with `need`.
-pub async fn session(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<SessionRow, ServiceError> {
+pub async fn session(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<SessionRow> {
     let row = session_collection::get(&state.db, id).await?;
     owned(state, caller, ("Data session", id), row, |s| &s.id_group, need).await
 }
 
 /// The webhook `id` as the caller may act on it with `need`.
-pub async fn webhook(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<WebhookRow, ServiceError> {
+pub async fn webhook(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<WebhookRow> {
     let row = webhooks::get(&state.db, id).await?;
     owned(state, caller, ("Webhook", id), row, |w| &w.id_group, need).await
 }
@@ -90,12 +90,7 @@ pub async fn webhook(state: &AppState, caller: &Caller, id: &str, need: Role) ->
 /// The group `id_group` named in an operation's input (a new device's, a new webhook's): a
 /// group the caller cannot see is a field error on `id_group`, not a 404 (docs/api.md,
 /// "Management endpoints").
-pub async fn input_group(
-    state: &AppState,
-    caller: &Caller,
-    id_group: &str,
-    need: Role,
-) -> Result<GroupRow, ServiceError> {
+pub async fn input_group(state: &AppState, caller: &Caller, id_group: &str, need: Role) -> Result<GroupRow> {
     group_with_role(state, caller, id_group, need)
         .await
         .map_err(|e| e.unwrap_or_else(|| ServiceError::invalid("id_group", "Group not found.")))

@@ -8,11 +8,10 @@ use std::net::IpAddr;
 
 use devicecloud_store::accounts::{self, AccountChanges, UserRow};
 use devicecloud_store::unix_now;
-use serde_json::{Map, Value};
 
-use super::ServiceError;
 use super::sign_in;
 use super::validate::Fields;
+use super::{Input, Result, ServiceError};
 use crate::auth::Caller;
 use crate::auth::login_limit::SignInKey;
 use crate::auth::secrets::hash_password;
@@ -25,7 +24,7 @@ const PASSWORD_MAX: usize = 1024;
 
 /// Creates an account from `{username, password, is_admin?}`: administrators only; the password
 /// has at least 8 characters and is stored as an argon2id hash.
-pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value>) -> Result<UserRow, ServiceError> {
+pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<UserRow> {
     if !caller.is_admin {
         return Err(ServiceError::NotAllowed);
     }
@@ -42,12 +41,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value
 /// Changes account `id` from any of `{password, is_admin, disabled}`: administrators only (a
 /// normal user's own record answers 401, anyone else's 404). An administrator cannot disable
 /// their own account nor take their own rights, so that one administrator always remains.
-pub async fn update(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-    input: &Map<String, Value>,
-) -> Result<UserRow, ServiceError> {
+pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) -> Result<UserRow> {
     if !caller.is_admin {
         return Err(if caller.id_user == id {
             ServiceError::NotAllowed
@@ -83,12 +77,7 @@ pub async fn update(
 /// Changes the caller's own password from `{current_password, password}`. A wrong current
 /// password is a 422 on `current_password` and counts as a failed sign-in of the caller's
 /// username from `client`, so a stolen token cannot be used to guess the password.
-pub async fn change_own_password(
-    state: &AppState,
-    caller: &Caller,
-    input: &Map<String, Value>,
-    client: IpAddr,
-) -> Result<UserRow, ServiceError> {
+pub async fn change_own_password(state: &AppState, caller: &Caller, input: &Input, client: IpAddr) -> Result<UserRow> {
     let mut f = Fields::new(input);
     let current = f.string("current_password", true, PASSWORD_MAX);
     let password = password_field(&mut f, "password", true);
@@ -117,7 +106,7 @@ pub async fn change_own_password(
 /// Stores the changes and, for a new password or a disabled account, ends the account's tokens
 /// and sessions. The bearer cache forgets the account's tokens on every change, since a cached
 /// token also carries the administrator flag.
-async fn apply(state: &AppState, id: &str, changes: &AccountChanges<'_>) -> Result<UserRow, ServiceError> {
+async fn apply(state: &AppState, id: &str, changes: &AccountChanges<'_>) -> Result<UserRow> {
     let row = accounts::update(&state.db, id, changes)
         .await?
         .ok_or_else(|| ServiceError::not_found("User", id))?;
@@ -139,7 +128,7 @@ fn password_field(f: &mut Fields<'_>, field: &str, required: bool) -> Option<Str
 }
 
 /// The argon2id hash of a password, made off the async threads (tens of milliseconds of CPU).
-async fn hash_off_thread(password: String) -> Result<String, ServiceError> {
+async fn hash_off_thread(password: String) -> Result<String> {
     tokio::task::spawn_blocking(move || hash_password(&password))
         .await
         .map_err(|e| ServiceError::Internal(e.to_string()))?

@@ -6,9 +6,9 @@
 use devicecloud_protocol::{CommandMethod, CommandRequest, CommandResponse, ModuleKind, parse_modbus_writes};
 use devicecloud_store::devices::{self, DeviceRow};
 use devicecloud_store::{device_info, unix_now};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{ServiceError, access};
+use super::{Input, Result, ServiceError, access};
 use crate::auth::{Caller, Role};
 use crate::commands::{self, CommandRecord};
 use crate::state::AppState;
@@ -32,7 +32,7 @@ impl Target {
 }
 
 /// The device `id` as the caller may command it (operator at least).
-pub async fn target(state: &AppState, caller: &Caller, id: &str) -> Result<Target, ServiceError> {
+pub async fn target(state: &AppState, caller: &Caller, id: &str) -> Result<Target> {
     let device = access::device(state, caller, id, Role::Operator).await?;
     let gateway = match &device.id_parent {
         Some(parent) => devices::get(&state.db, parent)
@@ -46,7 +46,7 @@ pub async fn target(state: &AppState, caller: &Caller, id: &str) -> Result<Targe
 
 /// The Wi-Fi connect request from `{ssid, password?}`: a missing or empty `ssid`, or a
 /// `password` that is not a string, is refused.
-pub fn wifi_connect(input: &Map<String, Value>) -> Result<CommandRequest, ServiceError> {
+pub fn wifi_connect(input: &Input) -> Result<CommandRequest> {
     let ssid = match input.get("ssid") {
         Some(Value::String(ssid)) if !ssid.is_empty() => ssid,
         _ => {
@@ -64,13 +64,13 @@ pub fn wifi_connect(input: &Map<String, Value>) -> Result<CommandRequest, Servic
 }
 
 /// The Modbus write request from one `{datatype, value}` or an array of them.
-pub fn modbus_write(input: &Value) -> Result<CommandRequest, ServiceError> {
+pub fn modbus_write(input: &Value) -> Result<CommandRequest> {
     let writes = parse_modbus_writes(input).map_err(|message| ServiceError::BadInput(format!("{message}.")))?;
     Ok(CommandRequest::modbus_write(&writes))
 }
 
 /// The Z-wave exclusion request for the target's node.
-pub fn zwave_exclude(target: &Target) -> Result<CommandRequest, ServiceError> {
+pub fn zwave_exclude(target: &Target) -> Result<CommandRequest> {
     if !Target::is_zwave_node(&target.device) {
         return Err(ServiceError::BadInput(format!(
             "Physical device {} is not a Z-wave node behind a gateway.",
@@ -87,7 +87,7 @@ pub async fn run(
     caller: &Caller,
     target: &Target,
     request: CommandRequest,
-) -> Result<CommandResponse, ServiceError> {
+) -> Result<CommandResponse> {
     let method = request.method;
     let request_id = commands::request_id();
     let mut record = CommandRecord {

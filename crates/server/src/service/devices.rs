@@ -4,10 +4,9 @@
 
 use devicecloud_store::devices::{self, DeviceChanges, DeviceRow, NewGateway};
 use devicecloud_store::unix_now;
-use serde_json::{Map, Value};
 
 use super::validate::Fields;
-use super::{ServiceError, access};
+use super::{Input, Result, ServiceError, access};
 use crate::auth::secrets::{random_token, token_hash};
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
@@ -31,11 +30,7 @@ pub struct Provisioned {
 
 /// Provisions a gateway from `{id_group, serial_hardware, kind, label?,
 /// expected_offline_interval?}`: a manager of the group.
-pub async fn provision(
-    state: &AppState,
-    caller: &Caller,
-    input: &Map<String, Value>,
-) -> Result<Provisioned, ServiceError> {
+pub async fn provision(state: &AppState, caller: &Caller, input: &Input) -> Result<Provisioned> {
     let mut f = Fields::new(input);
     let id_group = f.string("id_group", true, 64).map(str::to_string);
     let serial = f.string("serial_hardware", true, 64).map(str::to_string);
@@ -76,12 +71,7 @@ pub async fn provision(
 
 /// Changes a device with `{label?, expected_offline_interval?, expected_live_status?}`; the
 /// changed expectation shows in `device_status` at once.
-pub async fn update(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-    input: &Map<String, Value>,
-) -> Result<DeviceRow, ServiceError> {
+pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) -> Result<DeviceRow> {
     access::device(state, caller, id, Role::Manager).await?;
     let mut f = Fields::new(input);
     let label = f.string("label", false, 255).map(str::to_string);
@@ -103,7 +93,7 @@ pub async fn update(
 }
 
 /// Archives a device; its live connection ends now and later CONNECTs are refused.
-pub async fn archive(state: &AppState, caller: &Caller, id: &str) -> Result<(), ServiceError> {
+pub async fn archive(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::device(state, caller, id, Role::Manager).await?;
     if !devices::archive(&state.db, id, &caller.id_user, unix_now()).await? {
         return Err(ServiceError::not_found("Physical device", id));
@@ -113,7 +103,7 @@ pub async fn archive(state: &AppState, caller: &Caller, id: &str) -> Result<(), 
 }
 
 /// Gives a gateway a new device token; the connection that used the old one ends now.
-pub async fn rotate_token(state: &AppState, caller: &Caller, id: &str) -> Result<String, ServiceError> {
+pub async fn rotate_token(state: &AppState, caller: &Caller, id: &str) -> Result<String> {
     access::device(state, caller, id, Role::Manager).await?;
     let token = random_token();
     if !devices::rotate_token(&state.db, id, &token_hash(&token)).await? {

@@ -3,10 +3,9 @@
 
 use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
 use devicecloud_store::unix_now;
-use serde_json::{Map, Value};
 
 use super::validate::Fields;
-use super::{ServiceError, access};
+use super::{Input, Result, ServiceError, access};
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
 
@@ -29,7 +28,7 @@ struct GroupBody {
 }
 
 /// Validates a group body; `creating` requires the label, and a label present is never blank.
-fn read_group(body: &Map<String, Value>, creating: bool) -> Result<GroupBody, ServiceError> {
+fn read_group(body: &Input, creating: bool) -> Result<GroupBody> {
     let mut f = Fields::new(body);
     let label = f
         .string("label", creating || body.contains_key("label"), 255)
@@ -54,7 +53,7 @@ fn read_group(body: &Map<String, Value>, creating: bool) -> Result<GroupBody, Se
 }
 
 /// Creates a group from `{label, type?, subtype?, id_country?}`: administrators only.
-pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value>) -> Result<GroupRow, ServiceError> {
+pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<GroupRow> {
     if !caller.is_admin {
         return Err(ServiceError::NotAllowed);
     }
@@ -72,12 +71,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value
 }
 
 /// Changes a group with `{label?, type?, subtype?, id_country?}`: a manager of it.
-pub async fn update(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-    input: &Map<String, Value>,
-) -> Result<GroupRow, ServiceError> {
+pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) -> Result<GroupRow> {
     access::group(state, caller, id, Role::Manager).await?;
     let body = read_group(input, false)?;
     let changes = GroupChanges {
@@ -94,7 +88,7 @@ pub async fn update(
 }
 
 /// Deletes a group (it keeps its records, marked with `deleted_at`): a manager of it.
-pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<(), ServiceError> {
+pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::group(state, caller, id, Role::Manager).await?;
     groups::soft_delete(&state.db, id, unix_now()).await?;
     state.pages.invalidate();

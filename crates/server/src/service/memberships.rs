@@ -3,22 +3,15 @@
 //! the remembered pages, so that it holds from the next request.
 
 use devicecloud_store::{accounts, memberships};
-use serde_json::{Map, Value};
 
 use super::validate::Fields;
-use super::{ServiceError, access};
+use super::{Input, Result, ServiceError, access};
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
 
 /// Gives `id_user` the role `{role: viewer|operator|manager}` in group `id_group`; returns the
 /// role given.
-pub async fn put(
-    state: &AppState,
-    caller: &Caller,
-    id_group: &str,
-    id_user: &str,
-    input: &Map<String, Value>,
-) -> Result<String, ServiceError> {
+pub async fn put(state: &AppState, caller: &Caller, id_group: &str, id_user: &str, input: &Input) -> Result<String> {
     access::group(state, caller, id_group, Role::Manager).await?;
     let mut f = Fields::new(input);
     let role = f.string("role", true, 32).map(str::to_string);
@@ -39,7 +32,7 @@ pub async fn put(
 }
 
 /// Takes `id_user`'s role in group `id_group` away.
-pub async fn remove(state: &AppState, caller: &Caller, id_group: &str, id_user: &str) -> Result<(), ServiceError> {
+pub async fn remove(state: &AppState, caller: &Caller, id_group: &str, id_user: &str) -> Result<()> {
     access::group(state, caller, id_group, Role::Manager).await?;
     if !memberships::remove(&state.db, id_group, id_user).await? {
         return Err(ServiceError::NotFound(format!(

@@ -19,3 +19,9 @@ pub mod validate;
 pub mod webhooks;
 
 pub use error::{FieldError, ServiceError};
+
+/// The fields an operation reads, as its transport received them (a JSON body, a form).
+pub type Input = serde_json::Map<String, serde_json::Value>;
+
+/// What every operation answers: its output, or why it did nothing.
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

@@ -6,7 +6,7 @@ use devicecloud_store::session_collection as store;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{ServiceError, access};
+use super::{Result, access};
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
 
@@ -23,7 +23,7 @@ pub struct SessionCsv {
 /// The CSV of session `id` as the caller may read it (viewer at least): the header
 /// `timestamp,microseconds,source_device,serial_hardware,datatype,value`, then one line per raw
 /// point, time ascending.
-pub async fn csv(state: &AppState, caller: &Caller, id: &str) -> Result<SessionCsv, ServiceError> {
+pub async fn csv(state: &AppState, caller: &Caller, id: &str) -> Result<SessionCsv> {
     let session = access::session(state, caller, id, Role::Viewer).await?;
     let range = store::time_range(&state.db, session.session_key).await?;
     let (tx, rx) = mpsc::channel::<Result<String, std::io::Error>>(4);
@@ -115,17 +115,4 @@ fn csv_text(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::csv_text;
-
-    #[test]
-    fn text_cells_never_start_a_formula() {
-        assert_eq!(csv_text("GW-1"), "GW-1");
-        assert_eq!(csv_text("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
-        for lead in ["+1", "-1", "@a", "\tx"] {
-            assert_eq!(csv_text(lead), format!("'{lead}"));
-        }
-        assert_eq!(csv_text("\rx"), "\"'\rx\"");
-        assert_eq!(csv_text("a,b"), "\"a,b\"");
-    }
-}
+mod tests;

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use devicecloud_store::accounts::{self, AccountRow};
 
-use super::ServiceError;
+use super::{Result, ServiceError};
 use crate::auth::login_limit::SignInKey;
 use crate::auth::secrets::{hash_password, random_token, verify_password};
 use crate::state::AppState;
@@ -16,12 +16,7 @@ use crate::state::AppState;
 /// The account when `password` is its password and it is not disabled; otherwise
 /// [`ServiceError::SignInRefused`], or [`ServiceError::TooManySignIns`] without the password
 /// being checked once the pair (`username`, `client`) is past its failures.
-pub async fn sign_in(
-    state: &AppState,
-    username: &str,
-    password: &str,
-    client: IpAddr,
-) -> Result<AccountRow, ServiceError> {
+pub async fn sign_in(state: &AppState, username: &str, password: &str, client: IpAddr) -> Result<AccountRow> {
     let username = username.trim();
     // No account name holds a NUL (PostgreSQL cannot even compare one): unknown user.
     let account = if username.contains('\0') {
@@ -40,7 +35,7 @@ pub async fn checked(
     account: Option<AccountRow>,
     password: &str,
     key: &SignInKey,
-) -> Result<AccountRow, ServiceError> {
+) -> Result<AccountRow> {
     state
         .login_limiter
         .attempt(key, Instant::now())

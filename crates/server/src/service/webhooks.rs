@@ -9,7 +9,7 @@ use devicecloud_store::{Db, StoreError, unix_now};
 use serde_json::{Map, Value};
 
 use super::validate::Fields;
-use super::{ServiceError, access};
+use super::{Input, Result, ServiceError, access};
 use crate::auth::secrets::random_token;
 use crate::auth::{Caller, Role};
 use crate::state::AppState;
@@ -23,7 +23,7 @@ const MAX_AUTHORIZATION_CHARS: usize = 4096;
 /// A URL field checked for form and, unless private addresses are allowed, for where it
 /// resolves: every address public (docs/api.md, "Webhooks"). The worker checks again, with the
 /// same resolver, at every delivery.
-async fn check_url(state: &AppState, url: &str) -> Result<(), ServiceError> {
+async fn check_url(state: &AppState, url: &str) -> Result<()> {
     let invalid = |e: address::AddressError| ServiceError::invalid("url", e.to_string());
     let parsed = address::parse(url).map_err(invalid)?;
     let resolver = &state.webhooks.resolver;
@@ -45,34 +45,22 @@ struct WebhookBody {
     is_active: Option<bool>,
 }
 
-fn read_webhook(body: &Map<String, Value>, creating: bool) -> Result<WebhookBody, ServiceError> {
+fn read_webhook(body: &Input, creating: bool) -> Result<WebhookBody> {
     let mut f = Fields::new(body);
-    let id_group = if creating {
-        f.string("id_group", true, 64).map(str::to_string)
-    } else {
-        if body.contains_key("id_group") {
-            f.error("id_group", "Id Group cannot be changed.");
-        }
-        None
-    };
+    let id_group = f.fixed("id_group", creating, 64).map(str::to_string);
     let label = f
         .string("label", creating || body.contains_key("label"), 255)
         .map(str::to_string);
-    let forwarding_type = if creating {
-        let kind = f.string("forwarding_type", true, 32).map(str::to_string);
-        if kind.as_deref().is_some_and(|k| !FORWARDING_TYPES.contains(&k)) {
-            f.error(
-                "forwarding_type",
-                "Forwarding Type must be one of measurements, events.",
-            );
-        }
-        kind
-    } else {
-        if body.contains_key("forwarding_type") {
-            f.error("forwarding_type", "Forwarding Type cannot be changed.");
-        }
-        None
-    };
+    let forwarding_type = f.fixed("forwarding_type", creating, 32).map(str::to_string);
+    if forwarding_type
+        .as_deref()
+        .is_some_and(|k| !FORWARDING_TYPES.contains(&k))
+    {
+        f.error(
+            "forwarding_type",
+            "Forwarding Type must be one of measurements, events.",
+        );
+    }
     let name = f
         .string("formatter", creating || body.contains_key("formatter"), 32)
         .map(str::to_string);
@@ -121,7 +109,7 @@ pub struct Created {
 /// Creates a webhook from `{label, id_group, forwarding_type, formatter, url, authorization?,
 /// is_active?}`; the caller must be a manager of the group, which must hold fewer than
 /// `webhooks_per_group` webhooks.
-pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value>) -> Result<Created, ServiceError> {
+pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<Created> {
     let body = read_webhook(input, true)?;
     let id_group = body.id_group.unwrap_or_default();
     access::input_group(state, caller, &id_group, Role::Manager).await?;
@@ -161,12 +149,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Map<String, Value
 /// Changes a webhook with `{label?, formatter?, url?, authorization?, is_active?}`; the caller
 /// must be a manager of its group. Activating an inactive webhook starts it from new data
 /// (whatever it had queued is dropped, and counted as dropped).
-pub async fn update(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-    input: &Map<String, Value>,
-) -> Result<WebhookRow, ServiceError> {
+pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) -> Result<WebhookRow> {
     access::webhook(state, caller, id, Role::Manager).await?;
     let body = read_webhook(input, false)?;
     if let Some(url) = &body.url {
@@ -222,7 +205,7 @@ pub async fn seal_stored(db: &Db, vault: &Vault) -> Result<u64, StoreError> {
 }
 
 /// Enables a disabled webhook or disables an enabled one.
-pub async fn toggle(state: &AppState, caller: &Caller, id: &str) -> Result<WebhookRow, ServiceError> {
+pub async fn toggle(state: &AppState, caller: &Caller, id: &str) -> Result<WebhookRow> {
     let row = access::webhook(state, caller, id, Role::Manager).await?;
     let mut input = Map::new();
     input.insert("is_active".into(), Value::Bool(row.is_active != 1));
@@ -230,7 +213,7 @@ pub async fn toggle(state: &AppState, caller: &Caller, id: &str) -> Result<Webho
 }
 
 /// Deletes a webhook with its queue and attempts; the caller must be a manager of its group.
-pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<(), ServiceError> {
+pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::webhook(state, caller, id, Role::Manager).await?;
     webhooks::delete(&state.db, id).await?;
     state.webhooks.webhook_changed();

@@ -2,12 +2,11 @@
 //! receiver gets nothing. Written by [`super::record_attempt`] in the transaction that moves the
 //! delivery on.
 
-use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, SortKey};
-use sea_query::{Condition, Expr, ExprTrait, Query};
+use devicecloud_query::{AttrKind, Attribute, SortKey};
+use sea_query::{Condition, Expr, ExprTrait};
 
-use super::records::col;
 use crate::Result;
-use crate::collection::{self, Column, ListRequest, Listing, attributes, names};
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::db::Db;
 
 /// One logged delivery attempt (docs/api.md, "Webhooks"); it serializes as the API's record.
@@ -25,54 +24,35 @@ pub struct AttemptRow {
 }
 
 const ATTEMPTS: &str = "webhook_attempts";
-/// The columns of a [`AttemptRow`], in its order: its own field names, so that the record is
-/// declared once.
-fn attempt_output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<AttemptRow>);
-    *FIELDS
-}
-
 /// The filterable and sortable attributes of the attempt log.
 pub const ATTEMPT_COLUMNS: [Column; 9] = [
-    col(ATTEMPTS, "id_attempt", "id_attempt", AttrKind::Integer),
-    col(ATTEMPTS, "id_webhook", "id_webhook", AttrKind::String),
-    col(ATTEMPTS, "id_delivery", "id_delivery", AttrKind::String),
-    col(ATTEMPTS, "attempted_at", "attempted_at", AttrKind::Integer),
-    col(ATTEMPTS, "status_code", "status_code", AttrKind::Integer),
-    col(ATTEMPTS, "duration_ms", "duration_ms", AttrKind::Integer),
-    col(ATTEMPTS, "error", "error", AttrKind::String),
-    col(ATTEMPTS, "item_count", "item_count", AttrKind::Integer),
-    col(ATTEMPTS, "attempt", "attempt", AttrKind::Integer),
+    same_name(ATTEMPTS, "id_attempt", AttrKind::Integer),
+    same_name(ATTEMPTS, "id_webhook", AttrKind::String),
+    same_name(ATTEMPTS, "id_delivery", AttrKind::String),
+    same_name(ATTEMPTS, "attempted_at", AttrKind::Integer),
+    same_name(ATTEMPTS, "status_code", AttrKind::Integer),
+    same_name(ATTEMPTS, "duration_ms", AttrKind::Integer),
+    same_name(ATTEMPTS, "error", AttrKind::String),
+    same_name(ATTEMPTS, "item_count", AttrKind::Integer),
+    same_name(ATTEMPTS, "attempt", AttrKind::Integer),
 ];
 /// The filter attributes of the attempt log.
 pub const ATTEMPT_ATTRIBUTES: [Attribute; 9] = attributes(&ATTEMPT_COLUMNS);
 /// The sortable attributes of the attempt log.
 pub const ATTEMPT_SORTABLE: [&str; 9] = names(&ATTEMPT_COLUMNS);
 
+/// The attempt log, oldest first.
+static ATTEMPT_LOG: Table<AttemptRow> = Table::new(
+    ATTEMPTS,
+    &ATTEMPT_COLUMNS,
+    &[],
+    SortKey::asc("id_attempt"),
+    &[ATTEMPT_COLUMNS[0]],
+);
+
 /// A page of the attempts of one webhook; oldest first unless sorted otherwise.
-pub async fn attempts(
-    db: &Db,
-    id_webhook: &str,
-    filter: Option<&Filter>,
-    sort: Option<&SortKey>,
-    page: PageRequest,
-    count_only: bool,
-) -> Result<Listing<AttemptRow>> {
-    let mut select = Query::select();
-    select
-        .columns(attempt_output().iter().map(|c| (ATTEMPTS, *c)))
-        .from(ATTEMPTS)
-        .cond_where(Condition::all().add(Expr::col((ATTEMPTS, "id_webhook")).eq(id_webhook)));
-    let req = ListRequest {
-        filter,
-        sort,
-        default_sort: SortKey {
-            attr: "id_attempt",
-            descending: false,
-        },
-        primary_key: &[col(ATTEMPTS, "id_attempt", "id_attempt", AttrKind::Integer)],
-        page,
-        count_only,
-    };
-    collection::list(db, select, attempt_output(), &ATTEMPT_COLUMNS, req).await
+pub async fn attempts(db: &Db, id_webhook: &str, args: ListArgs<'_>) -> Result<Listing<AttemptRow>> {
+    let mut select = ATTEMPT_LOG.select();
+    select.cond_where(Condition::all().add(Expr::col((ATTEMPTS, "id_webhook")).eq(id_webhook)));
+    ATTEMPT_LOG.list(db, select, &args).await
 }

@@ -3,7 +3,10 @@
 //! the pruning of what is over. Each step is one transaction, so a record is either queued or in
 //! a delivery, never both or neither, and a retry sends the very same bytes.
 
-use crate::db::{Db, on_pool};
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+
+use crate::db::{Db, on_pool, values};
 use crate::event_collection::EventRow;
 use crate::{Result, new_id};
 
@@ -34,11 +37,7 @@ pub async fn queued_points(db: &Db, id_webhook: &str, limit: i64) -> Result<Vec<
                o.seconds, o.microseconds, o.value FROM webhook_outbox o \
                JOIN containers c ON c.container_key = o.container_key \
                WHERE o.id_webhook = $1 ORDER BY o.id_outbox LIMIT $2";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, QueuedPoint>(sql)
-        .bind(id_webhook)
-        .bind(limit)
-        .fetch_all(p)
-        .await)?)
+    queued(db, sql, id_webhook, limit).await
 }
 
 /// The oldest queued events of a webhook, at most `limit`, in queue order.
@@ -47,11 +46,15 @@ pub async fn queued_events(db: &Db, id_webhook: &str, limit: i64) -> Result<Vec<
                e.occurred_at, e.value, e.datatype, e.value_description FROM webhook_outbox o \
                JOIN events e ON e.id_event = o.id_event \
                WHERE o.id_webhook = $1 ORDER BY o.id_outbox LIMIT $2";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, QueuedEvent>(sql)
-        .bind(id_webhook)
-        .bind(limit)
-        .fetch_all(p)
-        .await)?)
+    queued(db, sql, id_webhook, limit).await
+}
+
+/// The rows `sql` selects from a webhook's queue (`$1` the webhook, `$2` the most rows).
+async fn queued<T>(db: &Db, sql: &'static str, id_webhook: &str, limit: i64) -> Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
+{
+    db.rows::<T>(sql, values![id_webhook, limit]).await
 }
 
 /// A batch waiting to be delivered (or given up on).
@@ -73,10 +76,7 @@ pub async fn pending_delivery(db: &Db, id_webhook: &str) -> Result<Option<Delive
     let sql = "SELECT id_delivery, id_webhook, body, content_type, item_count, attempts, next_attempt_ms, created_ms \
                FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'pending' \
                ORDER BY created_ms, id_delivery LIMIT 1";
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, DeliveryRow>(sql)
-        .bind(id_webhook)
-        .fetch_optional(p)
-        .await)?)
+    db.row::<DeliveryRow>(sql, values![id_webhook]).await
 }
 
 /// Stores a rendered batch as a pending delivery and removes its rows from the outbox, in one
@@ -206,15 +206,11 @@ pub async fn prune(db: &Db, before: i64) -> Result<u64> {
     ];
     let mut removed = 0;
     for sql in statements {
-        removed += on_pool!(db, |p| sqlx::query(sql)
-            .bind(before)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
+        removed += db.execute(sql, values![before]).await?;
     }
     let orphans =
         "DELETE FROM webhook_outbox WHERE id_webhook NOT IN (SELECT id_webhook FROM webhooks WHERE is_active = 1)";
-    removed += on_pool!(db, |p| sqlx::query(orphans).execute(p).await.map(|r| r.rows_affected()))?;
+    removed += db.execute(orphans, values![]).await?;
     Ok(removed)
 }
 

@@ -5,16 +5,18 @@
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Expr, ExprTrait, Query};
 
-use crate::collection::{self, Column, ListArgs, Listing, attributes, names};
-use crate::db::{Db, Tx, on_pool};
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
+use crate::db::{Db, Tx, on_pool, values};
 use crate::{Result, new_id};
 
 /// The two forwarding types (specification, Events: Measurements or Events).
 pub const FORWARDING_TYPES: [&str; 2] = ["measurements", "events"];
 
 /// A stored webhook. `secret` (the HMAC key) and `authorization_header` are kept as the service
-/// hands them over: sealed (encrypted) by the server before they reach the store.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+/// hands them over: sealed (encrypted) by the server before they reach the store. Serialised in
+/// the API record's order, without the secret; the server shows `authorization` opened and
+/// masked.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
 pub struct WebhookRow {
     pub id_webhook: String,
     pub id_group: String,
@@ -22,17 +24,19 @@ pub struct WebhookRow {
     pub forwarding_type: String,
     pub formatter: String,
     pub url: String,
+    #[serde(rename(serialize = "authorization"))]
     pub authorization_header: Option<String>,
+    #[serde(skip_serializing)]
     pub secret: String,
     pub is_active: i64,
-    pub created_at: i64,
-    pub updated_at: i64,
-    pub created_by: Option<String>,
     /// Why the service set the webhook inactive (`retry_window`, `backlog`); cleared when a
     /// client activates it again.
     pub disabled_reason: Option<String>,
     /// When the service set it inactive (Unix seconds).
     pub disabled_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub created_by: Option<String>,
 }
 
 /// Fields of a new webhook.
@@ -61,43 +65,33 @@ pub struct WebhookChanges<'a> {
 }
 
 const TABLE: &str = "webhooks";
-/// The columns of a [`WebhookRow`], in its order: its own field names, so that the record is
-/// declared once.
-fn output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<WebhookRow>);
-    *FIELDS
-}
 const SELECT: &str = "SELECT id_webhook, id_group, label, forwarding_type, formatter, url, authorization_header, \
                       secret, is_active, created_at, updated_at, created_by, disabled_reason, disabled_at FROM webhooks";
 
 /// The filterable and sortable attributes of the webhook collection.
 pub const COLUMNS: [Column; 12] = [
-    col(TABLE, "id", "id_webhook", AttrKind::String),
-    col(TABLE, "id_webhook", "id_webhook", AttrKind::String),
-    col(TABLE, "id_group", "id_group", AttrKind::String),
-    col(TABLE, "label", "label", AttrKind::String),
-    col(TABLE, "forwarding_type", "forwarding_type", AttrKind::String),
-    col(TABLE, "formatter", "formatter", AttrKind::String),
-    col(TABLE, "url", "url", AttrKind::String),
-    col(TABLE, "is_active", "is_active", AttrKind::Integer),
-    col(TABLE, "created_at", "created_at", AttrKind::Integer),
-    col(TABLE, "updated_at", "updated_at", AttrKind::Integer),
-    col(TABLE, "disabled_reason", "disabled_reason", AttrKind::String),
-    col(TABLE, "disabled_at", "disabled_at", AttrKind::Integer),
+    Column {
+        attr: "id",
+        table: TABLE,
+        column: "id_webhook",
+        kind: AttrKind::String,
+    },
+    same_name(TABLE, "id_webhook", AttrKind::String),
+    same_name(TABLE, "id_group", AttrKind::String),
+    same_name(TABLE, "label", AttrKind::String),
+    same_name(TABLE, "forwarding_type", AttrKind::String),
+    same_name(TABLE, "formatter", AttrKind::String),
+    same_name(TABLE, "url", AttrKind::String),
+    same_name(TABLE, "is_active", AttrKind::Integer),
+    same_name(TABLE, "created_at", AttrKind::Integer),
+    same_name(TABLE, "updated_at", AttrKind::Integer),
+    same_name(TABLE, "disabled_reason", AttrKind::String),
+    same_name(TABLE, "disabled_at", AttrKind::Integer),
 ];
 /// The filter attributes of the webhook collection.
 pub const ATTRIBUTES: [Attribute; 12] = attributes(&COLUMNS);
 /// The sortable attributes of the webhook collection.
 pub const SORTABLE: [&str; 12] = names(&COLUMNS);
-
-pub(super) const fn col(table: &'static str, attr: &'static str, column: &'static str, kind: AttrKind) -> Column {
-    Column {
-        attr,
-        table,
-        column,
-        kind,
-    }
-}
 
 /// Creates a webhook and returns it, or `None` when its group already holds `per_group`
 /// webhooks (docs/operations.md, "Limits"). The count and the insert are one transaction that
@@ -164,32 +158,22 @@ pub async fn create(db: &Db, new: &NewWebhook<'_>, per_group: u64, now: i64) -> 
 /// One webhook; visibility is the caller's business.
 pub async fn get(db: &Db, id_webhook: &str) -> Result<Option<WebhookRow>> {
     let sql = format!("{SELECT} WHERE id_webhook = $1");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, WebhookRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .bind(id_webhook)
-    .fetch_optional(p)
-    .await)?)
+    db.row::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![id_webhook])
+        .await
 }
 
 /// Every active webhook, for the delivery worker.
 pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
     let sql = format!("{SELECT} WHERE is_active = 1 ORDER BY created_at, id_webhook");
-    Ok(on_pool!(db, |p| sqlx::query_as::<_, WebhookRow>(sqlx::AssertSqlSafe(
-        sql
-    ))
-    .fetch_all(p)
-    .await)?)
+    db.rows::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![]).await
 }
+
+/// The webhooks of the groups a caller may see, oldest first.
+static WEBHOOKS: Table<WebhookRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("created_at"), &[COLUMNS[0]]);
 
 /// A page of the webhooks of the groups `scope` allows.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<WebhookRow>> {
-    let oldest_first = SortKey {
-        attr: "created_at",
-        descending: false,
-    };
-    const KEY: [Column; 1] = [col(TABLE, "id_webhook", "id_webhook", AttrKind::String)];
-    collection::scoped_list(db, TABLE, output(), &COLUMNS, &[], args, oldest_first, &KEY).await
+    WEBHOOKS.scoped(db, args).await
 }
 
 /// Applies `changes` and returns the webhook (`None` if it does not exist). Activating an
@@ -286,7 +270,7 @@ pub async fn delete(db: &Db, id_webhook: &str) -> Result<bool> {
 /// which seals those still kept in clear text by an older version.
 pub async fn stored_secrets(db: &Db) -> Result<Vec<(String, String, Option<String>)>> {
     let sql = "SELECT id_webhook, secret, authorization_header FROM webhooks ORDER BY id_webhook";
-    Ok(on_pool!(db, |p| sqlx::query_as(sql).fetch_all(p).await)?)
+    db.rows(sql, values![]).await
 }
 
 /// Replaces a webhook's stored `secret` and `authorization_header` with `new` if they still are
@@ -299,14 +283,6 @@ pub async fn replace_secrets(
 ) -> Result<bool> {
     let sql = "UPDATE webhooks SET secret = $2, authorization_header = $3 \
                WHERE id_webhook = $1 AND secret = $4 AND authorization_header IS NOT DISTINCT FROM $5";
-    let n = on_pool!(db, |p| sqlx::query(sql)
-        .bind(id_webhook)
-        .bind(new.0)
-        .bind(new.1)
-        .bind(old.0)
-        .bind(old.1)
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))?;
+    let n = db.execute(sql, values![id_webhook, new.0, new.1, old.0, old.1]).await?;
     Ok(n == 1)
 }

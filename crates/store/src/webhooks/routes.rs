@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::Result;
-use crate::db::{Db, on_pool};
+use crate::db::{Db, values};
 
 /// Active webhooks by group and forwarding type.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl Routes {
         }
         // Cleared before reading, so that a change made during the load marks it stale again.
         self.stale.store(false, Ordering::SeqCst);
-        let rows = on_pool!(db, |p| sqlx::query_as(RouteTable::SELECT).fetch_all(p).await)?;
+        let rows = db.rows(RouteTable::SELECT, values![]).await?;
         let table = Arc::new(RouteTable::from_rows(rows));
         *self.table.write().unwrap_or_else(|e| e.into_inner()) = (table.clone(), Some(Instant::now()));
         Ok(table)
@@ -116,8 +116,7 @@ impl Routes {
             // The keys are integers of ours, written as literals.
             let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
             let sql = format!("SELECT container_key, id_group FROM containers WHERE container_key IN ({list})");
-            let rows: Vec<(i64, String)> =
-                on_pool!(db, |p| sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(p).await)?;
+            let rows: Vec<(i64, String)> = db.rows(sqlx::AssertSqlSafe(sql), values![]).await?;
             let mut known = self.groups.lock().unwrap_or_else(|e| e.into_inner());
             for (key, group) in rows {
                 known.insert(key, Arc::from(group));

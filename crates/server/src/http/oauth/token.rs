@@ -18,7 +18,7 @@ use super::{authenticate_client, field, form_fields, oauth};
 use crate::auth::caller::bearer_value;
 use crate::auth::secrets::{random_token, token_hash};
 use crate::error::ApiError;
-use crate::http::origin::Origin;
+use crate::origin::Origin;
 use crate::service::ServiceError;
 use crate::service::sign_in::sign_in;
 use crate::state::AppState;

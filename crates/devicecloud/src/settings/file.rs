@@ -1,0 +1,118 @@
+//! The settings file (`--config`): the same keys as the variables, read over the defaults and
+//! under the variables and flags (docs/operations.md).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use devicecloud_server::FrontEnd;
+use devicecloud_server::state::RateLimit;
+use serde::Deserialize;
+
+use super::{LogFormat, Settings, proxies};
+
+/// The TOML file: the same keys as the variables, lower-case, without the prefix.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    data_dir: Option<PathBuf>,
+    database_url: Option<String>,
+    http_addr: Option<SocketAddr>,
+    mqtt_addr: Option<SocketAddr>,
+    mqtt_tls_addr: Option<SocketAddr>,
+    mqtt_tls_cert: Option<PathBuf>,
+    mqtt_tls_key: Option<PathBuf>,
+    command_timeout_s: Option<u64>,
+    command_timeout_ms: Option<u64>,
+    webhook_allow_private: Option<bool>,
+    max_body_bytes: Option<usize>,
+    mqtt_max_packet_bytes: Option<u32>,
+    webhook_timeout_s: Option<u64>,
+    webhook_retry_window_s: Option<u64>,
+    webhook_batch_max: Option<usize>,
+    webhook_attempt_retention_days: Option<u64>,
+    log: Option<String>,
+    log_format: Option<LogFormat>,
+    public_url: Option<String>,
+    /// A list of CIDR ranges or addresses.
+    trusted_proxies: Option<Vec<String>>,
+    /// `N/S` or `off`.
+    rate_limit: Option<String>,
+    secret_key_file: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Applies the TOML file at `path` over these settings: its limits, then every other key
+    /// it sets (an unknown key is an error, so that a misspelt one is not silently ignored).
+    pub(super) fn apply_file(&mut self, path: &Path) -> Result<()> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read settings file {}", path.display()))?;
+        let mut table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("invalid settings file {}", path.display()))?;
+        self.limits.apply_table(&mut table, &path.display().to_string())?;
+        self.retention.apply_table(&mut table, &path.display().to_string())?;
+        let file: FileSettings = toml::Value::Table(table)
+            .try_into()
+            .with_context(|| format!("invalid settings file {}", path.display()))?;
+        let FileSettings {
+            data_dir,
+            database_url,
+            http_addr,
+            mqtt_addr,
+            mqtt_tls_addr,
+            mqtt_tls_cert,
+            mqtt_tls_key,
+            command_timeout_s,
+            command_timeout_ms,
+            webhook_allow_private,
+            max_body_bytes,
+            mqtt_max_packet_bytes,
+            webhook_timeout_s,
+            webhook_retry_window_s,
+            webhook_batch_max,
+            webhook_attempt_retention_days,
+            log,
+            log_format,
+            public_url,
+            trusted_proxies,
+            rate_limit,
+            secret_key_file,
+        } = file;
+        self.data_dir = data_dir.unwrap_or(self.data_dir.clone());
+        self.database_url = database_url.or(self.database_url.take());
+        self.http_addr = http_addr.unwrap_or(self.http_addr);
+        self.mqtt_addr = mqtt_addr.unwrap_or(self.mqtt_addr);
+        self.mqtt_tls_addr = mqtt_tls_addr.or(self.mqtt_tls_addr);
+        self.mqtt_tls_cert = mqtt_tls_cert.or(self.mqtt_tls_cert.take());
+        self.mqtt_tls_key = mqtt_tls_key.or(self.mqtt_tls_key.take());
+        self.command_timeout_s = command_timeout_s.unwrap_or(self.command_timeout_s);
+        self.command_timeout_ms = command_timeout_ms.or(self.command_timeout_ms);
+        self.webhook_allow_private = webhook_allow_private.unwrap_or(self.webhook_allow_private);
+        self.max_body_bytes = max_body_bytes.unwrap_or(self.max_body_bytes);
+        self.mqtt_max_packet_bytes = mqtt_max_packet_bytes.unwrap_or(self.mqtt_max_packet_bytes);
+        self.webhook_timeout_s = webhook_timeout_s.unwrap_or(self.webhook_timeout_s);
+        self.webhook_retry_window_s = webhook_retry_window_s.unwrap_or(self.webhook_retry_window_s);
+        if webhook_batch_max == Some(0) {
+            bail!("webhook_batch_max in {} must be at least 1", path.display());
+        }
+        self.webhook_batch_max = webhook_batch_max.unwrap_or(self.webhook_batch_max);
+        self.webhook_attempt_retention_days =
+            webhook_attempt_retention_days.unwrap_or(self.webhook_attempt_retention_days);
+        self.log = log.unwrap_or(self.log.clone());
+        self.log_format = log_format.unwrap_or(self.log_format);
+        if let Some(url) = public_url {
+            self.public_url =
+                Some(FrontEnd::public_url(&url).map_err(|e| anyhow::anyhow!("public_url in {}: {e}", path.display()))?);
+        }
+        if let Some(list) = trusted_proxies {
+            self.trusted_proxies = proxies(list.iter().map(String::as_str))
+                .with_context(|| format!("trusted_proxies in {}", path.display()))?;
+        }
+        if let Some(text) = rate_limit {
+            self.rate_limit =
+                RateLimit::parse(&text).map_err(|e| anyhow::anyhow!("rate_limit in {}: {e}", path.display()))?;
+        }
+        self.secret_key_file = secret_key_file.or(self.secret_key_file.take());
+        Ok(())
+    }
+}

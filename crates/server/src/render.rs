@@ -1,0 +1,172 @@
+//! What the JSON API and the dashboard show alike: the API's records (the fields and `_links`
+//! of groups, devices, data sessions, accounts and webhooks, which the dashboard's pages list
+//! too), a device's answer to a command, and the streamed CSV of a data session. Both front
+//! ends render through here, so that neither calls the other's handlers.
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
+use devicecloud_protocol::CommandResponse;
+use devicecloud_store::accounts::UserRow;
+use devicecloud_store::devices::DeviceRow;
+use devicecloud_store::groups::GroupRow;
+use devicecloud_store::session_collection::SessionRow;
+use devicecloud_store::webhooks::WebhookRow;
+use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+use crate::service::groups::GROUP_TYPES;
+use crate::service::sessions::SessionCsv;
+use crate::webhooks::vault::{self, Vault};
+
+/// A record's fields as the API shows them, from the record type's own `Serialize` (in its
+/// declaration order), for records whose API fields are exactly their stored ones.
+pub fn record_fields<T: serde::Serialize>(row: &T) -> Map<String, Value> {
+    match serde_json::to_value(row) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// The human-readable label of a group type code.
+pub fn type_label(code: &str) -> &'static str {
+    GROUP_TYPES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or("Unknown", |(_, l)| l)
+}
+
+/// A group record with every field of the specification, in its order: the stored ones, with
+/// `id` first and `type_label` beside `type`.
+pub fn group_fields(row: &GroupRow) -> Map<String, Value> {
+    let mut map = record_fields(row);
+    map.shift_insert(0, "id".into(), json!(row.id_group));
+    insert_after(&mut map, "type", "type_label", json!(type_label(&row.r#type)));
+    map
+}
+
+/// Puts `key` right after `after`: a field the API derives stands beside the one it comes from.
+fn insert_after(map: &mut Map<String, Value>, after: &str, key: &str, value: Value) {
+    let at = map.keys().position(|k| k == after).map_or(map.len(), |i| i + 1);
+    map.shift_insert(at, key.into(), value);
+}
+
+/// The item `_links` of a group: relative paths (specification, Group).
+pub fn group_links(id: &str) -> Value {
+    let filter = format!("filter%5Bid_group%5D={id}");
+    json!({
+        "self": {"href": format!("/api/v2/group/{id}")},
+        "index": {"href": "/api/v2/group/index"},
+        "data": {"href": format!("/api/v2/data?{filter}")},
+        "downsampled_data": {"href": format!("/api/v2/data-downsampled?{filter}")},
+        "raw_data": {"href": format!("/api/v2/data/index?{filter}")},
+    })
+}
+
+/// A device record with every field of the specification, in its order.
+pub fn device_fields(row: &DeviceRow) -> Map<String, Value> {
+    record_fields(row)
+}
+
+/// The item `_links` of a device (specification: self, index).
+pub fn device_links(id: &str) -> Value {
+    json!({
+        "self": {"href": format!("/api/v2/physical-device/{id}")},
+        "index": {"href": "/api/v2/physical-device"},
+    })
+}
+
+/// A session record with every field of the specification, in its order.
+///
+/// `isIngestionFinished`: a session is closed by the power-off message, which its gateway's
+/// connection handles only after every earlier measurement message is committed; so once
+/// `end` is set nothing of the session is still queued.
+pub fn session_fields(row: &SessionRow) -> Map<String, Value> {
+    let mut map = record_fields(row);
+    map.insert("isIngestionFinished".into(), json!(row.end.is_some()));
+    map.insert("isArchived".into(), json!(row.archived_at.is_some()));
+    map
+}
+
+pub fn session_links(id: &str) -> Value {
+    json!({
+        "self": {"href": format!("/api/v2/data-session/{id}")},
+        "index": {"href": "/api/v2/data-session"},
+    })
+}
+
+/// The CSV download as an HTTP answer: streamed, with its file name.
+pub fn csv_response(csv: SessionCsv) -> Response {
+    let filename = format!("data-session-{}.csv", csv.id_data_session);
+    (
+        [
+            (CONTENT_TYPE, "text/csv; charset=UTF-8".to_string()),
+            (CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+        ],
+        Body::from_stream(csv.lines),
+    )
+        .into_response()
+}
+
+/// An account record: `{id_user, username, is_admin, disabled, created_at}`, as [`UserRow`]
+/// serialises.
+pub fn user_fields(row: &UserRow) -> Map<String, Value> {
+    record_fields(row)
+}
+
+/// The `authorization` value as shown: its scheme, and the last four characters of a long
+/// credential, never the whole (docs/api.md, "Webhooks").
+pub fn mask(authorization: &str) -> String {
+    let (scheme, credential) = match authorization.split_once(' ') {
+        Some((scheme, rest)) if scheme.len() <= 20 => (Some(scheme), rest),
+        _ => (None, authorization),
+    };
+    let chars: Vec<char> = credential.chars().collect();
+    let tail: String = if chars.len() >= 16 {
+        chars[chars.len() - 4..].iter().collect()
+    } else {
+        String::new()
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme} ****{tail}"),
+        None => format!("****{tail}"),
+    }
+}
+
+/// A webhook record: every stored field except the secret, the authorization opened from its
+/// sealed form and masked (one that cannot be opened, under another key, shows as `****`).
+pub fn webhook_fields(row: &WebhookRow, vault: &Vault) -> Map<String, Value> {
+    let authorization = row.authorization_header.as_deref().map(|stored| {
+        vault
+            .open(vault::AUTHORIZATION, stored)
+            .map_or_else(|_| "****".to_string(), |clear| mask(&clear))
+    });
+    let mut map = record_fields(row);
+    map.shift_insert(0, "id".into(), json!(row.id_webhook));
+    map.insert("authorization".into(), json!(authorization));
+    map
+}
+
+/// The device's envelope `{status, payload}` under its own status. A status HTTP cannot carry
+/// with a body (1xx, 204, 205, 304) becomes 502.
+pub fn device_answer(response: &CommandResponse) -> Response {
+    let status = StatusCode::from_u16(response.status)
+        .ok()
+        .filter(|s| s.as_u16() >= 200 && !matches!(s.as_u16(), 204 | 205 | 304));
+    match status {
+        Some(status) => (
+            status,
+            axum::Json(json!({"status": response.status, "payload": response.payload})),
+        )
+            .into_response(),
+        None => ApiError::Status(
+            StatusCode::BAD_GATEWAY,
+            format!("The device answered with status {}.", response.status),
+        )
+        .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
