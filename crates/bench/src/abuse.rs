@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
 use super::crash::{Verified, verify_stopped};
-use super::publisher::{Message, publish};
+use super::publisher::{FLOOD_DATATYPES as DATATYPES, FLOOD_MEASUREMENTS as MEASUREMENTS, flood};
 use super::server::{ServerUnderTest, provision, rss_kib, token};
 
 /// Options of the abuse benchmark.
@@ -58,9 +58,6 @@ pub const ATTACKS: [&str; 7] = [
     "idle-sockets",
 ];
 
-/// Measurements (seconds) per message and values per measurement: 500-point messages.
-const MEASUREMENTS: i64 = 50;
-const DATATYPES: u32 = 10;
 /// Connections that trickle their headers, and their bodies.
 const SLOW_CONNECTIONS: usize = 100;
 
@@ -110,24 +107,7 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
         o.warmup, o.seconds
     );
     let deadline = Instant::now() + Duration::from_secs(o.warmup + o.seconds);
-    let publishers: Vec<_> = fleet
-        .iter()
-        .cloned()
-        .map(|gateway| {
-            let mqtt = server.mqtt;
-            tokio::spawn(async move {
-                // More messages than can go out in time; the deadline ends the run.
-                let messages = (0..20_000)
-                    .map(|i| Message {
-                        first_second: 1_763_000_000 + i * MEASUREMENTS,
-                        measurements: MEASUREMENTS,
-                        datatypes: DATATYPES,
-                    })
-                    .collect();
-                publish(mqtt, &gateway, messages, 16, deadline).await
-            })
-        })
-        .collect();
+    let publishers = flood(server.mqtt, &fleet, 1_763_000_000, deadline);
 
     // Memory is measured from the steady state of full ingest: what the abuse adds to it.
     tokio::time::sleep(Duration::from_secs(o.warmup)).await;

@@ -130,3 +130,35 @@ pub async fn publish(
     let _ = tokio::time::timeout(Duration::from_millis(200), events.poll()).await;
     Ok(outcome)
 }
+
+/// Measurements, and values each, of a [`flood`] message: 500 points.
+pub const FLOOD_MEASUREMENTS: i64 = 50;
+pub const FLOOD_DATATYPES: u32 = 10;
+
+/// Every gateway of `fleet` publishing 500-point messages (50 measurements of 10 values, one a
+/// second from `first_second`), 16 in flight, as fast as they are acknowledged until
+/// `deadline`: full-rate ingest for a benchmark to measure something else under.
+pub fn flood(
+    mqtt: std::net::SocketAddr,
+    fleet: &[GatewayCredentials],
+    first_second: i64,
+    deadline: Instant,
+) -> Vec<tokio::task::JoinHandle<Result<Outcome>>> {
+    fleet
+        .iter()
+        .cloned()
+        .map(|gateway| {
+            tokio::spawn(async move {
+                // More messages than can go out in time; the deadline ends the run.
+                let messages = (0..20_000)
+                    .map(|i| Message {
+                        first_second: first_second + i * FLOOD_MEASUREMENTS,
+                        measurements: FLOOD_MEASUREMENTS,
+                        datatypes: FLOOD_DATATYPES,
+                    })
+                    .collect();
+                publish(mqtt, &gateway, messages, 16, deadline).await
+            })
+        })
+        .collect()
+}

@@ -20,11 +20,9 @@ use devicecloud_store::retention::Retention;
 use devicecloud_store::{Db, partitions, retention, unix_now};
 use serde_json::json;
 
-use super::publisher::{Message, publish};
+use super::publisher::flood;
 use super::server::{GatewayCredentials, ServerUnderTest, provision_group};
 
-const MEASUREMENTS: i64 = 50;
-const DATATYPES: u32 = 10;
 /// Series of the filled group: the points are spread over them, one a second each.
 const SERIES: i64 = 100;
 const DAY: i64 = 86_400;
@@ -213,23 +211,7 @@ async fn window(
 ) -> Result<Window> {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let base_second = 1_763_000_000 + round * 10_000_000;
-    let publishers: Vec<_> = fleet
-        .iter()
-        .cloned()
-        .map(|gateway| {
-            let mqtt = server.mqtt;
-            tokio::spawn(async move {
-                let messages = (0..20_000)
-                    .map(|i| Message {
-                        first_second: base_second + i * MEASUREMENTS,
-                        measurements: MEASUREMENTS,
-                        datatypes: DATATYPES,
-                    })
-                    .collect();
-                publish(mqtt, &gateway, messages, 16, deadline).await
-            })
-        })
-        .collect();
+    let publishers = flood(server.mqtt, fleet, base_second, deadline);
     let writer = {
         let (http, url, admin) = (
             http.clone(),

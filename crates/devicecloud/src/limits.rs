@@ -77,12 +77,8 @@ impl Limits {
     /// Takes the limit keys out of a settings file's table, leaving the other keys.
     pub fn apply_table(&mut self, table: &mut toml::Table, file: &str) -> Result<()> {
         for (key, slot) in self.slots() {
-            if let Some(value) = table.remove(key) {
-                let number = value
-                    .as_integer()
-                    .and_then(|n| u64::try_from(n).ok())
-                    .filter(|n| *n > 0);
-                *slot = number.with_context(|| format!("{key} in {file} must be a positive whole number"))?;
+            if let Some(n) = take_number(table, key, file, |n| n > 0, "a positive whole number")? {
+                *slot = n;
             }
         }
         Ok(())
@@ -138,6 +134,27 @@ impl Limits {
             stream_buffer_bytes: size(self.stream_buffer_mb.saturating_mul(1024 * 1024)),
         }
     }
+}
+
+/// Takes `key` out of a settings file's table: `None` when absent, else a whole number that
+/// `accept` takes, or an error naming the key, the file and what was `expected`.
+pub fn take_number(
+    table: &mut toml::Table,
+    key: &str,
+    file: &str,
+    accept: impl Fn(u64) -> bool,
+    expected: &str,
+) -> Result<Option<u64>> {
+    let Some(value) = table.remove(key) else {
+        return Ok(None);
+    };
+    let number = value
+        .as_integer()
+        .and_then(|n| u64::try_from(n).ok())
+        .filter(|n| accept(*n));
+    number
+        .map(Some)
+        .with_context(|| format!("{key} in {file} must be {expected}"))
 }
 
 fn positive(text: &str) -> Option<u64> {

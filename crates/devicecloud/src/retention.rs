@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use devicecloud_store::retention::Retention;
 
+use crate::limits::take_number;
+
 /// The most days a retention may name: a hundred years.
 pub const MAX_DAYS: u64 = 36_500;
 
@@ -46,18 +48,15 @@ impl RetentionSettings {
 
     /// Takes the retention keys out of a settings file's table, leaving the other keys.
     pub fn apply_table(&mut self, table: &mut toml::Table, file: &str) -> Result<()> {
+        let days = |n| checked_days(Some(n)).is_some();
         for (key, slot) in self.days() {
-            if let Some(value) = table.remove(key) {
-                let days = value.as_integer().and_then(|n| u64::try_from(n).ok());
-                *slot = Some(checked_days(days).with_context(|| format!("{key} in {file}: {}", expected()))?);
+            if let Some(n) = take_number(table, key, file, days, &expected())? {
+                *slot = Some(n);
             }
         }
-        if let Some(value) = table.remove("retention_interval_s") {
-            self.interval_s = value
-                .as_integer()
-                .and_then(|n| u64::try_from(n).ok())
-                .filter(|n| *n > 0)
-                .with_context(|| format!("retention_interval_s in {file} must be a positive whole number"))?;
+        let positive = "a positive whole number";
+        if let Some(n) = take_number(table, "retention_interval_s", file, |n| n > 0, positive)? {
+            self.interval_s = n;
         }
         Ok(())
     }
@@ -73,7 +72,7 @@ impl RetentionSettings {
                 } else {
                     Some(
                         checked_days(v.trim().parse().ok())
-                            .with_context(|| format!("DEVICECLOUD_{name}={v}: {}", expected()))?,
+                            .with_context(|| format!("DEVICECLOUD_{name}={v} must be {}", expected()))?,
                     )
                 };
             }
@@ -110,7 +109,7 @@ fn checked_days(days: Option<u64>) -> Option<u64> {
 }
 
 fn expected() -> String {
-    format!("expected a whole number of days from 1 to {MAX_DAYS} (unset keeps forever)")
+    format!("a whole number of days from 1 to {MAX_DAYS} (unset keeps forever)")
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod collection;
 mod db;
 mod deadline;
 mod error;
+mod expiry;
 mod scope;
 
 pub mod accounts;

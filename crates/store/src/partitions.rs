@@ -8,7 +8,7 @@
 use sqlx::{PgConnection, PgPool};
 
 use crate::Result;
-use crate::retention::{Kind, Retention, cutoff};
+use crate::expiry::{Kind, Retention, cutoff};
 
 /// Serialises partition changes between the nodes of one service (an arbitrary constant).
 const LOCK: i64 = 0x6463_7061_7274; // "dcpart"

@@ -129,14 +129,8 @@ fn points(db: &Db, containers: SelectStatement, filter: Option<&Filter>) -> Sele
 
 /// A page of raw points; default order latest first.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
-    let ListArgs {
-        scope,
-        filter,
-        sort,
-        page,
-        count_only,
-    } = args;
-    let keys = containers(&scope, filter, db);
+    let (filter, sort) = (args.filter, args.sort);
+    let keys = containers(&args.scope, filter, db);
     let base = points(db, keys.clone(), filter);
     let by_time = sort.is_none_or(|s| s.attr == "timestamp_seconds");
     if !by_time {
@@ -148,8 +142,8 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
                 descending: true,
             },
             primary_key: &TIE_BREAK,
-            page,
-            count_only,
+            page: args.page,
+            count_only: args.count_only,
         };
         return collection::list(db, base, output(), &COLUMNS, req).await;
     }
@@ -167,8 +161,8 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
         count.clear_selects().expr(Func::count(Expr::col(sea_query::Asterisk)));
         i64::try_from(collection::count_rows(db, &count).await?).unwrap_or(i64::MAX)
     };
-    let page = page.resolve(u64::try_from(total).unwrap_or(0));
-    if count_only || page.total == 0 {
+    let page = args.page.resolve(u64::try_from(total).unwrap_or(0));
+    if args.count_only || page.total == 0 {
         return Ok(Listing {
             page,
             items: Vec::new(),
