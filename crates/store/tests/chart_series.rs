@@ -7,38 +7,12 @@ use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::downsampled::Resolution;
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId};
-use devicecloud_store::{Db, new_id};
-
-async fn store(dir: &std::path::Path) -> Db {
-    match std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    {
-        Some(base) => {
-            let name = format!("dc_test_chart_{}", std::process::id());
-            let admin = sqlx::PgPool::connect(&base).await.unwrap();
-            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}")))
-                .execute(&admin)
-                .await
-                .unwrap();
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .execute(&admin)
-                .await
-                .unwrap();
-            let (server, _) = base.rsplit_once('/').unwrap();
-            Db::connect(&format!("{server}/{name}")).await.unwrap()
-        }
-        None => Db::connect(&format!("sqlite://{}", dir.join("chart.db").display()))
-            .await
-            .unwrap(),
-    }
-}
+mod common;
+use common::store;
 
 #[tokio::test]
 async fn points_merge_per_pixel_column_keeping_the_extremes() {
-    let dir = std::env::temp_dir().join(format!("dc-chart-{}", new_id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = store(&dir).await;
+    let db = store("chart").await;
     let group = groups::create(
         &db,
         &NewGroup {
@@ -119,5 +93,4 @@ async fn points_merge_per_pixel_column_keeping_the_extremes() {
         .unwrap();
     assert!(none.is_empty());
     db.close().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }

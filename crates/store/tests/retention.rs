@@ -7,39 +7,13 @@ use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId};
 use devicecloud_store::retention::{self, Kind, Retention, cutoff};
-use devicecloud_store::{Db, new_id, partitions, sessions};
+use devicecloud_store::{Db, partitions, sessions};
 use std::time::Duration;
 
-const DAY: i64 = 86_400;
+mod common;
+use common::{execute, integer, store};
 
-async fn store(tag: &str) -> Db {
-    match std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    {
-        Some(base) => {
-            let name = format!("dc_test_retention_{tag}_{}", std::process::id());
-            let admin = sqlx::PgPool::connect(&base).await.unwrap();
-            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}")))
-                .execute(&admin)
-                .await
-                .unwrap();
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .execute(&admin)
-                .await
-                .unwrap();
-            let (server, _) = base.rsplit_once('/').unwrap();
-            Db::connect(&format!("{server}/{name}")).await.unwrap()
-        }
-        None => {
-            let dir = std::env::temp_dir().join(format!("dc-retention-{}", new_id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            Db::connect(&format!("sqlite://{}", dir.join("store.db").display()))
-                .await
-                .unwrap()
-        }
-    }
-}
+const DAY: i64 = 86_400;
 
 /// A group with one gateway and one series holding a point every `step` seconds over the
 /// `days` days before `now`; returns the group, the gateway and the series key.
@@ -180,25 +154,7 @@ async fn defaults_apply_to_groups_without_their_own_and_sessions_say_their_point
     // The points of each session's span carry its key, as ingest gives them.
     let tag = "UPDATE raw_points SET session_key = $1 WHERE container_key = $2 AND seconds >= $3 AND seconds < $4";
     for (session, from, to) in [(old, now - 5 * DAY, now - 4 * DAY), (recent, now - 600, now + 1)] {
-        match &db {
-            Db::Sqlite(p) => sqlx::query(tag)
-                .bind(session)
-                .bind(key)
-                .bind(from)
-                .bind(to)
-                .execute(p)
-                .await
-                .map(|_| ()),
-            Db::Postgres(p) => sqlx::query(tag)
-                .bind(session)
-                .bind(key)
-                .bind(from)
-                .bind(to)
-                .execute(p)
-                .await
-                .map(|_| ()),
-        }
-        .unwrap();
+        execute(&db, tag, &[session, key, from, to]).await;
     }
     let defaults = Retention {
         raw_days: Some(1),
@@ -213,25 +169,15 @@ async fn defaults_apply_to_groups_without_their_own_and_sessions_say_their_point
         span(&db, Kind::Minute, key).await.0,
         Some((now - 6 * DAY).div_euclid(60) * 60)
     );
-    let archived = |key: i64| {
-        let db = db.clone();
-        async move {
-            let sql = "SELECT archived_at FROM data_sessions WHERE session_key = $1";
-            let at: Option<i64> = match &db {
-                Db::Sqlite(p) => sqlx::query_scalar(sql).bind(key).fetch_one(p).await.unwrap(),
-                Db::Postgres(p) => sqlx::query_scalar(sql).bind(key).fetch_one(p).await.unwrap(),
-            };
-            at
-        }
-    };
-    assert_eq!(archived(old).await, Some(now));
-    assert_eq!(archived(recent).await, None);
+    let archived = "SELECT archived_at FROM data_sessions WHERE session_key = $1";
+    assert_eq!(integer(&db, archived, &[old]).await, Some(now));
+    assert_eq!(integer(&db, archived, &[recent]).await, None);
 }
 
 #[tokio::test]
 async fn postgres_drops_whole_partitions_once_every_group_is_past_them() {
     let db = store("partitions").await;
-    let Db::Postgres(pool) = &db else {
+    let Db::Postgres(pool) = &db.db else {
         return; // SQLite has no partitions; covered by the tests above.
     };
     let now = devicecloud_store::unix_now();
