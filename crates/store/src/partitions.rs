@@ -90,12 +90,31 @@ fn bounds(text: &str) -> Option<(i64, i64)> {
 /// Makes the partitions of the slot holding `now`, the one before and the next `ahead` ones,
 /// for every kind, when they do not exist yet. Rows already in the default partition for such
 /// a slot are moved into it.
+///
+/// Rows that landed in the default partition for a slot since 2000-01-01 (points sent late,
+/// for days that had no partition) get their partition too, so that the default partition,
+/// which every new partition's check reads, stays small.
 pub async fn prepare(pool: &PgPool, now: i64, ahead: i64) -> Result<u64> {
     let mut made = 0;
     for kind in Kind::ALL {
         let w = width(kind);
         let current = now.div_euclid(w);
-        for slot in current - 1..=current + ahead {
+        let mut slots: Vec<i64> = (current - 1..=current + ahead).collect();
+        let late = format!(
+            "SELECT DISTINCT {time} / $1 FROM {table}_default WHERE {time} >= $2 AND {time} < $3",
+            time = kind.time_column(),
+            table = kind.table()
+        );
+        let found: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(late))
+            .bind(w)
+            .bind(EARLIEST)
+            .bind((current + ahead + 1) * w)
+            .fetch_all(pool)
+            .await?;
+        slots.extend(found);
+        slots.sort_unstable();
+        slots.dedup();
+        for slot in slots {
             if make(pool, kind, slot * w).await? {
                 made += 1;
             }
@@ -103,6 +122,10 @@ pub async fn prepare(pool: &PgPool, now: i64, ahead: i64) -> Result<u64> {
     }
     Ok(made)
 }
+
+/// The first second partitions are made for (2000-01-01, as the migration): a row older than
+/// that stays in the default partition.
+const EARLIEST: i64 = 946_684_800;
 
 /// Makes the partition of `kind` starting at `start`; false when it exists already.
 ///

@@ -190,6 +190,19 @@ async fn postgres_drops_whole_partitions_once_every_group_is_past_them() {
     let mut conn = pool.acquire().await.unwrap();
     let before = partitions::list(&mut conn, Kind::Raw).await.unwrap();
     assert!(before.len() >= 11, "{before:?}");
+    // Points sent late, for days without a partition, get theirs at the next pass.
+    let late = now - 20 * DAY;
+    execute(
+        &db,
+        "INSERT INTO raw_points (container_key, seconds, microseconds, value) VALUES ($1, $2, 0, 1.0)",
+        &[key_a, late],
+    )
+    .await;
+    partitions::prepare(pool, now, partitions::AHEAD).await.unwrap();
+    let holding = partitions::list(&mut *pool.acquire().await.unwrap(), Kind::Raw)
+        .await
+        .unwrap();
+    assert!(holding.iter().any(|p| p.start <= late && late < p.end), "{holding:?}");
     // Nothing in the default partition: every row found its day.
     let stray: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM raw_points_default")
         .fetch_one(pool)
