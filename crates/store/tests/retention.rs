@@ -199,7 +199,7 @@ async fn postgres_drops_whole_partitions_once_every_group_is_past_them() {
     )
     .await;
     partitions::prepare(pool, now, partitions::AHEAD).await.unwrap();
-    let holding = partitions::list(&mut *pool.acquire().await.unwrap(), Kind::Raw)
+    let holding = partitions::list(&mut pool.acquire().await.unwrap(), Kind::Raw)
         .await
         .unwrap();
     assert!(holding.iter().any(|p| p.start <= late && late < p.end), "{holding:?}");
