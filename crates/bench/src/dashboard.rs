@@ -125,11 +125,7 @@ pub async fn dashboard(o: DashboardOptions) -> Result<()> {
         .redirect(reqwest::redirect::Policy::none())
         .build()?;
     let (_, admin) = server.administrator(&http).await?;
-    let url = match &o.database_url {
-        Some(url) => url.clone(),
-        None => format!("sqlite://{}", server.data_dir.join("devicecloud.db").display()),
-    };
-    let db = Db::connect(&url).await?;
+    let db = Db::connect(&server.store_url()).await?;
     eprintln!("provisioning {} gateways…", o.devices);
     let gateways = provision(&http, &server.base, &admin, "DASH", o.devices).await?;
     let charted = gateways.first().context("no gateway")?.id.clone();

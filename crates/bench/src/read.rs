@@ -37,11 +37,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     let server = ServerUnderTest::start(o.database_url.clone()).await?;
     let http = reqwest::Client::new();
     let (_, admin) = server.administrator(&http).await?;
-    let url = match &o.database_url {
-        Some(url) => url.clone(),
-        None => format!("sqlite://{}", server.data_dir.join("devicecloud.db").display()),
-    };
-    let db = Db::connect(&url).await?;
+    let db = Db::connect(&server.store_url()).await?;
     let (year_group, year_gateway) = group_with_gateway(&http, &server.base, &admin, "READ-YEAR").await?;
     let (hundred_group, hundred_gateway) = group_with_gateway(&http, &server.base, &admin, "READ-HUNDRED").await?;
 

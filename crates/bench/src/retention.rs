@@ -21,7 +21,7 @@ use devicecloud_store::{Db, partitions, retention, unix_now};
 use serde_json::json;
 
 use super::publisher::flood;
-use super::server::{GatewayCredentials, ServerUnderTest, provision_group};
+use super::server::{GatewayCredentials, ServerUnderTest, percentile, provision_group};
 
 /// Series of the filled group: the points are spread over them, one a second each.
 const SERIES: i64 = 100;
@@ -58,14 +58,6 @@ struct Window {
     writes: Vec<Duration>,
 }
 
-fn quantile(sorted: &[Duration], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
-}
-
 async fn sqlite(points: i64, gateways: usize, seconds: u64) -> Result<()> {
     let server = ServerUnderTest::start_with(None, &[("DEVICECLOUD_RETENTION_INTERVAL_S", "1")]).await?;
     let http = reqwest::Client::new();
@@ -75,11 +67,7 @@ async fn sqlite(points: i64, gateways: usize, seconds: u64) -> Result<()> {
 
     eprintln!("filling {points} points into the store…");
     let filled = Instant::now();
-    let db = Db::connect(&format!(
-        "sqlite://{}",
-        server.data_dir.join("devicecloud.db").display()
-    ))
-    .await?;
+    let db = Db::connect(&server.store_url()).await?;
     fill(&db, &archive, &owner[0].id, points).await?;
     db.close().await;
     let file = |name: &str| std::fs::metadata(server.data_dir.join(name)).map_or(0, |m| m.len());
@@ -125,8 +113,8 @@ async fn sqlite(points: i64, gateways: usize, seconds: u64) -> Result<()> {
         println!(
             "| {name} | {:.0} | {:.1} ms | {:.1} ms | {} |",
             w.points_per_s,
-            quantile(&w.writes, 0.5),
-            quantile(&w.writes, 0.99),
+            percentile(&w.writes, 0.5),
+            percentile(&w.writes, 0.99),
             w.writes.len()
         );
     }

@@ -115,6 +115,14 @@ impl ServerUnderTest {
         })
     }
 
+    /// The URL of the server's store: its PostgreSQL database, or its SQLite file.
+    pub fn store_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}", self.data_dir.join("devicecloud.db").display()),
+        }
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
@@ -272,4 +280,13 @@ pub fn rss_kib(pid: u32) -> Result<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .context("no VmRSS")
+}
+
+/// Percentile `p` (0 to 1) of sorted durations, in milliseconds; NaN without any.
+pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
 }

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::crash::KillCycles;
 use super::publisher::Message;
-use super::server::{GatewayCredentials, ServerUnderTest, json, provision};
+use super::server::{GatewayCredentials, ServerUnderTest, json, percentile, provision};
 
 const DATATYPES: u32 = 10;
 const MEASUREMENTS: i64 = 10;
@@ -115,19 +115,6 @@ async fn group_of(
     device["id_group"].as_str().map(str::to_string).context("no id_group")
 }
 
-fn sqlite_store(server: &ServerUnderTest) -> String {
-    format!("sqlite://{}", server.data_dir.join("devicecloud.db").display())
-}
-
-/// Percentile of sorted durations, in milliseconds.
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
-}
-
 /// `bench webhook`: `rate` points/s for `seconds` through `gateways` paced gateways.
 pub async fn latency(rate: usize, seconds: u64, gateways: usize) -> Result<()> {
     let server = ServerUnderTest::start(None).await?;
@@ -139,7 +126,7 @@ pub async fn latency(rate: usize, seconds: u64, gateways: usize) -> Result<()> {
     let url = format!("http://{}/hook", listener.local_addr()?);
     let receiver = Receiver::serve(listener);
     create_webhook(&http, &server, &admin, &group, &url).await?;
-    let store = Db::connect(&sqlite_store(&server)).await?;
+    let store = Db::connect(&server.store_url()).await?;
     let outbox_start = webhooks::outbox_len(&store).await?;
 
     // Each gateway sends one message of MEASUREMENTS × DATATYPES points every `period`.
