@@ -47,11 +47,17 @@ impl Kind {
 
     /// The days `retention` keeps of this kind.
     pub fn days(self, retention: &Retention) -> Option<i64> {
+        let mut copy = *retention;
+        *self.days_of(&mut copy)
+    }
+
+    /// The field of `retention` that holds this kind's days.
+    pub fn days_of(self, retention: &mut Retention) -> &mut Option<i64> {
         match self {
-            Kind::Raw => retention.raw_days,
-            Kind::Minute => retention.minute_days,
-            Kind::Hour => retention.hour_days,
-            Kind::Day => retention.day_days,
+            Kind::Raw => &mut retention.raw_days,
+            Kind::Minute => &mut retention.minute_days,
+            Kind::Hour => &mut retention.hour_days,
+            Kind::Day => &mut retention.day_days,
         }
     }
 }

@@ -68,7 +68,7 @@ pub async fn page(
             .and_then(|p| gateways.get(p).copied())
             .unwrap_or(d.is_connected)
     };
-    let kept = retention::in_force(&state, &id).await?;
+    let kept = crate::service::retention::in_force(&state, &id).await?;
     let now = unix_now();
     let current = q.sort.as_deref().unwrap_or("");
     let base = format!("/groups/{id}{}", format::query(&[("sort", current)]));

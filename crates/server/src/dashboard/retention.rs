@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_store::groups::{self, GroupRow};
-use devicecloud_store::retention::{self, Retention};
+use devicecloud_store::retention::Retention;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
@@ -33,22 +33,20 @@ pub fn days(value: Option<i64>) -> String {
     }
 }
 
+/// The days `kept` of each kind, in the record's order.
+fn values(kept: &Retention) -> [Option<i64>; 4] {
+    FIELDS.map(|(_, kind)| kind.days(kept))
+}
+
 /// One line for the group page: what the group keeps.
 pub fn summary(kept: &Retention) -> String {
-    let values = [kept.raw_days, kept.minute_days, kept.hour_days, kept.day_days];
+    let values = values(kept);
     HEADINGS
         .iter()
         .zip(values)
         .map(|(heading, value)| format!("{} {}", heading.to_lowercase(), days(value)))
         .collect::<Vec<_>>()
         .join(" · ")
-}
-
-/// The retention in force for a group: its own, else the service's defaults.
-pub async fn in_force(state: &AppState, id_group: &str) -> Result<Retention, PageError> {
-    Ok(retention::get(&state.db, id_group)
-        .await?
-        .unwrap_or(state.settings.retention))
 }
 
 async fn render(
@@ -58,8 +56,7 @@ async fn render(
     notice: Option<&str>,
     errors: &[FieldError],
 ) -> Result<Markup, PageError> {
-    let kept = in_force(state, &group.id_group).await?;
-    let values = [kept.raw_days, kept.minute_days, kept.hour_days, kept.day_days];
+    let values = values(&service::in_force(state, &group.id_group).await?);
     let manager = viewer.caller.role_in(group).is_some_and(|r| r >= Role::Manager);
     Ok(html! {
         p.muted { a href=(format!("/groups/{}", group.id_group)) { "← " (group.label) } }

@@ -28,7 +28,9 @@ pub async fn get(state: &AppState, caller: &Caller, id: &str) -> Result<Retentio
     in_force(state, id).await
 }
 
-async fn in_force(state: &AppState, id: &str) -> Result<Retention, ServiceError> {
+/// The retention in force for the group `id`, its own or the defaults, unchecked: for callers
+/// that checked the caller's role in the group already.
+pub async fn in_force(state: &AppState, id: &str) -> Result<Retention, ServiceError> {
     Ok(retention::get(&state.db, id).await?.unwrap_or(state.settings.retention))
 }
 
@@ -47,11 +49,11 @@ pub async fn put(
     for (field, kind) in FIELDS {
         match input.get(field) {
             None => {}
-            Some(Value::Null) => *slot(&mut next, kind) = None,
-            Some(Value::String(s)) if s.is_empty() => *slot(&mut next, kind) = None,
+            Some(Value::Null) => *kind.days_of(&mut next) = None,
+            Some(Value::String(s)) if s.is_empty() => *kind.days_of(&mut next) = None,
             Some(_) => {
                 if let Some(days) = f.integer(field, false, 1, MAX_DAYS) {
-                    *slot(&mut next, kind) = Some(days);
+                    *kind.days_of(&mut next) = Some(days);
                 }
             }
         }
@@ -59,13 +61,4 @@ pub async fn put(
     f.finish()?;
     retention::set(&state.db, id, &next, unix_now()).await?;
     Ok(next)
-}
-
-fn slot(retention: &mut Retention, kind: Kind) -> &mut Option<i64> {
-    match kind {
-        Kind::Raw => &mut retention.raw_days,
-        Kind::Minute => &mut retention.minute_days,
-        Kind::Hour => &mut retention.hour_days,
-        Kind::Day => &mut retention.day_days,
-    }
 }
