@@ -114,6 +114,9 @@ pub async fn prepare(pool: &PgPool, now: i64, ahead: i64) -> Result<u64> {
         slots.extend(found);
         slots.sort_unstable();
         slots.dedup();
+        // Made already: skipped without a transaction (`make` checks again under the lock).
+        let existing = list(&mut *pool.acquire().await?, kind).await?;
+        slots.retain(|slot| !existing.iter().any(|p| p.start <= slot * w && slot * w < p.end));
         for slot in slots {
             if make(pool, kind, slot * w).await? {
                 made += 1;
