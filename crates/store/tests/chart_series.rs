@@ -3,42 +3,15 @@
 //! average the values, at the resolution the rule gives the interval.
 
 use devicecloud_store::chart_series::{self, Columns};
-use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::downsampled::Resolution;
-use devicecloud_store::groups::{self, NewGroup};
-use devicecloud_store::ingest::{self, Point, SeriesId};
+use devicecloud_store::ingest::{self, Point};
 mod common;
-use common::store;
+use common::{series, store};
 
 #[tokio::test]
 async fn points_merge_per_pixel_column_keeping_the_extremes() {
     let db = store("chart").await;
-    let group = groups::create(
-        &db,
-        &NewGroup {
-            label: "g",
-            r#type: "1",
-            subtype: "",
-            id_country: None,
-        },
-        0,
-    )
-    .await
-    .unwrap();
-    let gateway = NewGateway {
-        id_group: &group.id_group,
-        serial_hardware: "CHART-1",
-        kind: "CORE",
-        label: "",
-        expected_offline_interval: 600,
-    };
-    let device = devices::provision(&db, &gateway, "hash", 0).await.unwrap();
-    let series = SeriesId {
-        id_group: group.id_group.clone(),
-        source_device: device.id_physical_device.clone(),
-        datatype: 7,
-    };
-    let key = ingest::container_key(&db, &series, usize::MAX).await.unwrap().unwrap();
+    let (id_group, device, key) = series(&db, "CHART-1", "CORE", 7).await;
     // One point a second for 1,000 s after `from`, cycling 0..9: 100 columns of 10 seconds.
     let from = 1_800_000_000;
     let points: Vec<Point> = (1..=1000)
@@ -56,15 +29,9 @@ async fn points_merge_per_pixel_column_keeping_the_extremes() {
         to: from + 1000,
         count: 100,
     };
-    let raw = chart_series::device_points(
-        &db,
-        &group.id_group,
-        &device.id_physical_device,
-        columns,
-        Resolution::Raw,
-    )
-    .await
-    .unwrap();
+    let raw = chart_series::device_points(&db, &id_group, &device, columns, Resolution::Raw)
+        .await
+        .unwrap();
     assert_eq!(raw.len(), 100);
     assert!(
         raw.iter().all(|p| p.datatype == 7 && p.min == 0.0 && p.max == 9.0),
@@ -76,19 +43,13 @@ async fn points_merge_per_pixel_column_keeping_the_extremes() {
     assert_eq!(raw[0].t, (from as f64) + 5.0);
     assert_eq!(raw[99].t, (from as f64) + 995.0);
     // The same interval from minute rollups: the average is weighted by the points counted.
-    let minutes = chart_series::device_points(
-        &db,
-        &group.id_group,
-        &device.id_physical_device,
-        columns,
-        Resolution::Minute,
-    )
-    .await
-    .unwrap();
+    let minutes = chart_series::device_points(&db, &id_group, &device, columns, Resolution::Minute)
+        .await
+        .unwrap();
     let total: f64 = minutes.iter().map(|p| p.avg).sum();
     assert!(!minutes.is_empty() && minutes.iter().all(|p| p.min == 0.0 && p.max == 9.0) && total > 0.0);
     // Another device of the group draws nothing of this one.
-    let none = chart_series::device_points(&db, &group.id_group, "someone-else", columns, Resolution::Raw)
+    let none = chart_series::device_points(&db, &id_group, "someone-else", columns, Resolution::Raw)
         .await
         .unwrap();
     assert!(none.is_empty());

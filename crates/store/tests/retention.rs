@@ -3,47 +3,20 @@
 //! leaves groups that keep forever alone, marks sessions whose points went, and on PostgreSQL
 //! drops whole partitions.
 
-use devicecloud_store::devices::{self, NewGateway};
-use devicecloud_store::groups::{self, NewGroup};
-use devicecloud_store::ingest::{self, Point, SeriesId};
+use devicecloud_store::ingest::{self, Point};
 use devicecloud_store::retention::{self, Kind, Retention, cutoff};
 use devicecloud_store::{Db, partitions, sessions};
 use std::time::Duration;
 
 mod common;
-use common::{execute, integer, store};
+use common::{execute, integer, series, store};
 
 const DAY: i64 = 86_400;
 
 /// A group with one gateway and one series holding a point every `step` seconds over the
 /// `days` days before `now`; returns the group, the gateway and the series key.
 async fn filled_group(db: &Db, name: &str, now: i64, days: i64, step: i64) -> (String, String, i64) {
-    let group = groups::create(
-        db,
-        &NewGroup {
-            label: name,
-            r#type: "1",
-            subtype: "",
-            id_country: None,
-        },
-        0,
-    )
-    .await
-    .unwrap();
-    let gateway = NewGateway {
-        id_group: &group.id_group,
-        serial_hardware: name,
-        kind: "GO",
-        label: "",
-        expected_offline_interval: 600,
-    };
-    let device = devices::provision(db, &gateway, "hash", 0).await.unwrap();
-    let series = SeriesId {
-        id_group: group.id_group.clone(),
-        source_device: device.id_physical_device.clone(),
-        datatype: 1,
-    };
-    let key = ingest::container_key(db, &series, usize::MAX).await.unwrap().unwrap();
+    let (id_group, device, key) = series(db, name, "GO", 1).await;
     let points: Vec<Point> = (0..days * DAY / step)
         .map(|i| Point {
             container_key: key,
@@ -56,7 +29,7 @@ async fn filled_group(db: &Db, name: &str, now: i64, days: i64, step: i64) -> (S
     for chunk in points.chunks(10_000) {
         ingest::write(db, chunk, &[]).await.unwrap();
     }
-    (group.id_group, device.id_physical_device, key)
+    (id_group, device, key)
 }
 
 /// The oldest time and the number of rows of one series in one kind's table.

@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+use devicecloud_store::devices::{self, NewGateway};
+use devicecloud_store::groups::{self, NewGroup};
+use devicecloud_store::ingest::{self, SeriesId};
 use devicecloud_store::{Db, new_id};
 
 /// A fresh, migrated store, whose SQLite files go with it.
@@ -89,4 +92,31 @@ pub async fn integer(db: &Db, sql: &str, values: &[i64]) -> Option<i64> {
         Db::Sqlite(p) => run!(p),
         Db::Postgres(p) => run!(p),
     }
+}
+
+/// One series: a new group `name` holding a gateway of `kind` with serial `name`, and the
+/// series of `datatype` of that gateway. Returns the group, the gateway and the series key.
+pub async fn series(db: &Db, name: &str, kind: &str, datatype: i64) -> (String, String, i64) {
+    let new_group = NewGroup {
+        label: name,
+        r#type: "1",
+        subtype: "",
+        id_country: None,
+    };
+    let group = groups::create(db, &new_group, 0).await.unwrap();
+    let gateway = NewGateway {
+        id_group: &group.id_group,
+        serial_hardware: name,
+        kind,
+        label: "",
+        expected_offline_interval: 600,
+    };
+    let device = devices::provision(db, &gateway, "hash", 0).await.unwrap();
+    let id = SeriesId {
+        id_group: group.id_group.clone(),
+        source_device: device.id_physical_device.clone(),
+        datatype,
+    };
+    let key = ingest::container_key(db, &id, usize::MAX).await.unwrap().unwrap();
+    (group.id_group, device.id_physical_device, key)
 }
