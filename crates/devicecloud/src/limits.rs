@@ -157,7 +157,8 @@ pub fn take_number(
         .with_context(|| format!("{key} in {file} must be {expected}"))
 }
 
-fn positive(text: &str) -> Option<u64> {
+/// A whole number above zero, from a variable's or a flag's text.
+pub fn positive(text: &str) -> Option<u64> {
     text.trim().parse().ok().filter(|n| *n > 0)
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use devicecloud_store::retention::Retention;
 
-use crate::limits::take_number;
+use crate::limits::{positive, take_number};
 
 /// The most days a retention may name: a hundred years.
 pub const MAX_DAYS: u64 = 36_500;
@@ -78,11 +78,7 @@ impl RetentionSettings {
             }
         }
         if let Some(v) = env("RETENTION_INTERVAL_S") {
-            self.interval_s = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
+            self.interval_s = positive(&v)
                 .with_context(|| format!("DEVICECLOUD_RETENTION_INTERVAL_S={v} is not a positive whole number"))?;
         }
         Ok(())

@@ -69,7 +69,7 @@ async fn a_pass_removes_what_is_past_each_groups_retention_and_nothing_newer() {
     };
     retention::set(&db, &kept_group, &own, now).await.unwrap();
     assert_eq!(retention::get(&db, &kept_group).await.unwrap(), Some(own));
-    let before: Vec<_> = futures_spans(&db, forever).await;
+    let before: Vec<_> = spans(&db, forever).await;
 
     let pruned = retention::prune(&db, &Retention::default(), now, Duration::from_millis(40))
         .await
@@ -99,7 +99,7 @@ async fn a_pass_removes_what_is_past_each_groups_retention_and_nothing_newer() {
         }
     }
     // The group following the defaults (keep forever) lost nothing.
-    assert_eq!(futures_spans(&db, forever).await, before);
+    assert_eq!(spans(&db, forever).await, before);
 
     // A second pass finds nothing more to remove.
     let again = retention::prune(&db, &Retention::default(), now, Duration::from_millis(40))
@@ -108,7 +108,7 @@ async fn a_pass_removes_what_is_past_each_groups_retention_and_nothing_newer() {
     assert_eq!(again.rows, [0; 4]);
 }
 
-async fn futures_spans(db: &Db, key: i64) -> Vec<(Option<i64>, i64)> {
+async fn spans(db: &Db, key: i64) -> Vec<(Option<i64>, i64)> {
     let mut out = Vec::new();
     for kind in Kind::ALL {
         out.push(span(db, kind, key).await);
