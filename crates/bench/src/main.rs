@@ -19,11 +19,13 @@ mod crash;
 mod dashboard;
 mod idle;
 mod ingest;
+mod mixed;
 mod publisher;
 mod read;
 mod retention;
 mod server;
 mod stream;
+mod under_load;
 mod webhook;
 
 use std::path::PathBuf;
@@ -59,6 +61,9 @@ enum BenchCommand {
     /// PostgreSQL `--database-url` (an empty database): the time a pass takes to drop one day's
     /// partition of `--points` points.
     Retention(retention::RetentionOptions),
+    /// The API while gateways publish at full rate: write and read latency of a steady API mix
+    /// with and without ingest, and ingest throughput with and without the API mix.
+    Mixed(mixed::MixedOptions),
     /// The front door under attack while gateways publish: deep expands, giant filters,
     /// made-up methods, 1 MB bodies, slow headers and bodies, thousands of idle sockets;
     /// `/healthz` latency, resident memory, and every acknowledged point checked on the store.
@@ -120,6 +125,7 @@ enum BenchCommand {
 async fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Retention(options) => retention::retention(options).await,
+        BenchCommand::Mixed(options) => mixed::mixed(options).await,
         BenchCommand::Abuse(options) => abuse::abuse(options).await,
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
         BenchCommand::Stream(options) => stream::stream(options).await,

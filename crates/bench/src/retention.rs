@@ -20,8 +20,8 @@ use devicecloud_store::retention::Retention;
 use devicecloud_store::{Db, partitions, retention, unix_now};
 use serde_json::json;
 
-use super::publisher::flood;
 use super::server::{GatewayCredentials, ServerUnderTest, percentile, provision_group};
+use super::under_load::{full_rate, steady};
 
 /// Series of the filled group: the points are spread over them, one a second each.
 const SERIES: i64 = 100;
@@ -198,50 +198,20 @@ async fn window(
     round: i64,
 ) -> Result<Window> {
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    let base_second = 1_763_000_000 + round * 10_000_000;
-    let publishers = flood(server.mqtt, fleet, base_second, deadline);
-    let writer = {
-        let (http, url, admin) = (
-            http.clone(),
-            format!("{}/api/v2/group/{live}", server.base),
-            admin.to_string(),
-        );
-        tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut n = 0;
-            while Instant::now() < deadline {
-                n += 1;
-                let started = Instant::now();
-                let ok = http
-                    .patch(&url)
-                    .bearer_auth(&admin)
-                    .json(&json!({"label": format!("live {n}")}))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success());
-                if ok {
-                    latencies.push(started.elapsed());
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            latencies
-        })
-    };
-    let started = Instant::now();
-    let mut acked = 0i64;
-    for task in publishers {
-        let outcome = task.await??;
-        acked += outcome
-            .acked
-            .iter()
-            .map(|m| m.measurements * i64::from(m.datatypes))
-            .sum::<i64>();
-    }
-    let mut writes = writer.await?;
-    writes.sort_unstable();
+    let ingest = full_rate(server, fleet, round, deadline);
+    let (http, url, admin) = (
+        http.clone(),
+        format!("{}/api/v2/group/{live}", server.base),
+        admin.to_string(),
+    );
+    let writer = steady(Duration::from_millis(50), deadline, move |n| {
+        http.patch(&url)
+            .bearer_auth(&admin)
+            .json(&json!({"label": format!("live {n}")}))
+    });
     Ok(Window {
-        points_per_s: acked as f64 / started.elapsed().as_secs_f64(),
-        writes,
+        points_per_s: ingest.await??,
+        writes: writer.await?.latencies,
     })
 }
 

@@ -140,6 +140,7 @@ pub async fn update(db: &Db, id_user: &str, changes: &AccountChanges<'_>) -> Res
     let end_sessions = "DELETE FROM dashboard_sessions WHERE id_user = $1";
     let select = format!("{SELECT_USER} WHERE id_user = $1");
     let ends = changes.ends_credentials();
+    let _turn = db.write_turn().await?;
     Ok(on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         let changed = sqlx::query(update)

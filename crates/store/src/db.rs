@@ -14,6 +14,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 
+use crate::write_turn::{self, Turn};
 use crate::{Result, StoreError};
 
 /// The SQLite migrations of this version; a backup is checked against them before a restore.
@@ -84,9 +85,9 @@ impl Db {
                 // Statement journals (multi-row upserts inside a transaction) in memory rather
                 // than in temporary files: one write syscall per journalled page otherwise.
                 .pragma("temp_store", "MEMORY")
-                // Checkpoint the WAL every 32 MiB rather than 4: pages rewritten by many
-                // batches (rollups) are copied to the database once instead of each time.
-                .pragma("wal_autocheckpoint", "8192");
+                // No checkpoint inside a commit: a task of its own copies the log (`wal`).
+                .pragma("wal_autocheckpoint", "0")
+                .pragma("journal_size_limit", crate::wal::KEEP_BYTES);
             let pool = SqlitePoolOptions::new()
                 .max_connections(8)
                 .min_connections(1)
@@ -104,9 +105,12 @@ impl Db {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
         };
         db.migrate().await?;
-        if let Db::Postgres(pool) = &db {
+        match &db {
+            Db::Sqlite(pool) => drop(tokio::spawn(crate::wal::checkpointer(pool.clone()))),
             // Rows written before the service's first retention pass land in their partition.
-            crate::partitions::prepare(pool, crate::unix_now(), crate::partitions::AHEAD).await?;
+            Db::Postgres(pool) => {
+                crate::partitions::prepare(pool, crate::unix_now(), crate::partitions::AHEAD).await?;
+            }
         }
         Ok(db)
     }
@@ -188,8 +192,25 @@ impl Db {
         }
     }
 
-    /// Runs a statement with its [`values!`]; returns the rows it changed.
+    /// Waits for this process's turn to write the store (`write_turn`: SQLite's one write lock,
+    /// taken first come first served); hold it until the transaction ends. Never take a second
+    /// turn while holding one: the queue would wait for itself.
+    pub(crate) async fn write_turn(&self) -> Result<Turn> {
+        match self {
+            Db::Sqlite(pool) => {
+                write_turn::take(
+                    pool.connect_options().get_filename(),
+                    pool.options().get_acquire_timeout(),
+                )
+                .await
+            }
+            Db::Postgres(_) => Ok(Turn::NONE),
+        }
+    }
+
+    /// Runs a writing statement with its [`values!`] in its turn; returns the rows it changed.
     pub(crate) async fn execute(&self, sql: impl sqlx::SqlSafeStr, values: SqlxValues) -> Result<u64> {
+        let _turn = self.write_turn().await?;
         Ok(on_pool!(self, |p| sqlx::query_with(sql, values)
             .execute(p)
             .await
@@ -210,7 +231,7 @@ impl Db {
 
     /// Whether the database answers a trivial query (for `/readyz`).
     pub async fn ping(&self) -> Result<()> {
-        self.execute("SELECT 1", values![]).await?;
+        self.row::<(i64,)>("SELECT 1", values![]).await?;
         Ok(())
     }
 
@@ -230,23 +251,28 @@ impl Db {
 }
 
 /// An open transaction on either database, for write paths built from SQL text and values
-/// (the same `$n` text serves both).
+/// (the same `$n` text serves both). It holds the write turn until it ends.
 pub(crate) enum Tx {
-    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Sqlite(
+        sqlx::Transaction<'static, sqlx::Sqlite>,
+        #[expect(dead_code, reason = "held, never read: the turn ends with the transaction")] Turn,
+    ),
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
 }
 
 impl Tx {
-    pub(crate) async fn begin(db: &Db) -> sqlx::Result<Tx> {
+    /// Takes the write turn, then begins.
+    pub(crate) async fn begin(db: &Db) -> Result<Tx> {
+        let turn = db.write_turn().await?;
         Ok(match db {
-            Db::Sqlite(p) => Tx::Sqlite(p.begin().await?),
+            Db::Sqlite(p) => Tx::Sqlite(p.begin().await?, turn),
             Db::Postgres(p) => Tx::Postgres(p.begin().await?),
         })
     }
 
     pub(crate) fn backend(&self) -> Backend {
         match self {
-            Tx::Sqlite(_) => Backend::Sqlite,
+            Tx::Sqlite(..) => Backend::Sqlite,
             Tx::Postgres(_) => Backend::Postgres,
         }
     }
@@ -255,7 +281,7 @@ impl Tx {
     pub(crate) async fn execute(&mut self, sql: String, values: SqlxValues) -> sqlx::Result<u64> {
         let sql = sqlx::AssertSqlSafe(sql);
         Ok(match self {
-            Tx::Sqlite(tx) => sqlx::query_with(sql, values).execute(&mut **tx).await?.rows_affected(),
+            Tx::Sqlite(tx, _) => sqlx::query_with(sql, values).execute(&mut **tx).await?.rows_affected(),
             Tx::Postgres(tx) => sqlx::query_with(sql, values).execute(&mut **tx).await?.rows_affected(),
         })
     }
@@ -264,7 +290,7 @@ impl Tx {
     pub(crate) async fn scalar(&mut self, sql: String, values: SqlxValues) -> sqlx::Result<i64> {
         let sql = sqlx::AssertSqlSafe(sql);
         match self {
-            Tx::Sqlite(tx) => sqlx::query_scalar_with(sql, values).fetch_one(&mut **tx).await,
+            Tx::Sqlite(tx, _) => sqlx::query_scalar_with(sql, values).fetch_one(&mut **tx).await,
             Tx::Postgres(tx) => sqlx::query_scalar_with(sql, values).fetch_one(&mut **tx).await,
         }
     }
@@ -274,7 +300,7 @@ impl Tx {
     /// its three columns `a`, `b` and `c`.
     pub(crate) async fn triples(&mut self, select: String, values: SqlxValues) -> sqlx::Result<Vec<(i64, i64, i64)>> {
         match self {
-            Tx::Sqlite(tx) => {
+            Tx::Sqlite(tx, _) => {
                 let sql = format!("SELECT json_group_array(json_array(a, b, c)) FROM ({select})");
                 let text: String = sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
                     .fetch_one(&mut **tx)
@@ -291,14 +317,14 @@ impl Tx {
 
     pub(crate) async fn rollback(self) -> sqlx::Result<()> {
         match self {
-            Tx::Sqlite(tx) => tx.rollback().await,
+            Tx::Sqlite(tx, _) => tx.rollback().await,
             Tx::Postgres(tx) => tx.rollback().await,
         }
     }
 
     pub(crate) async fn commit(self) -> sqlx::Result<()> {
         match self {
-            Tx::Sqlite(tx) => tx.commit().await,
+            Tx::Sqlite(tx, _) => tx.commit().await,
             Tx::Postgres(tx) => tx.commit().await,
         }
     }

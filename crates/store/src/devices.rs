@@ -93,6 +93,7 @@ pub async fn provision(db: &Db, gateway: &NewGateway<'_>, token_hash: &str, now:
                   id_iot_device, kind, expected_offline_interval, created_at, device_token_hash, last_data_at, signal) \
                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, 0)";
     let endpoint = "INSERT INTO iot_devices (id_iot_device, id_physical_device, protocol) VALUES ($1, $2, 'mqtt')";
+    let turn = db.write_turn().await?;
     // One async block per backend so that `?` stops inside it and the unique violation can be
     // told apart below.
     on_pool!(db, |p| async {
@@ -119,6 +120,7 @@ pub async fn provision(db: &Db, gateway: &NewGateway<'_>, token_hash: &str, now:
     }
     .await)
     .map_err(|e| StoreError::from(e).conflict_on("serial_hardware"))?;
+    drop(turn);
     get(db, &id)
         .await?
         .ok_or(StoreError::Decode("provisioned device vanished".into()))
@@ -210,6 +212,7 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
     let set_template = "UPDATE physical_devices SET modbus_template_json = $1 WHERE id_physical_device = $2";
     let history =
         "INSERT INTO modbus_template_history (id_physical_device, template_json, received_at) VALUES ($1, $2, $3)";
+    let _turn = db.write_turn().await?;
     on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         sqlx::query(update)
@@ -260,6 +263,7 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
 pub async fn disconnected(db: &Db, id: &str, now: i64) -> Result<()> {
     let device = "UPDATE physical_devices SET is_connected = 0, last_disconnect_at = $1 WHERE id_physical_device = $2";
     let endpoint = "UPDATE iot_devices SET last_disconnect_at = $1 WHERE id_physical_device = $2";
+    let _turn = db.write_turn().await?;
     on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         sqlx::query(device).bind(now).bind(id).execute(&mut *tx).await?;

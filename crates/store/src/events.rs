@@ -61,6 +61,7 @@ async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now
     let sql = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, datatype, \
                value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";
     let queue = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
+    let _turn = db.write_turn().await?;
     let ids = on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         // The events are written first: on SQLite a transaction that reads before its first

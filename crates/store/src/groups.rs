@@ -158,10 +158,7 @@ pub async fn update(db: &Db, id_group: &str, changes: &GroupChanges<'_>) -> Resu
     }
     if any {
         let (sql, values) = db.build(&update);
-        on_pool!(db, |p| sqlx::query_with(sqlx::AssertSqlSafe(sql), values)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
+        db.execute(sqlx::AssertSqlSafe(sql), values).await?;
     }
     get(db, id_group).await
 }

@@ -8,6 +8,7 @@ mod deadline;
 mod error;
 mod expiry;
 mod scope;
+mod write_turn;
 
 pub mod accounts;
 pub mod backup;
@@ -30,6 +31,7 @@ pub mod series;
 pub mod session_collection;
 pub mod sessions;
 pub mod tokens;
+pub mod wal;
 pub mod webhooks;
 
 pub use collection::{Column, ListArgs, ListRequest, Listing, attributes, names};

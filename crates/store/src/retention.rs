@@ -128,7 +128,7 @@ async fn prune_all(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> 
             let before = cutoff(days, now);
             for key in &keys {
                 pruned.rows[i] += match db {
-                    Db::Sqlite(pool) => slicer.delete(pool, kind, *key, before).await?,
+                    Db::Sqlite(pool) => slicer.delete(db, pool, kind, *key, before).await?,
                     Db::Postgres(pool) => delete_all(pool, kind, *key, before).await?,
                 };
             }
@@ -189,9 +189,10 @@ impl Slicer {
     }
 
     /// Deletes the rows of one series older than `before`, a slice per transaction; returns
-    /// how many. Each slice takes the write lock first (`BEGIN IMMEDIATE`), so the time
-    /// measured is the time the lock is held, not the wait for it.
-    async fn delete(&mut self, pool: &sqlx::SqlitePool, kind: Kind, key: i64, before: i64) -> Result<u64> {
+    /// how many. Each slice waits for its write turn (`Db::write_turn`), then takes the write
+    /// lock (`BEGIN IMMEDIATE`), so the time measured is the time the lock is held, not the
+    /// wait for it.
+    async fn delete(&mut self, db: &Db, pool: &sqlx::SqlitePool, kind: Kind, key: i64, before: i64) -> Result<u64> {
         let (table, time) = (kind.table(), kind.time_column());
         // The slice ends at the time of its `rows`-th row (all of that second included, so
         // each slice removes at least one row), or just before `before` when fewer rows are
@@ -215,6 +216,7 @@ impl Slicer {
         }
         let mut total = 0;
         loop {
+            let turn = db.write_turn().await?;
             let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
             let started = Instant::now();
             let last: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(end.as_str()))
@@ -230,6 +232,7 @@ impl Slicer {
                 .await?
                 .rows_affected();
             tx.commit().await?;
+            drop(turn);
             let rows = self.rows;
             let took = started.elapsed();
             self.adapt(took, deleted);
@@ -237,10 +240,9 @@ impl Slicer {
             if deleted == 0 || (deleted as i64) < rows {
                 return Ok(total);
             }
-            // A writer waiting for the lock polls for it (SQLite's busy handler sleeps up to
-            // 25 ms between tries in its first 100 ms): the pause lets it in between slices,
-            // and at four times the slice, the removal holds the lock a fifth of the time at
-            // most, leaving the rest to ingest (docs/benchmarks.md, "Retention").
+            // Writers waiting in the queue go first; the pause, four times the slice, keeps the
+            // removal to a fifth of the lock's time at most, leaving the rest to ingest
+            // (docs/benchmarks.md, "Retention").
             tokio::time::sleep((self.budget / 2).max(took * 4)).await;
         }
     }

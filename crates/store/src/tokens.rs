@@ -98,6 +98,7 @@ pub async fn refresh(
 /// `client_id` (RFC 7009: a client revokes its own tokens). Returns the access token's hash
 /// when a pair ended.
 pub async fn revoke(db: &Db, hash: &str, client_id: &str) -> Result<Option<String>> {
+    let _turn = db.write_turn().await?;
     Ok(on_pool!(db, |p| {
         sqlx::query_scalar(
             "DELETE FROM access_tokens WHERE (token_hash = $1 OR refresh_hash = $1) AND client_id = $2 RETURNING token_hash",

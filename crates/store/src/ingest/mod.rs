@@ -18,7 +18,7 @@ use sea_query_sqlx::SqlxValues;
 pub use batch::Batch;
 use batch::{Statement, int, placeholders, queue_points};
 
-use crate::db::{Db, Tx, on_pool};
+use crate::db::{Db, Tx, values};
 use crate::webhooks::Routes;
 use crate::{Result, StoreError, new_id};
 
@@ -61,33 +61,14 @@ pub async fn container_key(db: &Db, series: &SeriesId, max_per_device: usize) ->
                   ON CONFLICT (id_group, source_device, datatype) DO NOTHING";
     let select = "SELECT container_key FROM containers WHERE id_group = $1 AND source_device = $2 AND datatype = $3";
     let max = i64::try_from(max_per_device).unwrap_or(i64::MAX);
-    let key: Option<i64> = on_pool!(db, |p| async {
-        let found: Option<i64> = sqlx::query_scalar(select)
-            .bind(&series.id_group)
-            .bind(&series.source_device)
-            .bind(series.datatype)
-            .fetch_optional(p)
-            .await?;
-        if found.is_some() {
-            return Ok(found);
-        }
-        sqlx::query(insert)
-            .bind(new_id())
-            .bind(&series.id_group)
-            .bind(&series.source_device)
-            .bind(series.datatype)
-            .bind(max)
-            .execute(p)
-            .await?;
-        sqlx::query_scalar(select)
-            .bind(&series.id_group)
-            .bind(&series.source_device)
-            .bind(series.datatype)
-            .fetch_optional(p)
-            .await
+    let (group, device) = (series.id_group.as_str(), series.source_device.as_str());
+    let key = || db.row::<(i64,)>(select, values![group, device, series.datatype]);
+    if let Some((found,)) = key().await? {
+        return Ok(Some(found));
     }
-    .await)?;
-    Ok(key)
+    db.execute(insert, values![new_id(), group, device, series.datatype, max])
+        .await?;
+    Ok(key().await?.map(|(found,)| found))
 }
 
 /// Stores points in one transaction; `devices` are the devices whose `last_data_at` moves to

@@ -99,6 +99,7 @@ pub async fn cut_delivery(
         next_attempt_ms: now_ms,
         created_ms: now_ms,
     };
+    let _turn = db.write_turn().await?;
     on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         sqlx::query(
@@ -149,6 +150,7 @@ pub enum Outcome {
 
 /// Logs an attempt and moves the delivery on, in one transaction.
 pub async fn record_attempt(db: &Db, delivery: &DeliveryRow, attempt: &Attempt<'_>, outcome: Outcome) -> Result<()> {
+    let _turn = db.write_turn().await?;
     on_pool!(db, |p| {
         async {
         let mut tx = p.begin().await?;

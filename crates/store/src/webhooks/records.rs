@@ -100,6 +100,7 @@ pub const SORTABLE: [&str; 12] = names(&COLUMNS);
 pub async fn create(db: &Db, new: &NewWebhook<'_>, per_group: u64, now: i64) -> Result<Option<WebhookRow>> {
     let id = new_id();
     let per_group = i64::try_from(per_group).unwrap_or(i64::MAX);
+    let _turn = db.write_turn().await?;
     let created = on_pool!(db, |p| {
         async {
         let mut tx = p.begin().await?;

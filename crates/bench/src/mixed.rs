@@ -1,0 +1,194 @@
+//! `bench mixed` (docs/benchmarks.md, "API during full ingest"): what the API answers while
+//! gateways publish at full rate, and what the API costs ingest.
+//!
+//! 50 gateways publish 500-point QoS 1 messages, 16 in flight each, while four API clients keep
+//! a steady mix: one changes a group's label every 40 ms and one creates a group every 100 ms
+//! (writes), one lists groups and one asks for a day of downsampled data of a publishing
+//! series every 20 ms, each request distinct so that no cache answers it (reads). Three
+//! windows of the same length: ingest alone, ingest with the API mix, the API mix alone.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde_json::json;
+
+use super::server::{ServerUnderTest, percentile, provision_group};
+use super::under_load::{Answers, first_second, full_rate, steady};
+
+/// Options of the mixed benchmark.
+#[derive(Clone, Debug, clap::Args)]
+pub struct MixedOptions {
+    /// Publishing gateways (500-point QoS 1 messages, 16 in flight each).
+    #[arg(long, default_value_t = 50)]
+    pub gateways: usize,
+    /// Seconds of each window.
+    #[arg(long, default_value_t = 20)]
+    pub seconds: u64,
+    /// A PostgreSQL database to run on instead of the server's own SQLite store.
+    #[arg(long)]
+    pub database_url: Option<String>,
+}
+
+/// One window: acked points/s (none without ingest) and the API's writes and reads.
+struct Window {
+    points_per_s: Option<f64>,
+    writes: Answers,
+    reads: Answers,
+}
+
+pub async fn mixed(o: MixedOptions) -> Result<()> {
+    let server = ServerUnderTest::start(o.database_url.clone()).await?;
+    let http = reqwest::Client::new();
+    let (_, admin) = server.administrator(&http).await?;
+    let (live, fleet) = provision_group(&http, &server.base, &admin, "LIVE", o.gateways).await?;
+    let mix = Api {
+        http,
+        base: server.base.clone(),
+        admin,
+        live,
+    };
+    let window = |round: i64, with_ingest: bool, with_api: bool| {
+        let deadline = Instant::now() + Duration::from_secs(o.seconds);
+        let rate = with_ingest.then(|| full_rate(&server, &fleet, round, deadline));
+        let clients = with_api.then(|| api(&mix, round, deadline));
+        async move {
+            let points_per_s = match rate {
+                Some(rate) => Some(rate.await??),
+                None => None,
+            };
+            let (writes, reads) = match clients {
+                Some(clients) => clients.finish().await?,
+                None => (Answers::default(), Answers::default()),
+            };
+            anyhow::Ok(Window {
+                points_per_s,
+                writes,
+                reads,
+            })
+        }
+    };
+    eprintln!("ingest alone, {} s…", o.seconds);
+    let alone = window(0, true, false).await?;
+    eprintln!("ingest with the API mix, {} s…", o.seconds);
+    let both = window(1, true, true).await?;
+    eprintln!("the API mix alone, {} s…", o.seconds);
+    let quiet = window(1, false, true).await?;
+    server.stop(false).await;
+
+    let store = if o.database_url.is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
+    println!(
+        "API during full ingest on {store}: {} gateways publish 500-point QoS 1 messages (16 in flight); API: a label change every 40 ms and a new group every 100 ms (writes), a group list and a day of downsampled data every 20 ms each (reads, distinct, uncached)",
+        o.gateways
+    );
+    println!("| window | acked points/s | write p50 | write p99 | read p50 | read p99 | answers | failed |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, w) in [("ingest alone", &alone), ("ingest + API", &both), ("API alone", &quiet)] {
+        let ms = |a: &Answers, p| {
+            if a.latencies.is_empty() {
+                "–".to_string()
+            } else {
+                format!("{:.1} ms", percentile(&a.latencies, p))
+            }
+        };
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+            w.points_per_s.map_or("–".to_string(), |r| format!("{r:.0}")),
+            ms(&w.writes, 0.5),
+            ms(&w.writes, 0.99),
+            ms(&w.reads, 0.5),
+            ms(&w.reads, 0.99),
+            w.writes.latencies.len() + w.reads.latencies.len(),
+            w.writes.failed + w.reads.failed,
+        );
+    }
+    if let (Some(with), Some(without)) = (both.points_per_s, alone.points_per_s) {
+        println!("ingest with the API mix / alone: {:.2}", with / without);
+    }
+    Ok(())
+}
+
+/// What the API clients need.
+#[derive(Clone)]
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    admin: String,
+    live: String,
+}
+
+/// The four clients of one window, running until `deadline`.
+struct Clients {
+    writes: Vec<tokio::task::JoinHandle<Answers>>,
+    reads: Vec<tokio::task::JoinHandle<Answers>>,
+}
+
+impl Clients {
+    /// Waits for the clients; the writes' answers and the reads', each sorted.
+    async fn finish(self) -> Result<(Answers, Answers)> {
+        Ok((merge(self.writes).await?, merge(self.reads).await?))
+    }
+}
+
+async fn merge(clients: Vec<tokio::task::JoinHandle<Answers>>) -> Result<Answers> {
+    let mut all = Answers::default();
+    for client in clients {
+        let answers = client.await?;
+        all.latencies.extend(answers.latencies);
+        all.failed += answers.failed;
+    }
+    all.latencies.sort_unstable();
+    Ok(all)
+}
+
+/// Starts the API mix of `round` (its downsampled day is the first day that round publishes).
+fn api(api: &Api, round: i64, deadline: Instant) -> Clients {
+    let request = |api: &Api, method: reqwest::Method, path: String| {
+        api.http
+            .request(method, format!("{}{path}", api.base))
+            .bearer_auth(&api.admin)
+    };
+    let label = {
+        let a = api.clone();
+        steady(Duration::from_millis(40), deadline, move |n| {
+            request(&a, reqwest::Method::PATCH, format!("/api/v2/group/{}", a.live))
+                .json(&json!({"label": format!("live {round}.{n}")}))
+        })
+    };
+    let create = {
+        let a = api.clone();
+        steady(Duration::from_millis(100), deadline, move |n| {
+            request(&a, reqwest::Method::POST, "/api/v2/group".into())
+                .json(&json!({"label": format!("new {round}.{n}")}))
+        })
+    };
+    let list = {
+        let a = api.clone();
+        steady(Duration::from_millis(20), deadline, move |n| {
+            request(
+                &a,
+                reqwest::Method::GET,
+                format!("/api/v2/group?per-page=20&n={round}.{n}"),
+            )
+        })
+    };
+    let day = {
+        let a = api.clone();
+        let from = first_second(round);
+        steady(Duration::from_millis(20), deadline, move |n| {
+            let path = format!(
+                "/api/v2/data-downsampled?filter[id_group]={}&filter[timestamp_seconds][gte]={from}&filter[timestamp_seconds][lt]={}&n={round}.{n}",
+                a.live,
+                from + 86_400
+            );
+            request(&a, reqwest::Method::GET, path)
+        })
+    };
+    Clients {
+        writes: vec![label, create],
+        reads: vec![list, day],
+    }
+}

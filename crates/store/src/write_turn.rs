@@ -1,0 +1,102 @@
+//! One first-come-first-served queue in front of SQLite's one write lock.
+//!
+//! SQLite lets one connection write at a time. A connection that finds the lock taken sleeps
+//! and tries again (the busy handler backs off up to 100 ms between tries), so a small write
+//! that arrives while the ingest writer commits can lose the lock again and again to the
+//! writer's next transaction: API writes waited over a second under full ingest. Every write of
+//! this process to a SQLite file first takes its turn here instead. The queue is fair (tokio's
+//! mutex serves waiters in order), so a write waits for the writers ahead of it, never for
+//! ones that came later, and the ingest writer's bounded transactions keep each turn short
+//! (docs/benchmarks.md, "API during full ingest").
+//!
+//! The queue belongs to the file, not to a pool: the request pool, the writers' pool and the
+//! ingest writer's own connection all open the same file and must wait in one line. PostgreSQL
+//! locks rows, not the database, and takes no turn.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use tokio::sync::OwnedMutexGuard;
+
+use crate::{Result, StoreError};
+
+/// The right to write, held until dropped (after the commit or rollback of the transaction it
+/// was taken for). On PostgreSQL it holds nothing.
+#[must_use = "the turn ends when it is dropped"]
+pub(crate) struct Turn(
+    #[expect(dead_code, reason = "held, never read: dropping the guard ends the turn")] Option<OwnedMutexGuard<()>>,
+);
+
+impl Turn {
+    /// No turn: PostgreSQL writes do not queue.
+    pub(crate) const NONE: Turn = Turn(None);
+}
+
+/// The queue of each SQLite file this process writes, by the file name its pools open.
+static QUEUES: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Default::default);
+
+/// Waits for the turn to write `file`, at most `patience` (the pool's wait for a connection:
+/// waiting for the lock is waiting for the store), then fails with [`StoreError::Timeout`].
+pub(crate) async fn take(file: &Path, patience: Duration) -> Result<Turn> {
+    let queue = {
+        let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Arc::clone(queues.entry(file.to_path_buf()).or_default())
+    };
+    match tokio::time::timeout(patience, queue.lock_owned()).await {
+        Ok(guard) => Ok(Turn(Some(guard))),
+        Err(_) => Err(StoreError::Timeout(format!(
+            "no turn to write the store within {} ms",
+            patience.as_millis()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn file() -> PathBuf {
+        std::env::temp_dir().join(format!("dc-turn-{}.db", crate::new_id()))
+    }
+
+    #[tokio::test]
+    async fn writers_of_one_file_take_turns_in_arrival_order_and_other_files_do_not_wait() {
+        let file = file();
+        let first = take(&file, Duration::from_secs(5)).await.unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiting = Vec::new();
+        for n in 0..3 {
+            let (file, order) = (file.clone(), order.clone());
+            waiting.push(tokio::spawn(async move {
+                let _turn = take(&file, Duration::from_secs(5)).await.unwrap();
+                order.lock().unwrap().push(n);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }));
+            // Queued before the next one comes.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let other = take(&file.with_extension("other"), Duration::from_millis(100)).await;
+        assert!(other.is_ok(), "another file has a queue of its own");
+        assert!(order.lock().unwrap().is_empty(), "nobody wrote during the first turn");
+        drop(first);
+        for w in waiting {
+            w.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
+    }
+
+    #[tokio::test]
+    async fn a_turn_not_given_within_the_patience_is_a_timeout() {
+        let file = file();
+        let _held = take(&file, Duration::from_secs(1)).await.unwrap();
+        match take(&file, Duration::from_millis(50)).await {
+            Err(StoreError::Timeout(message)) => assert!(message.contains("50 ms"), "{message}"),
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("a second turn while the first is held"),
+        }
+    }
+}
