@@ -2,9 +2,10 @@
 //! gateways publish at full rate, and what the API costs ingest.
 //!
 //! 50 gateways publish 500-point QoS 1 messages, 16 in flight each, while four API clients keep
-//! a steady mix: one changes a group's label every 40 ms and one creates a group every 100 ms
-//! (writes), one lists groups and one asks for a day of downsampled data of a publishing
-//! series every 20 ms, each request distinct so that no cache answers it (reads). Three
+//! a steady mix: one changes a group's label every 100 ms and one creates a group every 250 ms
+//! (writes), one lists groups and one asks for a day of one publishing series, per minute (a
+//! chart), every 50 ms, each request distinct so that no cache answers it (reads): 54 requests a
+//! second, an operator's dashboards and integrations on one node. Three
 //! windows of the same length: ingest alone, ingest with the API mix, the API mix alone.
 
 use std::time::{Duration, Instant};
@@ -27,6 +28,10 @@ pub struct MixedOptions {
     /// A PostgreSQL database to run on instead of the server's own SQLite store.
     #[arg(long)]
     pub database_url: Option<String>,
+    /// The server's `ingest_batch_points` (most points in one ingest transaction) [default:
+    /// the server's own].
+    #[arg(long)]
+    pub batch_points: Option<usize>,
 }
 
 /// One window: acked points/s (none without ingest) and the API's writes and reads.
@@ -37,7 +42,12 @@ struct Window {
 }
 
 pub async fn mixed(o: MixedOptions) -> Result<()> {
-    let server = ServerUnderTest::start(o.database_url.clone()).await?;
+    let batch = o.batch_points.map(|n| n.to_string());
+    let env: Vec<(&str, &str)> = batch
+        .iter()
+        .map(|n| ("DEVICECLOUD_INGEST_BATCH_POINTS", n.as_str()))
+        .collect();
+    let server = ServerUnderTest::start_with(o.database_url.clone(), &env).await?;
     let http = reqwest::Client::new();
     let (_, admin) = server.administrator(&http).await?;
     let (live, fleet) = provision_group(&http, &server.base, &admin, "LIVE", o.gateways).await?;
@@ -46,6 +56,7 @@ pub async fn mixed(o: MixedOptions) -> Result<()> {
         base: server.base.clone(),
         admin,
         live,
+        device: fleet[0].id.clone(),
     };
     let window = |round: i64, with_ingest: bool, with_api: bool| {
         let deadline = Instant::now() + Duration::from_secs(o.seconds);
@@ -69,8 +80,10 @@ pub async fn mixed(o: MixedOptions) -> Result<()> {
     };
     eprintln!("ingest alone, {} s…", o.seconds);
     let alone = window(0, true, false).await?;
+    settle().await;
     eprintln!("ingest with the API mix, {} s…", o.seconds);
     let both = window(1, true, true).await?;
+    settle().await;
     eprintln!("the API mix alone, {} s…", o.seconds);
     let quiet = window(1, false, true).await?;
     server.stop(false).await;
@@ -80,8 +93,9 @@ pub async fn mixed(o: MixedOptions) -> Result<()> {
     } else {
         "SQLite"
     };
+    let batch = o.batch_points.map_or("the default".to_string(), |n| n.to_string());
     println!(
-        "API during full ingest on {store}: {} gateways publish 500-point QoS 1 messages (16 in flight); API: a label change every 40 ms and a new group every 100 ms (writes), a group list and a day of downsampled data every 20 ms each (reads, distinct, uncached)",
+        "API during full ingest on {store}, ingest_batch_points {batch}: {} gateways publish 500-point QoS 1 messages (16 in flight); API: a label change every 100 ms and a new group every 250 ms (writes), a group list and a chart (a day of one series, per minute) every 50 ms each (reads, distinct, uncached)",
         o.gateways
     );
     println!("| window | acked points/s | write p50 | write p99 | read p50 | read p99 | answers | failed |");
@@ -111,6 +125,11 @@ pub async fn mixed(o: MixedOptions) -> Result<()> {
     Ok(())
 }
 
+/// Lets the points still queued when a window's publishers stop be committed before the next.
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
 /// What the API clients need.
 #[derive(Clone)]
 struct Api {
@@ -118,6 +137,8 @@ struct Api {
     base: String,
     admin: String,
     live: String,
+    /// The gateway whose series a chart shows.
+    device: String,
 }
 
 /// The four clients of one window, running until `deadline`.
@@ -144,7 +165,7 @@ async fn merge(clients: Vec<tokio::task::JoinHandle<Answers>>) -> Result<Answers
     Ok(all)
 }
 
-/// Starts the API mix of `round` (its downsampled day is the first day that round publishes).
+/// Starts the API mix of `round` (its chart shows the first day that round publishes).
 fn api(api: &Api, round: i64, deadline: Instant) -> Clients {
     let request = |api: &Api, method: reqwest::Method, path: String| {
         api.http
@@ -153,21 +174,21 @@ fn api(api: &Api, round: i64, deadline: Instant) -> Clients {
     };
     let label = {
         let a = api.clone();
-        steady(Duration::from_millis(40), deadline, move |n| {
+        steady(Duration::from_millis(100), deadline, move |n| {
             request(&a, reqwest::Method::PATCH, format!("/api/v2/group/{}", a.live))
                 .json(&json!({"label": format!("live {round}.{n}")}))
         })
     };
     let create = {
         let a = api.clone();
-        steady(Duration::from_millis(100), deadline, move |n| {
+        steady(Duration::from_millis(250), deadline, move |n| {
             request(&a, reqwest::Method::POST, "/api/v2/group".into())
                 .json(&json!({"label": format!("new {round}.{n}")}))
         })
     };
     let list = {
         let a = api.clone();
-        steady(Duration::from_millis(20), deadline, move |n| {
+        steady(Duration::from_millis(50), deadline, move |n| {
             request(
                 &a,
                 reqwest::Method::GET,
@@ -178,10 +199,11 @@ fn api(api: &Api, round: i64, deadline: Instant) -> Clients {
     let day = {
         let a = api.clone();
         let from = first_second(round);
-        steady(Duration::from_millis(20), deadline, move |n| {
+        steady(Duration::from_millis(50), deadline, move |n| {
             let path = format!(
-                "/api/v2/data-downsampled?filter[id_group]={}&filter[timestamp_seconds][gte]={from}&filter[timestamp_seconds][lt]={}&n={round}.{n}",
+                "/api/v2/data-downsampled?filter[id_group]={}&filter[source_device]={}&filter[datatype]=1&filter[timestamp_seconds][gte]={from}&filter[timestamp_seconds][lt]={}&n={round}.{n}",
                 a.live,
+                a.device,
                 from + 86_400
             );
             request(&a, reqwest::Method::GET, path)

@@ -41,6 +41,8 @@ pub struct Settings {
     pub webhook_retry_window_s: u64,
     pub webhook_batch_max: usize,
     pub webhook_attempt_retention_days: u64,
+    /// Most points in one ingest transaction.
+    pub ingest_batch_points: usize,
     pub log: String,
     /// How log lines are written on stderr.
     pub log_format: LogFormat,
@@ -77,6 +79,7 @@ impl Default for Settings {
             webhook_retry_window_s: 24 * 3600,
             webhook_batch_max: 1000,
             webhook_attempt_retention_days: 7,
+            ingest_batch_points: devicecloud_server::ingest::BATCH_POINTS,
             log: "info".into(),
             log_format: LogFormat::Text,
             limits: Limits::default(),
@@ -219,12 +222,17 @@ impl Settings {
                     .with_context(|| format!("DEVICECLOUD_{name}={v} is not a whole number"))?;
             }
         }
-        if let Some(v) = env("WEBHOOK_BATCH_MAX") {
-            s.webhook_batch_max = v
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .with_context(|| format!("DEVICECLOUD_WEBHOOK_BATCH_MAX={v} is not a positive number"))?;
+        for (name, slot) in [
+            ("WEBHOOK_BATCH_MAX", &mut s.webhook_batch_max),
+            ("INGEST_BATCH_POINTS", &mut s.ingest_batch_points),
+        ] {
+            if let Some(v) = env(name) {
+                *slot = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .with_context(|| format!("DEVICECLOUD_{name}={v} is not a positive number"))?;
+            }
         }
         if let Some(v) = env("LOG") {
             s.log = v;
@@ -327,6 +335,7 @@ impl Settings {
             webhook_timeout: Duration::from_secs(self.webhook_timeout_s),
             webhook_retry_window: Duration::from_secs(self.webhook_retry_window_s),
             webhook_batch_max: self.webhook_batch_max,
+            ingest_batch_points: self.ingest_batch_points,
             webhook_attempt_retention: Duration::from_secs(self.webhook_attempt_retention_days.saturating_mul(86_400)),
             limits: self.limits.server(),
             retention: self.retention.defaults(),

@@ -47,6 +47,9 @@ pub struct Settings {
     pub webhook_retry_window: Duration,
     /// Most records in one webhook request.
     pub webhook_batch_max: usize,
+    /// Most points in one ingest transaction: more throughput, longer waits for the other
+    /// writers of SQLite (docs/operations.md, "Storage").
+    pub ingest_batch_points: usize,
     /// How long webhook attempts (and failed batches) are kept.
     pub webhook_attempt_retention: Duration,
     /// The limits that keep one client from taking the service down.
@@ -156,6 +159,7 @@ impl Default for Settings {
             webhook_timeout: Duration::from_secs(10),
             webhook_retry_window: Duration::from_secs(24 * 3600),
             webhook_batch_max: 1000,
+            ingest_batch_points: crate::ingest::BATCH_POINTS,
             webhook_attempt_retention: Duration::from_secs(7 * 86_400),
             limits: Limits::default(),
             front_end: FrontEnd::default(),
@@ -297,6 +301,7 @@ impl AppState {
         AppState(Arc::new(Services {
             ingest: IngestQueue::start(
                 ingest.clone(),
+                settings.ingest_batch_points,
                 webhooks.clone(),
                 stream.clone(),
                 tracker,

@@ -8,28 +8,47 @@
 //! the writers: a `PASSIVE` checkpoint takes no write lock and blocks neither writers nor
 //! readers (docs/operations.md, "Storage").
 //!
-//! A passive checkpoint never waits for readers, so with readers always busy the log could be
-//! copied but never start over and keep growing. Past [`RESTART_BYTES`] the task waits for its
-//! write turn and makes a `RESTART` checkpoint, which waits for the readers of the old log to
-//! finish, so the next commit writes the log from its start again.
+//! A checkpoint beside the writers never catches up with them: by the time it ends, more has
+//! been committed, and the log starts over only once a checkpoint copied all of it. So when the
+//! log passes [`RESET_BYTES`], the task takes its write turn like any writer and checkpoints
+//! there: with nothing committed meanwhile it copies the last pages (those since its previous
+//! pass, a quarter of a second's worth) and the next commit writes the log from its start. A
+//! reader still on the old log keeps it from starting over; past [`RESTART_BYTES`] the task
+//! makes a `RESTART` checkpoint in its turn, which waits for those readers.
 
 use std::time::Duration;
 
 use sqlx::SqlitePool;
 
 use crate::Result;
-use crate::write_turn::{self};
+use crate::write_turn;
 
-/// How often the log is copied. At a million points a second the log grows about 20 MB a second:
-/// a quarter of a second keeps each checkpoint to a few megabytes.
+/// How often the log is copied. Under full ingest the log grows by up to a few hundred
+/// megabytes a second (a commit logs every page it changed): a quarter of a second keeps each
+/// checkpoint short.
 pub const EVERY: Duration = Duration::from_millis(250);
 
-/// A log longer than this starts over at the next commit (see the module documentation).
-pub const RESTART_BYTES: i64 = 256 << 20;
+/// A log longer than this is checkpointed in the write turn, so that it starts over.
+pub const RESET_BYTES: i64 = 64 << 20;
+
+/// A log longer than this waits for its readers to start over (see the module documentation).
+pub const RESTART_BYTES: i64 = 1 << 30;
 
 /// The log's length left after it starts over (`journal_size_limit`): the file is cut back to
 /// this instead of keeping the largest size it ever had.
 pub const KEEP_BYTES: &str = "67108864";
+
+/// How a checkpoint runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Beside the writers (`PASSIVE`, no turn).
+    Beside,
+    /// In the write turn (`PASSIVE`): copies all of the log, which starts over at the next commit
+    /// unless a reader is still on it.
+    InTurn,
+    /// In the write turn (`RESTART`): also waits for the readers of the log.
+    Restart,
+}
 
 /// What one checkpoint found and did, in pages (frames) of the log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, sqlx::FromRow)]
@@ -42,15 +61,20 @@ pub struct Checkpoint {
     pub checkpointed: i64,
 }
 
-/// Copies the log's committed pages into the database now, beside the writers; with `restart`,
-/// in the write turn, waiting for the readers of the log so that it starts over.
-pub async fn checkpoint(pool: &SqlitePool, restart: bool) -> Result<Checkpoint> {
-    if restart {
-        let options = pool.connect_options();
-        let _turn = write_turn::take(options.get_filename(), pool.options().get_acquire_timeout()).await?;
-        return Ok(sqlx::query_as("PRAGMA wal_checkpoint(RESTART)").fetch_one(pool).await?);
-    }
-    Ok(sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await?)
+/// Copies the log's committed pages into the database now.
+pub async fn checkpoint(pool: &SqlitePool, mode: Mode) -> Result<Checkpoint> {
+    let sql = match mode {
+        Mode::Beside | Mode::InTurn => "PRAGMA wal_checkpoint(PASSIVE)",
+        Mode::Restart => "PRAGMA wal_checkpoint(RESTART)",
+    };
+    let _turn = match mode {
+        Mode::Beside => None,
+        Mode::InTurn | Mode::Restart => {
+            let options = pool.connect_options();
+            Some(write_turn::take(options.get_filename(), pool.options().get_acquire_timeout()).await?)
+        }
+    };
+    Ok(sqlx::query_as(sql).fetch_one(pool).await?)
 }
 
 /// Checkpoints every [`EVERY`] until the pool is closed. Failures are logged and retried.
@@ -62,16 +86,34 @@ pub(crate) async fn checkpointer(pool: SqlitePool) {
             return;
         }
     };
-    let mut restart = false;
+    let mut mode = Mode::Beside;
     while !pool.is_closed() {
-        tokio::time::sleep(EVERY).await;
+        if mode == Mode::Beside {
+            tokio::time::sleep(EVERY).await;
+        }
         if pool.is_closed() {
             break;
         }
-        match checkpoint(&pool, restart).await {
-            Ok(done) => restart = done.log * page_bytes > RESTART_BYTES,
-            Err(e) if pool.is_closed() => tracing::debug!(error = %e, "checkpoint after close"),
-            Err(e) => tracing::warn!(error = %e, "write-ahead log checkpoint failed"),
-        }
+        mode = match checkpoint(&pool, mode).await {
+            Ok(done) => next(mode, done.log * page_bytes),
+            Err(e) if pool.is_closed() => {
+                tracing::debug!(error = %e, "checkpoint after close");
+                Mode::Beside
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "write-ahead log checkpoint failed");
+                Mode::Beside
+            }
+        };
+    }
+}
+
+/// The next checkpoint after one of `mode` found a log of `bytes`: in the turn right away when
+/// the log is long, beside the writers after a pause otherwise.
+fn next(mode: Mode, bytes: i64) -> Mode {
+    match mode {
+        Mode::Beside if bytes > RESTART_BYTES => Mode::Restart,
+        Mode::Beside if bytes > RESET_BYTES => Mode::InTurn,
+        _ => Mode::Beside,
     }
 }

@@ -44,6 +44,6 @@ async fn commits_never_checkpoint_and_the_background_task_copies_the_log() {
         assert!(Instant::now() < deadline, "the log was not copied within 10 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let done = wal::checkpoint(pool, false).await.unwrap();
+    let done = wal::checkpoint(pool, wal::Mode::Beside).await.unwrap();
     assert_eq!(done.log, done.checkpointed, "{done:?}");
 }

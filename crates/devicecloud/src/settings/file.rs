@@ -31,6 +31,7 @@ struct FileSettings {
     webhook_retry_window_s: Option<u64>,
     webhook_batch_max: Option<usize>,
     webhook_attempt_retention_days: Option<u64>,
+    ingest_batch_points: Option<usize>,
     log: Option<String>,
     log_format: Option<LogFormat>,
     public_url: Option<String>,
@@ -71,6 +72,7 @@ impl Settings {
             webhook_retry_window_s,
             webhook_batch_max,
             webhook_attempt_retention_days,
+            ingest_batch_points,
             log,
             log_format,
             public_url,
@@ -92,10 +94,16 @@ impl Settings {
         self.mqtt_max_packet_bytes = mqtt_max_packet_bytes.unwrap_or(self.mqtt_max_packet_bytes);
         self.webhook_timeout_s = webhook_timeout_s.unwrap_or(self.webhook_timeout_s);
         self.webhook_retry_window_s = webhook_retry_window_s.unwrap_or(self.webhook_retry_window_s);
-        if webhook_batch_max == Some(0) {
-            bail!("webhook_batch_max in {} must be at least 1", path.display());
+        for (key, value) in [
+            ("webhook_batch_max", webhook_batch_max),
+            ("ingest_batch_points", ingest_batch_points),
+        ] {
+            if value == Some(0) {
+                bail!("{key} in {} must be at least 1", path.display());
+            }
         }
         self.webhook_batch_max = webhook_batch_max.unwrap_or(self.webhook_batch_max);
+        self.ingest_batch_points = ingest_batch_points.unwrap_or(self.ingest_batch_points);
         self.webhook_attempt_retention_days =
             webhook_attempt_retention_days.unwrap_or(self.webhook_attempt_retention_days);
         self.log = log.unwrap_or(self.log.clone());

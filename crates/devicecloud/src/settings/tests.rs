@@ -23,14 +23,21 @@ fn file_values_apply_and_unknown_keys_fail() {
     s.apply_file(&ms).unwrap();
     assert_eq!(s.server().command_timeout, Duration::from_millis(250));
     let hooks = dir.join("hooks.toml");
-    std::fs::write(&hooks, "webhook_timeout_s = 3\nwebhook_batch_max = 50\n").unwrap();
+    std::fs::write(
+        &hooks,
+        "webhook_timeout_s = 3\nwebhook_batch_max = 50\ningest_batch_points = 20000\n",
+    )
+    .unwrap();
     let mut s = Settings::default();
     s.apply_file(&hooks).unwrap();
     assert_eq!(s.server().webhook_timeout, Duration::from_secs(3));
     assert_eq!(s.server().webhook_batch_max, 50);
+    assert_eq!(s.server().ingest_batch_points, 20_000);
     assert_eq!(s.server().webhook_retry_window, Duration::from_secs(86_400));
     let zero = dir.join("zero.toml");
     std::fs::write(&zero, "webhook_batch_max = 0\n").unwrap();
+    assert!(Settings::default().apply_file(&zero).is_err());
+    std::fs::write(&zero, "ingest_batch_points = 0\n").unwrap();
     assert!(Settings::default().apply_file(&zero).is_err());
     let limited = dir.join("limited.toml");
     std::fs::write(&limited, "rate_limit = \"100/10\"\n").unwrap();
@@ -51,6 +58,7 @@ fn file_values_apply_and_unknown_keys_fail() {
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "htp_addr = \"x\"\n").unwrap();
     assert!(Settings::default().apply_file(&bad).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

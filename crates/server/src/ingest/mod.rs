@@ -19,7 +19,10 @@ use tokio_util::task::TaskTracker;
 
 /// Jobs the queue holds before submitters wait.
 const QUEUE_JOBS: usize = 4096;
-/// Points one transaction takes at most; more wait for the next one.
+/// Points one transaction takes at most by default (`ingest_batch_points`); more wait for the
+/// next one. On SQLite every other writer waits for the transaction in progress, so this
+/// trades ingest throughput against their latency (docs/benchmarks.md, "API during full
+/// ingest").
 pub const BATCH_POINTS: usize = 100_000;
 /// How long the writer waits for more jobs when a batch is small, trading a little latency
 /// for fewer, larger transactions.
@@ -112,6 +115,7 @@ impl IngestQueue {
     /// is handed to the live stream after the commit.
     pub fn start(
         db: Db,
+        batch_points: usize,
         webhooks: Arc<WebhookHub>,
         stream: Arc<LiveFeed>,
         tracker: &TaskTracker,
@@ -119,7 +123,7 @@ impl IngestQueue {
     ) -> IngestQueue {
         let (tx, rx) = mpsc::channel(QUEUE_JOBS);
         let sinks = Sinks { webhooks, stream };
-        tracker.spawn(writer(db, Arc::new(sinks), rx, shutdown));
+        tracker.spawn(writer(db, batch_points.max(1), Arc::new(sinks), rx, shutdown));
         IngestQueue { tx }
     }
 
@@ -156,9 +160,15 @@ impl std::future::Future for Receipt {
 /// while the previous one commits and, when it fills up before that commit ends (under load),
 /// also prepared meanwhile (sorted, its statements built: [`Batch`]), so the database is not
 /// left waiting for that work; commits still run one after another, in queue order.
-async fn writer(db: Db, sinks: Arc<Sinks>, mut rx: mpsc::Receiver<Job>, shutdown: CancellationToken) {
+async fn writer(
+    db: Db,
+    batch_points: usize,
+    sinks: Arc<Sinks>,
+    mut rx: mpsc::Receiver<Job>,
+    shutdown: CancellationToken,
+) {
     let mut committing: Option<JoinHandle<()>> = None;
-    while let Some(jobs) = gather(&mut rx, &mut committing, &shutdown).await {
+    while let Some(jobs) = gather(&mut rx, batch_points, &mut committing, &shutdown).await {
         let backend = db.backend();
         let prepared = tokio::task::spawn_blocking(move || {
             let points = jobs.iter().flat_map(|j| j.points.iter().copied()).collect();
@@ -195,12 +205,13 @@ fn finished(commit: Result<(), tokio::task::JoinError>) {
     }
 }
 
-/// The next group of jobs: at most [`BATCH_POINTS`] points, taken until the queue is empty,
+/// The next group of jobs: jobs are taken until they bring `batch_points` points, taken until the queue is empty,
 /// waiting up to [`LINGER`] for more once it is, and never less than while the previous group
 /// is still committing (nothing could be written sooner). `None` once the queue is closed and
 /// empty (after shutdown, the queue is drained first).
 async fn gather(
     rx: &mut mpsc::Receiver<Job>,
+    batch_points: usize,
     committing: &mut Option<JoinHandle<()>>,
     shutdown: &CancellationToken,
 ) -> Option<Vec<Job>> {
@@ -215,7 +226,7 @@ async fn gather(
     let mut points = first.points.len();
     let mut jobs = vec![first];
     let deadline = tokio::time::Instant::now() + LINGER;
-    while points < BATCH_POINTS {
+    while points < batch_points {
         let job = match rx.try_recv() {
             Ok(job) => job,
             Err(mpsc::error::TryRecvError::Disconnected) => break,
