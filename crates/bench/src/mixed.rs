@@ -14,7 +14,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use super::server::{ServerUnderTest, percentile, provision_group};
-use super::under_load::{Answers, first_second, full_rate, steady};
+use super::under_load::{Answers, batch_points_env, first_second, full_rate, steady};
 
 /// Options of the mixed benchmark.
 #[derive(Clone, Debug, clap::Args)]
@@ -42,11 +42,8 @@ struct Window {
 }
 
 pub async fn mixed(o: MixedOptions) -> Result<()> {
-    let batch = o.batch_points.map(|n| n.to_string());
-    let env: Vec<(&str, &str)> = batch
-        .iter()
-        .map(|n| ("DEVICECLOUD_INGEST_BATCH_POINTS", n.as_str()))
-        .collect();
+    let batch = batch_points_env(o.batch_points);
+    let env: Vec<(&str, &str)> = batch.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let server = ServerUnderTest::start_with(o.database_url.clone(), &env).await?;
     let http = reqwest::Client::new();
     let (_, admin) = server.administrator(&http).await?;

@@ -21,7 +21,7 @@ use devicecloud_store::{Db, partitions, retention, unix_now};
 use serde_json::json;
 
 use super::server::{GatewayCredentials, ServerUnderTest, percentile, provision_group};
-use super::under_load::{full_rate, steady};
+use super::under_load::{batch_points_env, full_rate, steady};
 
 /// Series of the filled group: the points are spread over them, one a second each.
 const SERIES: i64 = 100;
@@ -42,13 +42,17 @@ pub struct RetentionOptions {
     /// An empty PostgreSQL database: measure dropping a partition instead.
     #[arg(long)]
     pub database_url: Option<String>,
+    /// The server's `ingest_batch_points` (most points in one ingest transaction) [default:
+    /// the server's own].
+    #[arg(long)]
+    pub batch_points: Option<usize>,
 }
 
 pub async fn retention(o: RetentionOptions) -> Result<()> {
     match o.database_url {
         Some(url) if url.starts_with("postgres") => drop_partition(o.points, &url).await,
         Some(url) => bail!("--database-url {url}: the SQLite run makes its own store"),
-        None => sqlite(o.points, o.gateways, o.seconds).await,
+        None => sqlite(o.points, o.gateways, o.seconds, o.batch_points).await,
     }
 }
 
@@ -58,8 +62,11 @@ struct Window {
     writes: Vec<Duration>,
 }
 
-async fn sqlite(points: i64, gateways: usize, seconds: u64) -> Result<()> {
-    let server = ServerUnderTest::start_with(None, &[("DEVICECLOUD_RETENTION_INTERVAL_S", "1")]).await?;
+async fn sqlite(points: i64, gateways: usize, seconds: u64, batch_points: Option<usize>) -> Result<()> {
+    let batch = batch_points_env(batch_points);
+    let mut env = vec![("DEVICECLOUD_RETENTION_INTERVAL_S", "1")];
+    env.extend(batch.iter().map(|(k, v)| (*k, v.as_str())));
+    let server = ServerUnderTest::start_with(None, &env).await?;
     let http = reqwest::Client::new();
     let (_, admin) = server.administrator(&http).await?;
     let (live, fleet) = provision_group(&http, &server.base, &admin, "LIVE", gateways).await?;

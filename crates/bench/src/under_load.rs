@@ -44,6 +44,11 @@ fn points(outcome: &Outcome) -> i64 {
         .sum()
 }
 
+/// The server's `ingest_batch_points` setting, when a benchmark's `--batch-points` names one.
+pub fn batch_points_env(batch_points: Option<usize>) -> Option<(&'static str, String)> {
+    batch_points.map(|n| ("DEVICECLOUD_INGEST_BATCH_POINTS", n.to_string()))
+}
+
 /// What a [`steady`] client saw: the latencies of the answers that succeeded, sorted, and how
 /// many did not.
 #[derive(Debug, Default)]
