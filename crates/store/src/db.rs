@@ -253,10 +253,7 @@ impl Db {
 /// An open transaction on either database, for write paths built from SQL text and values
 /// (the same `$n` text serves both). It holds the write turn until it ends.
 pub(crate) enum Tx {
-    Sqlite(
-        sqlx::Transaction<'static, sqlx::Sqlite>,
-        #[expect(dead_code, reason = "held, never read: the turn ends with the transaction")] Turn,
-    ),
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>, Turn),
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
 }
 
@@ -268,6 +265,15 @@ impl Tx {
             Db::Sqlite(p) => Tx::Sqlite(p.begin().await?, turn),
             Db::Postgres(p) => Tx::Postgres(p.begin().await?),
         })
+    }
+
+    /// Whether another writer waits for the write turn this transaction holds (never on
+    /// PostgreSQL, where writers do not queue).
+    pub(crate) fn others_waiting(&self) -> bool {
+        match self {
+            Tx::Sqlite(_, turn) => turn.others_waiting(),
+            Tx::Postgres(_) => false,
+        }
     }
 
     pub(crate) fn backend(&self) -> Backend {

@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
@@ -25,17 +26,39 @@ use crate::{Result, StoreError};
 /// The right to write, held until dropped (after the commit or rollback of the transaction it
 /// was taken for). On PostgreSQL it holds nothing.
 #[must_use = "the turn ends when it is dropped"]
-pub(crate) struct Turn(
-    #[expect(dead_code, reason = "held, never read: dropping the guard ends the turn")] Option<OwnedMutexGuard<()>>,
-);
+pub(crate) struct Turn(Option<(OwnedMutexGuard<()>, Arc<Queue>)>);
 
 impl Turn {
     /// No turn: PostgreSQL writes do not queue.
     pub(crate) const NONE: Turn = Turn(None);
+
+    /// Whether another writer waits for its turn: a long writer (the ingest writer) then ends
+    /// its transaction at the next point it can and lets it in.
+    pub(crate) fn others_waiting(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|(_, queue)| queue.waiting.load(Ordering::Relaxed) > 0)
+    }
+}
+
+/// The line of one file: the lock and how many wait for it.
+#[derive(Default)]
+struct Queue {
+    lock: Arc<tokio::sync::Mutex<()>>,
+    waiting: AtomicUsize,
+}
+
+/// Counts a writer in the line while it waits, however its wait ends.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The queue of each SQLite file this process writes, by the file name its pools open.
-static QUEUES: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Default::default);
+static QUEUES: LazyLock<Mutex<HashMap<PathBuf, Arc<Queue>>>> = LazyLock::new(Default::default);
 
 /// Waits for the turn to write `file`, at most `patience` (the pool's wait for a connection:
 /// waiting for the lock is waiting for the store), then fails with [`StoreError::Timeout`].
@@ -44,8 +67,13 @@ pub(crate) async fn take(file: &Path, patience: Duration) -> Result<Turn> {
         let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         Arc::clone(queues.entry(file.to_path_buf()).or_default())
     };
-    match tokio::time::timeout(patience, queue.lock_owned()).await {
-        Ok(guard) => Ok(Turn(Some(guard))),
+    let guard = {
+        queue.waiting.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&queue.waiting);
+        tokio::time::timeout(patience, Arc::clone(&queue.lock).lock_owned()).await
+    };
+    match guard {
+        Ok(guard) => Ok(Turn(Some((guard, queue)))),
         Err(_) => Err(StoreError::Timeout(format!(
             "no turn to write the store within {} ms",
             patience.as_millis()
@@ -79,7 +107,12 @@ mod tests {
             // Queued before the next one comes.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        assert!(first.others_waiting(), "three wait behind the first turn");
         let other = take(&file.with_extension("other"), Duration::from_millis(100)).await;
+        assert!(
+            !other.as_ref().unwrap().others_waiting(),
+            "nobody waits for the other file"
+        );
         assert!(other.is_ok(), "another file has a queue of its own");
         assert!(order.lock().unwrap().is_empty(), "nobody wrote during the first turn");
         drop(first);
@@ -92,11 +125,15 @@ mod tests {
     #[tokio::test]
     async fn a_turn_not_given_within_the_patience_is_a_timeout() {
         let file = file();
-        let _held = take(&file, Duration::from_secs(1)).await.unwrap();
+        let held = take(&file, Duration::from_secs(1)).await.unwrap();
         match take(&file, Duration::from_millis(50)).await {
             Err(StoreError::Timeout(message)) => assert!(message.contains("50 ms"), "{message}"),
             Err(e) => panic!("another error: {e}"),
             Ok(_) => panic!("a second turn while the first is held"),
         }
+        assert!(
+            !held.others_waiting(),
+            "a writer that gave up no longer counts as waiting"
+        );
     }
 }

@@ -24,6 +24,10 @@ const QUEUE_JOBS: usize = 4096;
 /// trades ingest throughput against their latency (docs/benchmarks.md, "API during full
 /// ingest").
 pub const BATCH_POINTS: usize = 100_000;
+/// Points of one slice of a group commit, at most (a job is never split): the longest another
+/// writer of SQLite waits for the ingest writer, which ends its transaction after the slice in
+/// progress when someone waits (`ingest::write_slices`).
+pub const SLICE_POINTS: usize = 10_000;
 /// How long the writer waits for more jobs when a batch is small, trading a little latency
 /// for fewer, larger transactions.
 pub const LINGER: Duration = Duration::from_millis(10);
@@ -170,15 +174,10 @@ async fn writer(
     let mut committing: Option<JoinHandle<()>> = None;
     while let Some(jobs) = gather(&mut rx, batch_points, &mut committing, &shutdown).await {
         let backend = db.backend();
-        let prepared = tokio::task::spawn_blocking(move || {
-            let points = jobs.iter().flat_map(|j| j.points.iter().copied()).collect();
-            let devices = jobs.iter().flat_map(|j| j.devices.iter().cloned()).collect();
-            (Batch::new(points, devices, backend), jobs)
-        })
-        .await;
+        let prepared = tokio::task::spawn_blocking(move || (slices(&jobs, backend), jobs)).await;
         // A failed preparation (a panic) drops its jobs with the task: each ends failed
         // (`internal`) as it is dropped, and its submitter does not acknowledge.
-        let (batch, jobs) = match prepared {
+        let (slices, jobs) = match prepared {
             Ok(prepared) => prepared,
             Err(e) => {
                 tracing::error!(error = %e, "ingest batch preparation failed");
@@ -189,12 +188,33 @@ async fn writer(
             finished(previous.await);
         }
         let (db, sinks) = (db.clone(), Arc::clone(&sinks));
-        committing = Some(tokio::spawn(async move { commit(&db, &sinks, batch, jobs).await }));
+        committing = Some(tokio::spawn(async move { commit(&db, &sinks, slices, jobs).await }));
     }
     if let Some(last) = committing {
         finished(last.await);
     }
     tracing::debug!("ingest writer stopped");
+}
+
+/// The jobs' points in slices of about [`SLICE_POINTS`], each prepared for one write (sorted,
+/// its statements built: [`Batch`]); a job is never split.
+fn slices(jobs: &[Job], backend: devicecloud_store::Backend) -> Vec<Batch> {
+    let mut slices = Vec::new();
+    let mut start = 0;
+    while start < jobs.len() {
+        let mut end = start;
+        let mut points = 0;
+        while end < jobs.len() && (end == start || points + jobs[end].points.len() <= SLICE_POINTS) {
+            points += jobs[end].points.len();
+            end += 1;
+        }
+        let part = &jobs[start..end];
+        let points = part.iter().flat_map(|j| j.points.iter().copied()).collect();
+        let devices = part.iter().flat_map(|j| j.devices.iter().cloned()).collect();
+        slices.push(Batch::new(points, devices, backend));
+        start = end;
+    }
+    slices
 }
 
 /// Logs a commit task that did not end normally (its jobs, dropped with it, ended failed:
@@ -257,13 +277,15 @@ async fn gather(
     Some(jobs)
 }
 
-/// Writes a group of jobs in one transaction; if that fails, each job alone, so that one bad
-/// job (a device archived meanwhile, say) cannot hold back the others. New points are queued
+/// Writes a group of jobs, in one transaction unless another writer waits (slices committed in
+/// order); if that fails, each job alone, so that one bad job (a device archived meanwhile,
+/// say) cannot hold back the others. Slices committed before the failure are then found stored
+/// and counted as duplicates: nothing is stored twice. New points are queued
 /// for webhooks in the same transaction, and idle delivery lanes woken after the commit. Every
 /// job ends here, with its points counted.
-async fn commit(db: &Db, sinks: &Sinks, batch: Batch, mut jobs: Vec<Job>) {
+async fn commit(db: &Db, sinks: &Sinks, slices: Vec<Batch>, mut jobs: Vec<Job>) {
     let started = std::time::Instant::now();
-    match write(db, sinks, batch).await {
+    match write(db, sinks, slices).await {
         Ok(()) => {
             metrics::histogram!("devicecloud_ingest_commit_seconds").record(started.elapsed().as_secs_f64());
             for job in &mut jobs {
@@ -278,7 +300,7 @@ async fn commit(db: &Db, sinks: &Sinks, batch: Batch, mut jobs: Vec<Job>) {
                     std::mem::take(&mut job.devices),
                     db.backend(),
                 );
-                let result = write(db, sinks, batch).await.map_err(|e| {
+                let result = write(db, sinks, vec![batch]).await.map_err(|e| {
                     tracing::error!(error = %e, "ingest write failed");
                     IngestError::Store
                 });
@@ -300,11 +322,11 @@ struct Sinks {
     stream: Arc<LiveFeed>,
 }
 
-/// Writes one batch with its webhook rows, counts its points (stored or duplicate) once it is
-/// committed, wakes the delivery lanes if it queued any, and hands the new points to the live
-/// stream (commits run one after another, so the stream gets them in commit order).
-async fn write(db: &Db, sinks: &Sinks, batch: Batch) -> Result<(), devicecloud_store::StoreError> {
-    let Routed { written, queued, fresh } = ingest::write_routed(db, batch, &sinks.webhooks.routes).await?;
+/// Writes slices with their webhook rows, counts their points (stored or duplicate) once they
+/// are committed, wakes the delivery lanes if they queued any, and hands the new points to the
+/// live stream (commits run one after another, so the stream gets them in commit order).
+async fn write(db: &Db, sinks: &Sinks, slices: Vec<Batch>) -> Result<(), devicecloud_store::StoreError> {
+    let Routed { written, queued, fresh } = ingest::write_slices(db, slices, &sinks.webhooks.routes).await?;
     if queued > 0 {
         sinks.webhooks.queued.notify_waiters();
     }

@@ -73,7 +73,7 @@ pub async fn container_key(db: &Db, series: &SeriesId, max_per_device: usize) ->
 
 /// Stores points in one transaction; `devices` are the devices whose `last_data_at` moves to
 /// the given time (only ever forward). Nothing is queued for webhooks: this is for tools and
-/// tests that fill a store directly; the service writes through [`write_routed`].
+/// tests that fill a store directly; the service writes through [`write_slices`].
 pub async fn write(db: &Db, points: &[Point], devices: &[(String, i64)]) -> Result<Written> {
     let batch = Batch::new(points.to_vec(), devices.to_vec(), db.backend());
     write_batch(db, batch, None).await.map(|(written, _, _)| written)
@@ -91,42 +91,96 @@ pub struct Routed {
     pub fresh: Vec<Point>,
 }
 
-/// Stores a batch as [`write`] does and, in the same transaction, queues every newly stored point
-/// for each active measurements webhook of its group (docs/api.md, "Webhooks": queued durably in
-/// the transaction that stores the data). Resent points were queued when first stored and are not
-/// queued again.
-pub async fn write_routed(db: &Db, batch: Batch, routes: &Routes) -> Result<Routed> {
+/// Stores slices of points as [`write`] does and, in the same transaction as each slice, queues
+/// every newly stored point for each active measurements webhook of its group (docs/api.md,
+/// "Webhooks": queued durably in the transaction that stores the data). Resent points were
+/// queued when first stored and are not queued again.
+///
+/// The slices go in as few transactions as the other writers allow:
+/// one transaction runs slice after slice while nobody else waits for the write turn, and ends
+/// after the slice in progress when someone does, who then writes before the next transaction
+/// begins. So a change made through the API waits for one slice, not for a whole group commit,
+/// and without other writers the group is one transaction (docs/operations.md, "Storage").
+///
+/// A slice is atomic; slices are committed in order. When a slice meets points stored before
+/// (a resend), its transaction is rolled back and the slices it held are written again one
+/// transaction each, the resent points left out.
+pub async fn write_slices(db: &Db, slices: Vec<Batch>, routes: &Routes) -> Result<Routed> {
     let table = routes.table(db).await?;
-    if !table.forwards_measurements() {
-        let (written, _, fresh) = write_batch(db, batch, None).await?;
-        return Ok(Routed {
-            written,
-            queued: 0,
-            fresh,
-        });
+    let mut routed = Vec::with_capacity(slices.len());
+    for slice in slices {
+        let targets = if table.forwards_measurements() {
+            let groups = routes.groups_of(db, &slice.series()).await?;
+            let targets: HashMap<i64, &[String]> = groups
+                .iter()
+                .filter_map(|(key, group)| {
+                    let hooks = table.measurements_of(group);
+                    (!hooks.is_empty()).then_some((*key, hooks))
+                })
+                .collect();
+            Some(targets)
+        } else {
+            None
+        };
+        routed.push((slice, targets));
     }
-    let groups = routes.groups_of(db, &batch.series()).await?;
-    let targets: HashMap<i64, &[String]> = groups
-        .iter()
-        .filter_map(|(key, group)| {
-            let hooks = table.measurements_of(group);
-            (!hooks.is_empty()).then_some((*key, hooks))
-        })
-        .collect();
-    let (written, queued, fresh) = write_batch(db, batch, Some(&targets)).await?;
-    Ok(Routed { written, queued, fresh })
+    let mut out = Routed::default();
+    let mut left = routed.into_iter().peekable();
+    while left.peek().is_some() {
+        let mut tx = Tx::begin(db).await?;
+        let mut ran = Vec::new();
+        let mut counted = Vec::new();
+        let mut resent = false;
+        for (mut slice, targets) in left.by_ref() {
+            match run_new(&mut tx, &mut slice, targets.as_ref()).await? {
+                Some(done) => counted.push(done),
+                None => resent = true,
+            }
+            ran.push((slice, targets));
+            if resent || tx.others_waiting() {
+                break;
+            }
+        }
+        if resent {
+            tx.rollback().await?;
+            for (slice, targets) in ran {
+                // The statements were spent on the rolled back run: built again.
+                let again = slice.without(&HashSet::new());
+                let (written, queued, fresh) = write_batch(db, again, targets.as_ref()).await?;
+                out.add(written, queued, fresh);
+            }
+        } else {
+            tx.commit().await?;
+            for ((slice, _), (written, queued)) in ran.into_iter().zip(counted) {
+                out.add(written, queued, slice.sent);
+            }
+        }
+    }
+    Ok(out)
 }
 
-/// The write of [`write`] and [`write_routed`]; `targets` maps a series to its webhooks.
-/// Returns what it did, the outbox rows queued, and the new points in the order sent.
+impl Routed {
+    /// Adds what one slice did, its new points after those of the slices before.
+    fn add(&mut self, written: Written, queued: usize, fresh: Vec<Point>) {
+        self.written.inserted += written.inserted;
+        self.written.duplicates += written.duplicates;
+        self.queued += queued;
+        self.fresh.extend(fresh);
+    }
+}
+
+/// The write of [`write`] and of a resent slice of [`write_slices`], in a transaction of its
+/// own; `targets` maps a series to its webhooks. Returns what it did, the outbox rows queued,
+/// and the new points in the order sent.
 async fn write_batch(
     db: &Db,
     mut batch: Batch,
     targets: Option<&HashMap<i64, &[String]>>,
 ) -> Result<(Written, usize, Vec<Point>)> {
     let mut tx = Tx::begin(db).await?;
-    let mut batch = if run(&mut tx, std::mem::take(&mut batch.inserts)).await? == batch.sorted.len() as u64 {
-        batch
+    let mut batch = if let Some((written, queued)) = run_new(&mut tx, &mut batch, targets).await? {
+        tx.commit().await?;
+        return Ok((written, queued, batch.sent));
     } else {
         // Some points were stored before (a resend): start over, find them, and store only the
         // new ones. A whole new transaction rather than a savepoint, whose statement journal
@@ -143,21 +197,42 @@ async fn write_batch(
         }
         fresh
     };
-    run(&mut tx, std::mem::take(&mut batch.updates)).await?;
+    let (written, queued) = finish(&mut tx, &mut batch, targets).await?;
+    tx.commit().await?;
+    Ok((written, queued, batch.sent))
+}
+
+/// Runs a batch's inserts in `tx` and, when every point was new, the rest of it ([`finish`]);
+/// `None` when some points were stored before (a resend): the transaction must then be rolled
+/// back, since the rollups were not run for them.
+async fn run_new(
+    tx: &mut Tx,
+    batch: &mut Batch,
+    targets: Option<&HashMap<i64, &[String]>>,
+) -> Result<Option<(Written, usize)>> {
+    if run(tx, std::mem::take(&mut batch.inserts)).await? != batch.sorted.len() as u64 {
+        return Ok(None);
+    }
+    Ok(Some(finish(tx, batch, targets).await?))
+}
+
+/// The rollups, latest values, device times and outbox rows of a batch whose inserts all went
+/// in; returns what the batch did and the outbox rows queued.
+async fn finish(tx: &mut Tx, batch: &mut Batch, targets: Option<&HashMap<i64, &[String]>>) -> Result<(Written, usize)> {
+    run(tx, std::mem::take(&mut batch.updates)).await?;
     let queued = match targets {
         Some(targets) if !targets.is_empty() => {
-            let (statements, rows) = queue_points(&batch.sent, targets, db.backend());
-            run(&mut tx, statements).await?;
+            let (statements, rows) = queue_points(&batch.sent, targets, tx.backend());
+            run(tx, statements).await?;
             rows
         }
         _ => 0,
     };
-    tx.commit().await?;
     let written = Written {
         inserted: batch.sorted.len(),
         duplicates: batch.submitted - batch.sorted.len(),
     };
-    Ok((written, queued, batch.sent))
+    Ok((written, queued))
 }
 
 /// Runs statements in order; returns the rows they affected.
