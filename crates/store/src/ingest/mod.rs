@@ -264,7 +264,9 @@ async fn stored_keys(tx: &mut Tx, points: &[Point]) -> sqlx::Result<HashSet<(i64
 
 /// The stored points of a series as (seconds, microseconds), for verification and export.
 pub async fn series_points(db: &Db, container_key: i64) -> Result<Vec<(i64, i64)>> {
-    let select = "SELECT seconds AS a, microseconds AS b, 0 AS c FROM raw_points WHERE container_key = $1".to_string();
+    let select =
+        "SELECT seconds AS a, microseconds AS b, CAST(0 AS BIGINT) AS c FROM raw_points WHERE container_key = $1"
+            .to_string();
     let mut tx = Tx::begin(db).await?;
     let rows = tx.triples(select, SqlxValues(Values(vec![int(container_key)]))).await?;
     tx.commit().await?;
