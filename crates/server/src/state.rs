@@ -47,8 +47,7 @@ pub struct Settings {
     pub webhook_retry_window: Duration,
     /// Most records in one webhook request.
     pub webhook_batch_max: usize,
-    /// Most points in one ingest transaction: more throughput, longer waits for the other
-    /// writers of SQLite (docs/operations.md, "Storage").
+    /// Most points in one ingest transaction (a group commit; docs/operations.md, "Storage").
     pub ingest_batch_points: usize,
     /// How long webhook attempts (and failed batches) are kept.
     pub webhook_attempt_retention: Duration,

@@ -216,7 +216,7 @@ impl Slicer {
         }
         let mut total = 0;
         loop {
-            let turn = db.write_turn().await?;
+            let turn = db.background_turn().await?;
             let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
             let started = Instant::now();
             let last: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(end.as_str()))

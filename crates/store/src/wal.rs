@@ -21,7 +21,7 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 
 use crate::Result;
-use crate::write_turn;
+use crate::write_turn::{self, Waiter};
 
 /// How often the log is copied. Under full ingest the log grows by up to a few hundred
 /// megabytes a second (a commit logs every page it changed): a quarter of a second keeps each
@@ -71,7 +71,8 @@ pub async fn checkpoint(pool: &SqlitePool, mode: Mode) -> Result<Checkpoint> {
         Mode::Beside => None,
         Mode::InTurn | Mode::Restart => {
             let options = pool.connect_options();
-            Some(write_turn::take(options.get_filename(), pool.options().get_acquire_timeout()).await?)
+            let patience = pool.options().get_acquire_timeout();
+            Some(write_turn::take(options.get_filename(), patience, Waiter::Patient).await?)
         }
     };
     Ok(sqlx::query_as(sql).fetch_one(pool).await?)

@@ -60,16 +60,29 @@ impl Drop for Waiting<'_> {
 /// The queue of each SQLite file this process writes, by the file name its pools open.
 static QUEUES: LazyLock<Mutex<HashMap<PathBuf, Arc<Queue>>>> = LazyLock::new(Default::default);
 
+/// Who waits for a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waiter {
+    /// A write someone waits for (a request, a gateway's status): the ingest writer cuts its
+    /// transaction short to let it in ([`Turn::others_waiting`]).
+    Prompt,
+    /// Background upkeep (retention, checkpoints): waits for the ingest writer's transaction to
+    /// end on its own, so that ingest does not pay for it in shorter transactions.
+    Patient,
+}
+
 /// Waits for the turn to write `file`, at most `patience` (the pool's wait for a connection:
 /// waiting for the lock is waiting for the store), then fails with [`StoreError::Timeout`].
-pub(crate) async fn take(file: &Path, patience: Duration) -> Result<Turn> {
+pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Result<Turn> {
     let queue = {
         let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         Arc::clone(queues.entry(file.to_path_buf()).or_default())
     };
     let guard = {
-        queue.waiting.fetch_add(1, Ordering::Relaxed);
-        let _waiting = Waiting(&queue.waiting);
+        let _waiting = (waiter == Waiter::Prompt).then(|| {
+            queue.waiting.fetch_add(1, Ordering::Relaxed);
+            Waiting(&queue.waiting)
+        });
         tokio::time::timeout(patience, Arc::clone(&queue.lock).lock_owned()).await
     };
     match guard {
@@ -94,13 +107,13 @@ mod tests {
     #[tokio::test]
     async fn writers_of_one_file_take_turns_in_arrival_order_and_other_files_do_not_wait() {
         let file = file();
-        let first = take(&file, Duration::from_secs(5)).await.unwrap();
+        let first = take(&file, Duration::from_secs(5), Waiter::Prompt).await.unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut waiting = Vec::new();
         for n in 0..3 {
             let (file, order) = (file.clone(), order.clone());
             waiting.push(tokio::spawn(async move {
-                let _turn = take(&file, Duration::from_secs(5)).await.unwrap();
+                let _turn = take(&file, Duration::from_secs(5), Waiter::Prompt).await.unwrap();
                 order.lock().unwrap().push(n);
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }));
@@ -108,7 +121,12 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(first.others_waiting(), "three wait behind the first turn");
-        let other = take(&file.with_extension("other"), Duration::from_millis(100)).await;
+        let other = take(
+            &file.with_extension("other"),
+            Duration::from_millis(100),
+            Waiter::Prompt,
+        )
+        .await;
         assert!(
             !other.as_ref().unwrap().others_waiting(),
             "nobody waits for the other file"
@@ -123,10 +141,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn background_upkeep_waits_without_cutting_a_transaction_short() {
+        let file = file();
+        let first = take(&file, Duration::from_secs(5), Waiter::Prompt).await.unwrap();
+        let patient = {
+            let file = file.clone();
+            tokio::spawn(async move { take(&file, Duration::from_secs(5), Waiter::Patient).await.map(drop) })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!first.others_waiting(), "upkeep waits unannounced");
+        drop(first);
+        patient.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
     async fn a_turn_not_given_within_the_patience_is_a_timeout() {
         let file = file();
-        let held = take(&file, Duration::from_secs(1)).await.unwrap();
-        match take(&file, Duration::from_millis(50)).await {
+        let held = take(&file, Duration::from_secs(1), Waiter::Prompt).await.unwrap();
+        match take(&file, Duration::from_millis(50), Waiter::Prompt).await {
             Err(StoreError::Timeout(message)) => assert!(message.contains("50 ms"), "{message}"),
             Err(e) => panic!("another error: {e}"),
             Ok(_) => panic!("a second turn while the first is held"),

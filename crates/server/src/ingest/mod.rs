@@ -19,10 +19,9 @@ use tokio_util::task::TaskTracker;
 
 /// Jobs the queue holds before submitters wait.
 const QUEUE_JOBS: usize = 4096;
-/// Points one transaction takes at most by default (`ingest_batch_points`); more wait for the
-/// next one. On SQLite every other writer waits for the transaction in progress, so this
-/// trades ingest throughput against their latency (docs/benchmarks.md, "API during full
-/// ingest").
+/// Points one group commit takes at most by default (`ingest_batch_points`); more wait for the
+/// next one. Larger groups are fewer commits, and a commit's cost is mostly the pages it logs
+/// (docs/benchmarks.md, "API during full ingest"); other writers wait for one slice of it.
 pub const BATCH_POINTS: usize = 100_000;
 /// Points of one slice of a group commit, at most (a job is never split): the longest another
 /// writer of SQLite waits for the ingest writer, which ends its transaction after the slice in
