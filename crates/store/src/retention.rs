@@ -240,19 +240,19 @@ impl Slicer {
             if deleted == 0 || (deleted as i64) < rows {
                 return Ok(total);
             }
-            // Writers waiting in the queue go first; the pause, four times the slice, keeps the
-            // removal to a fifth of the lock's time at most, leaving the rest to ingest
+            // Writers waiting in the queue go first; the pause, nine times the slice, keeps the
+            // removal to a tenth of the lock's time at most, leaving the rest to ingest
             // (docs/benchmarks.md, "Retention").
-            tokio::time::sleep((self.budget / 2).max(took * 4)).await;
+            tokio::time::sleep((self.budget / 2).max(took * 9)).await;
         }
     }
 
-    /// Resizes the next slice towards a fifth of the budget, from the time this one took.
+    /// Resizes the next slice towards a tenth of the budget, from the time this one took.
     fn adapt(&mut self, took: Duration, deleted: u64) {
         if deleted == 0 {
             return;
         }
-        let target = self.budget / 5;
+        let target = self.budget / 10;
         if took < target / 2 {
             self.rows = (self.rows * 2).min(Self::MAX);
         } else if took > target {
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(s.rows, 4_000);
         s.adapt(Duration::from_millis(30), 10);
         assert_eq!(s.rows, 2_000);
-        s.adapt(Duration::from_millis(8), 10);
+        s.adapt(Duration::from_millis(4), 10);
         assert_eq!(s.rows, 2_000);
     }
 }
