@@ -19,7 +19,7 @@ pub use batch::Batch;
 use batch::{Statement, int, placeholders, queue_points};
 
 use crate::db::{Db, Tx, values};
-use crate::webhooks::Routes;
+use crate::webhooks::{RouteTable, Routes};
 use crate::{Result, StoreError, new_id};
 
 /// One raw point of a series (container).
@@ -109,19 +109,7 @@ pub async fn write_slices(db: &Db, slices: Vec<Batch>, routes: &Routes) -> Resul
     let table = routes.table(db).await?;
     let mut routed = Vec::with_capacity(slices.len());
     for slice in slices {
-        let targets = if table.forwards_measurements() {
-            let groups = routes.groups_of(db, &slice.series()).await?;
-            let targets: HashMap<i64, &[String]> = groups
-                .iter()
-                .filter_map(|(key, group)| {
-                    let hooks = table.measurements_of(group);
-                    (!hooks.is_empty()).then_some((*key, hooks))
-                })
-                .collect();
-            Some(targets)
-        } else {
-            None
-        };
+        let targets = targets(db, &table, routes, &slice).await?;
         routed.push((slice, targets));
     }
     let mut out = Routed::default();
@@ -157,6 +145,28 @@ pub async fn write_slices(db: &Db, slices: Vec<Batch>, routes: &Routes) -> Resul
         }
     }
     Ok(out)
+}
+
+/// The measurements webhooks of each series a slice writes to, when any group has some.
+async fn targets<'t>(
+    db: &Db,
+    table: &'t RouteTable,
+    routes: &Routes,
+    slice: &Batch,
+) -> Result<Option<HashMap<i64, &'t [String]>>> {
+    if !table.forwards_measurements() {
+        return Ok(None);
+    }
+    let groups = routes.groups_of(db, &slice.series()).await?;
+    Ok(Some(
+        groups
+            .iter()
+            .filter_map(|(key, group)| {
+                let hooks = table.measurements_of(group);
+                (!hooks.is_empty()).then_some((*key, hooks))
+            })
+            .collect(),
+    ))
 }
 
 impl Routed {
