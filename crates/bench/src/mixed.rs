@@ -42,7 +42,10 @@ struct Window {
 }
 
 pub async fn mixed(o: MixedOptions) -> Result<()> {
-    anyhow::ensure!(o.gateways > 0, "--gateways must be at least 1: the chart shows a gateway's series");
+    anyhow::ensure!(
+        o.gateways > 0,
+        "--gateways must be at least 1: the chart shows a gateway's series"
+    );
     let batch = batch_points_env(o.batch_points);
     let env: Vec<(&str, &str)> = batch.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let server = ServerUnderTest::start_with(o.database_url.clone(), &env).await?;
