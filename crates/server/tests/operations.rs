@@ -40,6 +40,8 @@ async fn metrics_count_requests() {
     send(app.http.get(app.url("/healthz"))).await.expect(200);
     send(app.http.get(app.url("/api/v2/group"))).await.expect(401);
     send(app.http.get(app.url("/no/such/route"))).await.expect(404);
+    // A write: the readiness probe writes its row.
+    send(app.http.get(app.url("/readyz"))).await.expect(200);
     let reply = send(app.http.get(app.url("/metrics"))).await.expect(200);
     assert!(
         reply.header("content-type").unwrap().starts_with("text/plain"),
@@ -60,6 +62,13 @@ async fn metrics_count_requests() {
     );
     assert!(lines.iter().any(|l| l.contains("status=\"401\"")), "{lines:?}");
     assert!(lines.iter().any(|l| l.contains("status=\"404\"")), "{lines:?}");
+    if app.state.db.backend() == devicecloud_store::Backend::Sqlite {
+        // SQLite writers wait in one queue, and how long is measured.
+        assert!(
+            text.contains("devicecloud_store_write_wait_seconds") && text.contains("waiter=\"prompt\""),
+            "{text}"
+        );
+    }
     // Every sample is a number.
     for line in lines {
         let value = line.rsplit(' ').next().unwrap();

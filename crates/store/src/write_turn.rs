@@ -71,6 +71,9 @@ pub(crate) enum Waiter {
     Patient,
 }
 
+/// Seconds each turn was waited for, by [`Waiter`] (`prompt`, `patient`).
+pub(crate) const WAIT_METRIC: &str = "devicecloud_store_write_wait_seconds";
+
 /// Waits for the turn to write `file`, at most `patience` (the pool's wait for a connection:
 /// waiting for the lock is waiting for the store), then fails with [`StoreError::Timeout`].
 pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Result<Turn> {
@@ -78,6 +81,7 @@ pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Res
         let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         Arc::clone(queues.entry(file.to_path_buf()).or_default())
     };
+    let started = std::time::Instant::now();
     let guard = {
         let _waiting = (waiter == Waiter::Prompt).then(|| {
             queue.waiting.fetch_add(1, Ordering::Relaxed);
@@ -85,6 +89,11 @@ pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Res
         });
         tokio::time::timeout(patience, Arc::clone(&queue.lock).lock_owned()).await
     };
+    let label = match waiter {
+        Waiter::Prompt => "prompt",
+        Waiter::Patient => "patient",
+    };
+    metrics::histogram!(WAIT_METRIC, "waiter" => label).record(started.elapsed().as_secs_f64());
     match guard {
         Ok(guard) => Ok(Turn(Some((guard, queue)))),
         Err(_) => Err(StoreError::Timeout(format!(
