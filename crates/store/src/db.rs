@@ -196,21 +196,8 @@ impl Db {
     /// taken first come first served); hold it until the transaction ends. Never take a second
     /// turn while holding one: the queue would wait for itself.
     pub(crate) async fn write_turn(&self) -> Result<Turn> {
-        self.turn_of(Waiter::Prompt).await
-    }
-
-    /// [`Db::write_turn`] for background upkeep, which lets the ingest writer's transaction in
-    /// progress end on its own ([`Waiter::Patient`]).
-    pub(crate) async fn background_turn(&self) -> Result<Turn> {
-        self.turn_of(Waiter::Patient).await
-    }
-
-    async fn turn_of(&self, waiter: Waiter) -> Result<Turn> {
         match self {
-            Db::Sqlite(pool) => {
-                let patience = pool.options().get_acquire_timeout();
-                write_turn::take(pool.connect_options().get_filename(), patience, waiter).await
-            }
+            Db::Sqlite(pool) => write_turn::of_pool(pool, Waiter::Prompt).await,
             Db::Postgres(_) => Ok(Turn::NONE),
         }
     }

@@ -10,6 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::db::{Db, values};
+use crate::write_turn::{self, Waiter};
 use crate::{Result, partitions};
 
 pub use crate::expiry::{Kind, Retention, cutoff};
@@ -128,7 +129,7 @@ async fn prune_all(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> 
             let before = cutoff(days, now);
             for key in &keys {
                 pruned.rows[i] += match db {
-                    Db::Sqlite(pool) => slicer.delete(db, pool, kind, *key, before).await?,
+                    Db::Sqlite(pool) => slicer.delete(pool, kind, *key, before).await?,
                     Db::Postgres(pool) => delete_all(pool, kind, *key, before).await?,
                 };
             }
@@ -189,10 +190,10 @@ impl Slicer {
     }
 
     /// Deletes the rows of one series older than `before`, a slice per transaction; returns
-    /// how many. Each slice waits for its write turn (`Db::write_turn`), then takes the write
-    /// lock (`BEGIN IMMEDIATE`), so the time measured is the time the lock is held, not the
-    /// wait for it.
-    async fn delete(&mut self, db: &Db, pool: &sqlx::SqlitePool, kind: Kind, key: i64, before: i64) -> Result<u64> {
+    /// how many. Each slice waits for its write turn (`write_turn`, patiently: it does not cut
+    /// an ingest transaction short), then takes the write lock (`BEGIN IMMEDIATE`), so the time
+    /// measured is the time the lock is held, not the wait for it.
+    async fn delete(&mut self, pool: &sqlx::SqlitePool, kind: Kind, key: i64, before: i64) -> Result<u64> {
         let (table, time) = (kind.table(), kind.time_column());
         // The slice ends at the time of its `rows`-th row (all of that second included, so
         // each slice removes at least one row), or just before `before` when fewer rows are
@@ -216,7 +217,7 @@ impl Slicer {
         }
         let mut total = 0;
         loop {
-            let turn = db.background_turn().await?;
+            let turn = write_turn::of_pool(pool, Waiter::Patient).await?;
             let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
             let started = Instant::now();
             let last: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(end.as_str()))

@@ -69,11 +69,7 @@ pub async fn checkpoint(pool: &SqlitePool, mode: Mode) -> Result<Checkpoint> {
     };
     let _turn = match mode {
         Mode::Beside => None,
-        Mode::InTurn | Mode::Restart => {
-            let options = pool.connect_options();
-            let patience = pool.options().get_acquire_timeout();
-            Some(write_turn::take(options.get_filename(), patience, Waiter::Patient).await?)
-        }
+        Mode::InTurn | Mode::Restart => Some(write_turn::of_pool(pool, Waiter::Patient).await?),
     };
     Ok(sqlx::query_as(sql).fetch_one(pool).await?)
 }

@@ -74,12 +74,23 @@ pub(crate) enum Waiter {
 /// Seconds each turn was waited for, by [`Waiter`] (`prompt`, `patient`).
 pub(crate) const WAIT_METRIC: &str = "devicecloud_store_write_wait_seconds";
 
-/// Waits for the turn to write `file`, at most `patience` (the pool's wait for a connection:
-/// waiting for the lock is waiting for the store), then fails with [`StoreError::Timeout`].
+/// Waits for the turn to write the file `pool` opens, as long as the pool waits for a
+/// connection (waiting for the lock is waiting for the store); see [`take`].
+pub(crate) async fn of_pool(pool: &sqlx::SqlitePool, waiter: Waiter) -> Result<Turn> {
+    let patience = pool.options().get_acquire_timeout();
+    take(pool.connect_options().get_filename(), patience, waiter).await
+}
+
+/// Waits for the turn to write `file`, at most `patience`, then fails with
+/// [`StoreError::Timeout`].
 pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Result<Turn> {
     let queue = {
         let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Arc::clone(queues.entry(file.to_path_buf()).or_default())
+        match queues.get(file) {
+            Some(queue) => Arc::clone(queue),
+            // The file's name is copied once, on its first write.
+            None => Arc::clone(queues.entry(file.to_path_buf()).or_default()),
+        }
     };
     let started = std::time::Instant::now();
     let guard = {
