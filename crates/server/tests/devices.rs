@@ -140,6 +140,15 @@ async fn rights_decide_who_provisions_reads_and_edits() {
             .status,
         401
     );
+    // A role too low for a command is 401; once the group is deleted, its devices are not found
+    // for its members, commands included, and still shown to administrators.
+    assert_eq!(send(app.get(&format!("{path}/ping"), &viewer)).await.status, 401);
+    send(app.request(Method::DELETE, &format!("/api/v2/group/{group}"), &admin))
+        .await
+        .expect(204);
+    assert_eq!(send(app.get(&path, &viewer)).await.status, 404);
+    assert_eq!(send(app.get(&format!("{path}/ping"), &viewer)).await.status, 404);
+    assert_eq!(send(app.get(&path, &admin)).await.status, 200);
 }
 
 #[tokio::test]

@@ -84,6 +84,29 @@ fn select_sql(where_clause: &str) -> String {
     )
 }
 
+/// A device with the deletion time of its group: what the ownership check of a device needs,
+/// read in one query (a command's rights check is on the path of every ping).
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct OwnedDevice {
+    #[sqlx(flatten)]
+    pub device: DeviceRow,
+    pub group_deleted_at: Option<i64>,
+}
+
+/// One device, archived or not, with its group's deletion time.
+pub async fn get_owned(db: &Db, id: &str) -> Result<Option<OwnedDevice>> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let columns: Vec<String> = output().iter().map(|c| format!("d.{c}")).collect();
+        format!(
+            "SELECT {}, g.deleted_at AS group_deleted_at FROM physical_devices d \
+             JOIN groups g ON g.id_group = d.id_group WHERE d.id_physical_device = $1",
+            columns.join(", ")
+        )
+    });
+    db.row::<OwnedDevice>(sqlx::AssertSqlSafe(SQL.as_str()), values![id])
+        .await
+}
+
 /// Provisions a gateway with the hash of its device token; a serial already in use by a
 /// device that is not archived is a `Conflict("serial_hardware")`.
 pub async fn provision(db: &Db, gateway: &NewGateway<'_>, token_hash: &str, now: i64) -> Result<DeviceRow> {

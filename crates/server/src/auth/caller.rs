@@ -54,13 +54,19 @@ impl Caller {
     /// The role held in a group record, `None` when the group is invisible to the caller.
     /// Deleted groups are visible to administrators only (docs/api.md, "Rights").
     pub fn role_in(&self, group: &GroupRow) -> Option<Role> {
+        self.role_in_record(&group.id_group, group.deleted_at.is_some())
+    }
+
+    /// The role held in the group `id_group`, deleted or not, as [`Caller::role_in`] answers
+    /// it: for a record read with its group's deletion time rather than the whole group.
+    pub fn role_in_record(&self, id_group: &str, group_deleted: bool) -> Option<Role> {
         if self.is_admin {
             return Some(Role::Manager);
         }
-        if group.deleted_at.is_some() {
+        if group_deleted {
             return None;
         }
-        self.roles.get(&group.id_group).copied()
+        self.roles.get(id_group).copied()
     }
 
     /// The groups this caller may list.

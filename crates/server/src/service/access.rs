@@ -69,10 +69,16 @@ pub async fn groups(state: &AppState, caller: &Caller, ids: &[String], need: Rol
     Ok(())
 }
 
-/// The device `id` as the caller may act on it with `need`.
+/// The device `id` as the caller may act on it with `need`: read with its group's deletion
+/// time in one query, the same answers as [`owned`].
 pub async fn device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow> {
-    let row = devices::get(&state.db, id).await?;
-    owned(state, caller, ("Physical device", id), row, |d| &d.id_group, need).await
+    let not_found = || ServiceError::not_found("Physical device", id);
+    let row = devices::get_owned(&state.db, id).await?.ok_or_else(not_found)?;
+    match caller.role_in_record(&row.device.id_group, row.group_deleted_at.is_some()) {
+        None => Err(not_found()),
+        Some(role) if role < need => Err(ServiceError::NotAllowed),
+        Some(_) => Ok(row.device),
+    }
 }
 
 /// The data session `id` as the caller may act on it with `need`.
