@@ -164,8 +164,10 @@ pub async fn api(options: ApiOptions) -> Result<()> {
         "{}",
         g.line(&format!("GET /api/v2/group/index?per-page=20 ({who})"), 44, 10)
     );
+    // Repeated pages come from the page cache; a page not seen before is a store query.
+    let target = if distinct { "0.25" } else { "0.50" };
     println!(
-        "ratio group index / healthz throughput: {:.2} (target >= 0.50)",
+        "ratio group index / healthz throughput: {:.2} (target >= {target})",
         g.per_second / h.per_second
     );
     Ok(())

@@ -20,6 +20,30 @@ use crate::{Result, StoreError};
 /// The SQLite migrations of this version; a backup is checked against them before a restore.
 pub(crate) static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
+/// Pool options for SQLite: a connection is never tested before it is handed out. sqlx tests
+/// by default with a ping, which on SQLite is one more round trip to the connection's worker
+/// thread for every statement, and a local file cannot have hung up (docs/benchmarks.md,
+/// "Commands").
+fn sqlite_pool() -> SqlitePoolOptions {
+    SqlitePoolOptions::new().test_before_acquire(false)
+}
+
+/// Pool options for PostgreSQL: a connection idle for more than a second is pinged before it is
+/// handed out (the server may have closed it meanwhile); one in steady use is not, which spares
+/// a network round trip per statement.
+fn postgres_pool() -> PgPoolOptions {
+    PgPoolOptions::new()
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > Duration::from_secs(1) {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// Which database a [`Db`] talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -88,14 +112,14 @@ impl Db {
                 // No checkpoint inside a commit: a task of its own copies the log (`wal`).
                 .pragma("wal_autocheckpoint", "0")
                 .pragma("journal_size_limit", crate::wal::KEEP_BYTES);
-            let pool = SqlitePoolOptions::new()
+            let pool = sqlite_pool()
                 .max_connections(8)
                 .min_connections(1)
                 .connect_with(options)
                 .await?;
             Db::Sqlite(pool)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let pool = PgPoolOptions::new()
+            let pool = postgres_pool()
                 .max_connections(16)
                 .acquire_timeout(Duration::from_secs(10))
                 .connect(url)
@@ -128,7 +152,7 @@ impl Db {
                 // A write waiting for the write lock gives up at the same time, so a request
                 // answered 503 never writes afterwards.
                 let options = (*pool.connect_options()).clone().busy_timeout(timeout);
-                let pool = SqlitePoolOptions::new()
+                let pool = sqlite_pool()
                     .max_connections(max_connections)
                     .min_connections(0)
                     .acquire_timeout(timeout)
@@ -141,7 +165,7 @@ impl Db {
                 let options = (*pool.connect_options())
                     .clone()
                     .options([("statement_timeout", millis.as_str())]);
-                let pool = PgPoolOptions::new()
+                let pool = postgres_pool()
                     .max_connections(max_connections)
                     .acquire_timeout(timeout)
                     .connect_lazy_with(options);
@@ -158,7 +182,7 @@ impl Db {
     pub fn dedicated(&self) -> Db {
         match self {
             Db::Sqlite(pool) => Db::Sqlite(
-                SqlitePoolOptions::new()
+                sqlite_pool()
                     .max_connections(1)
                     .min_connections(0)
                     .connect_lazy_with((*pool.connect_options()).clone()),
