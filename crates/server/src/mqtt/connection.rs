@@ -81,9 +81,13 @@ pub(super) async fn run<S: Stream>(
         return;
     };
 
-    let serial = username.unwrap_or_default();
-    let token = password.unwrap_or_default();
-    let mut gateway = match Box::pin(authenticate(&state, &serial, &token)).await {
+    // The password is a slice of the buffer CONNECT was read into: it is dropped once checked,
+    // or it would keep that whole buffer (8 KiB) alive for as long as the connection lasts.
+    let authenticated = {
+        let (serial, token) = (username.unwrap_or_default(), password.unwrap_or_default());
+        Box::pin(authenticate(&state, &serial, &token)).await
+    };
+    let mut gateway = match authenticated {
         Ok(gateway) => gateway,
         Err(e) => {
             let outcome = match e {

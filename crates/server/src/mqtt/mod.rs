@@ -11,6 +11,8 @@ pub mod tls;
 use std::future::Future;
 use std::sync::Arc;
 
+use futures::FutureExt;
+
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -70,10 +72,10 @@ async fn accept_loop<F, Fut>(
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
                 let connection = serve(stream, slots.clone().try_acquire_owned().ok());
-                tracker.spawn(async move {
-                    connection.await;
-                    tracing::debug!(%peer, "mqtt connection ended");
-                });
+                // `map` rather than an async block around it: an async block would hold the
+                // connection's future twice (captured, and in its await), doubling every idle
+                // connection's task.
+                tracker.spawn(connection.map(move |()| tracing::debug!(%peer, "mqtt connection ended")));
             }
             Err(e) => {
                 // Out of file descriptors and the like: wait a little rather than spin.
