@@ -13,7 +13,7 @@ mod pending;
 use std::time::Duration;
 
 use devicecloud_protocol::{CommandRequest, CommandResponse};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub use log::{CommandLog, CommandRecord};
 pub use pending::Pending;
@@ -71,7 +71,7 @@ pub fn request_id() -> String {
 /// Sends `request` through `queue`, the command queue of a gateway's live connection (`None`:
 /// not connected), and waits for its answer, at most `limit` (queueing included).
 pub async fn send(
-    queue: Option<mpsc::Sender<Box<Outbound>>>,
+    queue: Option<flume::Sender<Box<Outbound>>>,
     limit: Duration,
     request_id: String,
     request: &CommandRequest,
@@ -87,7 +87,10 @@ pub async fn send(
     });
     let exchange = async move {
         // A queue closed meanwhile means the connection ended before publishing.
-        queue.send(outbound).await.map_err(|_| CommandError::Disconnected)?;
+        queue
+            .send_async(outbound)
+            .await
+            .map_err(|_| CommandError::Disconnected)?;
         match answer.await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(why)) => Err(CommandError::BadResponse(why)),

@@ -101,7 +101,7 @@ pub(super) async fn run<S: Stream>(
         }
     };
     let registration = state.gateways.register(&gateway.id);
-    let (connection, mut kicked, mut commands) = (registration.id, registration.kicked, registration.commands);
+    let (connection, mut kicked, commands) = (registration.id, registration.kicked, registration.commands);
     if framed.send(packets::connack(version, Connack::Accepted)).await.is_err() {
         state.gateways.unregister(&gateway.id, connection);
         Box::pin(gateway.ended(&state, false)).await;
@@ -133,13 +133,13 @@ pub(super) async fn run<S: Stream>(
                 acknowledge_on_close(&mut framed, version, &mut waiting.commits).await;
                 break;
             }
-            changed = kicked.changed() => {
-                taken_over = changed.is_ok() && *kicked.borrow() == Some(Kick::TakenOver);
+            kick = &mut kicked => {
+                taken_over = kick == Ok(Kick::TakenOver);
                 break;
             }
-            // `None` (the registry dropped this connection's queue) disables the branch; the
+            // `Err` (the registry dropped this connection's queue) disables the branch; the
             // kick that comes with it ends the loop.
-            Some(outbound) = commands.recv() => {
+            Ok(outbound) = commands.recv_async() => {
                 if publish_command(&mut framed, version, &mut waiting.answers, &mut packet_ids, outbound).await.is_err() {
                     break;
                 }

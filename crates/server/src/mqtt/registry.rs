@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::oneshot;
 
 use crate::commands::Outbound;
 
@@ -25,11 +25,15 @@ pub enum Kick {
 const COMMAND_QUEUE: usize = 16;
 
 /// A live connection: its id, where it is told to end, and where its commands go.
+///
+/// A one-shot kick and a `flume` queue rather than tokio's `watch` and `mpsc`: those allocate
+/// about 1.1 KiB per connection (cache-padded queue heads, eight waiter lists), these about
+/// 0.3 KiB, and every connected gateway holds one pair (docs/benchmarks.md, "Idle gateways").
 #[derive(Debug)]
 struct Live {
     id: u64,
-    kick: watch::Sender<Option<Kick>>,
-    commands: mpsc::Sender<Box<Outbound>>,
+    kick: oneshot::Sender<Kick>,
+    commands: flume::Sender<Box<Outbound>>,
 }
 
 /// What a connection receives when it registers.
@@ -37,10 +41,10 @@ struct Live {
 pub struct Registration {
     /// The connection's id, for [`GatewayRegistry::unregister`].
     pub id: u64,
-    /// Where it learns that it must end.
-    pub kicked: watch::Receiver<Option<Kick>>,
+    /// Where it learns that it must end (closed without a kick: it was forgotten).
+    pub kicked: oneshot::Receiver<Kick>,
     /// Command requests to publish to the gateway.
-    pub commands: mpsc::Receiver<Box<Outbound>>,
+    pub commands: flume::Receiver<Box<Outbound>>,
 }
 
 #[derive(Debug, Default)]
@@ -53,13 +57,13 @@ impl GatewayRegistry {
     /// Registers a connection of `device`; an earlier one is told it was taken over.
     pub fn register(&self, device: &str) -> Registration {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (kick, kicked) = watch::channel(None);
-        // Items are boxed so that the channel's first block stays small on idle connections.
-        let (commands, receiver) = mpsc::channel(COMMAND_QUEUE);
+        let (kick, kicked) = oneshot::channel();
+        // Items are boxed so that a queued command takes one pointer in the queue.
+        let (commands, receiver) = flume::bounded(COMMAND_QUEUE);
         if let Ok(mut live) = self.live.lock()
             && let Some(previous) = live.insert(device.to_string(), Live { id, kick, commands })
         {
-            let _ = previous.kick.send(Some(Kick::TakenOver));
+            let _ = previous.kick.send(Kick::TakenOver);
         }
         Registration {
             id,
@@ -82,12 +86,12 @@ impl GatewayRegistry {
         if let Ok(mut live) = self.live.lock()
             && let Some(l) = live.remove(device)
         {
-            let _ = l.kick.send(Some(Kick::Revoked));
+            let _ = l.kick.send(Kick::Revoked);
         }
     }
 
     /// Where commands for `device` go, `None` when it has no live connection on this node.
-    pub fn commands(&self, device: &str) -> Option<mpsc::Sender<Box<Outbound>>> {
+    pub fn commands(&self, device: &str) -> Option<flume::Sender<Box<Outbound>>> {
         self.live.lock().ok()?.get(device).map(|l| l.commands.clone())
     }
 
