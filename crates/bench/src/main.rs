@@ -71,11 +71,9 @@ enum BenchCommand {
     /// Gateways publish into several groups, first alone, then with live stream clients spread
     /// over the groups: durable points/s with and without clients, and PUBACK → client latency.
     Stream(stream::StreamOptions),
-    /// Many gateways connected and idle: the server's resident memory per connection.
-    Idle {
-        #[arg(long, default_value_t = 10_000)]
-        connections: usize,
-    },
+    /// Many gateways connected and idle: the server's resident memory per connection, then
+    /// pings to random ones of them.
+    Idle(idle::IdleOptions),
     /// Gateways publish QoS 1 measurement batches over MQTT: durable points/s, PUBACK latency,
     /// and the store's own rate for the same rows.
     Ingest(ingest::IngestOptions),
@@ -129,7 +127,7 @@ async fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Abuse(options) => abuse::abuse(options).await,
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
         BenchCommand::Stream(options) => stream::stream(options).await,
-        BenchCommand::Idle { connections } => idle::idle(connections).await,
+        BenchCommand::Idle(options) => idle::idle(options).await,
         BenchCommand::Commands(options) => commands::commands(options).await,
         BenchCommand::Webhook {
             rate,
