@@ -14,6 +14,7 @@ use crate::auth::login_limit::LoginLimiter;
 use crate::auth::rate_limit::AccountLimiter;
 pub use crate::auth::rate_limit::RateLimit;
 use crate::commands::CommandLog;
+use crate::gateway::Departures;
 use crate::gateway::rejections::RejectionLog;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
@@ -243,6 +244,8 @@ pub struct Services {
     pub gateways: Arc<GatewayRegistry>,
     /// Where commands sent through the API are recorded as events.
     pub command_log: CommandLog,
+    /// Gateways whose connection ended, written down together (`gateway::departures`).
+    pub departures: Departures,
     /// This process's identity among the nodes sharing a database.
     pub node_id: String,
     /// The last outcome of `/readyz`'s write probe and when it was taken: probes within a
@@ -308,6 +311,7 @@ impl AppState {
             ),
             ingest_db: ingest,
             command_log: CommandLog::start(db.clone(), stream.clone(), tracker, shutdown.clone()),
+            departures: Departures::default(),
             stream,
             webhooks,
             pages: Arc::new(PageCache::new(limits.page_cache_bytes)),

@@ -282,19 +282,27 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
     Ok(())
 }
 
-/// Marks a gateway disconnected (connection lost, clean DISCONNECT or power off).
-pub async fn disconnected(db: &Db, id: &str, now: i64) -> Result<()> {
+/// Marks gateways disconnected (connection lost, clean DISCONNECT or power off), all in one
+/// transaction. `gone` is asked about each once the write turn is held: a gateway that
+/// connected again meanwhile answers `false` and stays connected. Returns how many were marked.
+pub async fn disconnected(db: &Db, ids: &[&str], now: i64, gone: &(dyn Fn(&str) -> bool + Sync)) -> Result<usize> {
     let device = "UPDATE physical_devices SET is_connected = 0, last_disconnect_at = $1 WHERE id_physical_device = $2";
     let endpoint = "UPDATE iot_devices SET last_disconnect_at = $1 WHERE id_physical_device = $2";
     let _turn = db.write_turn().await?;
+    let ids: Vec<&str> = ids.iter().copied().filter(|id| gone(id)).collect();
+    if ids.is_empty() {
+        return Ok(0);
+    }
     on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
-        sqlx::query(device).bind(now).bind(id).execute(&mut *tx).await?;
-        sqlx::query(endpoint).bind(now).bind(id).execute(&mut *tx).await?;
+        for id in &ids {
+            sqlx::query(device).bind(now).bind(id).execute(&mut *tx).await?;
+            sqlx::query(endpoint).bind(now).bind(id).execute(&mut *tx).await?;
+        }
         tx.commit().await
     }
     .await)?;
-    Ok(())
+    Ok(ids.len())
 }
 
 /// An asset behind a gateway, found by serial.

@@ -3,6 +3,7 @@
 //! the gateway protocol (docs/gateway-protocol.md, "Messages" and "Event codes the cloud records").
 
 mod auth;
+mod departures;
 mod measurements;
 pub mod rejections;
 
@@ -24,6 +25,7 @@ use crate::event_types;
 use crate::ingest::IngestError;
 use crate::metrics::{Closed, Dropped, Failed, Outcome};
 use crate::state::AppState;
+pub use departures::{Departure, Departures};
 
 /// Why a message had no effect.
 #[derive(Debug, thiserror::Error)]
@@ -399,14 +401,12 @@ impl Gateway {
         if taken_over {
             return;
         }
-        // The event first: whoever sees the gateway disconnected also finds the event.
-        if !self.powered_off
-            && let Err(e) = self.cloud_event(state, event_types::CONNECTIVITY, "0", 0).await
-        {
-            tracing::warn!(error = %e, gateway = %self.serial, "cannot record the connection loss");
-        }
-        if let Err(e) = devices::disconnected(&state.db, &self.id, now_parts().0).await {
-            tracing::warn!(error = %e, gateway = %self.serial, "cannot mark the gateway disconnected");
-        }
+        let departure = Departure {
+            id: self.id.clone(),
+            id_group: self.id_group.clone(),
+            serial: self.serial.clone(),
+            event: !self.powered_off,
+        };
+        state.departures.record(state, departure).await;
     }
 }
