@@ -62,6 +62,19 @@ pub async fn publish(
     inflight: u16,
     deadline: Instant,
 ) -> Result<Outcome> {
+    publish_paced(mqtt, gateway, messages, inflight, deadline, None).await
+}
+
+/// [`publish`], one message every `every` at most (from the first; late ones go out at once):
+/// a steady rate rather than as fast as the server acknowledges.
+pub async fn publish_paced(
+    mqtt: std::net::SocketAddr,
+    gateway: &GatewayCredentials,
+    messages: Vec<Message>,
+    inflight: u16,
+    deadline: Instant,
+    every: Option<Duration>,
+) -> Result<Outcome> {
     let mut options = MqttOptions::new(gateway.serial.clone(), mqtt.ip().to_string(), mqtt.port());
     options.set_credentials(gateway.serial.clone(), gateway.token.clone());
     options.set_keep_alive(Duration::from_secs(30));
@@ -75,7 +88,11 @@ pub async fn publish(
     let feeder = {
         let client = client.clone();
         tokio::spawn(async move {
-            for message in messages {
+            let start = tokio::time::Instant::now();
+            for (i, message) in messages.into_iter().enumerate() {
+                if let Some(every) = every {
+                    tokio::time::sleep_until(start + every * u32::try_from(i).unwrap_or(u32::MAX)).await;
+                }
                 if queued_tx.send(message).is_err() {
                     break;
                 }

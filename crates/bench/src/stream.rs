@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::percentile_ms;
-use super::publisher::{Message, publish};
+use super::publisher::{Message, publish_paced};
 use super::server::{GatewayCredentials, ServerUnderTest, provision_group};
 
 /// Options of the stream benchmark.
@@ -38,6 +38,10 @@ pub struct StreamOptions {
     /// Database of the server under test (default: a fresh SQLite file); must be empty.
     #[arg(long)]
     pub database_url: Option<String>,
+    /// Points a second from all gateways together, paced evenly (default: as fast as the
+    /// server acknowledges).
+    #[arg(long)]
+    pub rate: Option<u64>,
 }
 
 /// Points per message: 10 measurements × 10 datatypes, as `bench ingest`.
@@ -139,6 +143,11 @@ pub async fn stream(o: StreamOptions) -> Result<()> {
         o.inflight,
         o.seconds
     );
+    let pace = o.rate.map_or_else(
+        || "as fast as acknowledged".to_string(),
+        |r| format!("paced at {r} points/s"),
+    );
+    println!("publishers: {pace}");
     println!(
         "durable points/s without stream clients:        {:>12.0}  (server CPU s per million points: {:.2})",
         without.points_per_s, without.cpu_per_million
@@ -173,10 +182,15 @@ async fn publish_round(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(o.seconds);
     let mut tasks = Vec::new();
+    // With a rate, each gateway sends one message every `gateways × points per message / rate`.
+    let points_per_message = MEASUREMENTS as f64 * f64::from(DATATYPES);
+    let every = o
+        .rate
+        .map(|rate| Duration::from_secs_f64(fleet.len() as f64 * points_per_message / rate.max(1) as f64));
     for (group, _, gateway) in fleet.iter().cloned() {
         let (mqtt, inflight) = (server.mqtt, o.inflight);
         tasks.push(tokio::spawn(async move {
-            // More messages than can go out in time; the deadline ends the round.
+            // More messages than can go out in time (at full rate); the deadline ends the round.
             let messages = (0..2_000)
                 .map(|i| Message {
                     first_second: 1_763_000_000 + round * 10_000_000 + i * MEASUREMENTS,
@@ -184,7 +198,7 @@ async fn publish_round(
                     datatypes: DATATYPES,
                 })
                 .collect();
-            let outcome = publish(mqtt, &gateway, messages, inflight, deadline).await?;
+            let outcome = publish_paced(mqtt, &gateway, messages, inflight, deadline, every).await?;
             anyhow::Ok((group, gateway.id, outcome))
         }));
     }
