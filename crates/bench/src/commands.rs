@@ -68,6 +68,19 @@ pub async fn commands(options: CommandsOptions) -> Result<()> {
     Ok(())
 }
 
+/// One `GET …/ping` at `url` with the `Authorization` value `bearer`: its latency in
+/// microseconds, or an error unless the answer is 200 with the gateway's `pong`.
+pub(crate) async fn ping(http: &reqwest::Client, url: &str, bearer: &str) -> Result<u32> {
+    let t = Instant::now();
+    let response = http.get(url).header("authorization", bearer).send().await?;
+    let status = response.status();
+    let body = response.bytes().await?;
+    if !status.is_success() || !body.windows(6).any(|w| w == b"\"pong\"") {
+        bail!("{url} answered {status}: {}", String::from_utf8_lossy(&body));
+    }
+    Ok(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX))
+}
+
 /// `connections` callers ping gateways in turn, back to back, for `duration`; every answer
 /// must be the gateway's pong.
 async fn run(
@@ -88,14 +101,7 @@ async fn run(
             while Instant::now() < deadline {
                 let url = urls.get(next % urls.len()).context("no gateways")?;
                 next += connections;
-                let t = Instant::now();
-                let response = http.get(url).header("authorization", &bearer).send().await?;
-                let status = response.status();
-                let body = response.bytes().await?;
-                if !status.is_success() || !body.windows(6).any(|w| w == b"\"pong\"") {
-                    bail!("{url} answered {status}: {}", String::from_utf8_lossy(&body));
-                }
-                latencies.push(t.elapsed().as_micros() as u32);
+                latencies.push(ping(&http, url, &bearer).await?);
             }
             anyhow::Ok(latencies)
         }));

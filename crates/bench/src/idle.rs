@@ -157,14 +157,7 @@ async fn ping_random(
             while Instant::now() < deadline {
                 let id = &ids[rand::rng().random_range(0..ids.len())];
                 let url = format!("{base}/api/v2/physical-device/{id}/ping");
-                let t = Instant::now();
-                let response = http.get(&url).header("authorization", &bearer).send().await?;
-                let status = response.status();
-                let body = response.bytes().await?;
-                if !status.is_success() || !body.windows(6).any(|w| w == b"\"pong\"") {
-                    bail!("{url} answered {status}: {}", String::from_utf8_lossy(&body));
-                }
-                latencies.push(t.elapsed().as_micros() as u32);
+                latencies.push(super::commands::ping(&http, &url, &bearer).await?);
             }
             anyhow::Ok(latencies)
         }));

@@ -20,7 +20,7 @@ use crate::state::AppState;
 const CHUNK: usize = 500;
 
 /// One connection that ended.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Departure {
     pub id: String,
     pub id_group: String,

@@ -26,9 +26,10 @@ const COMMAND_QUEUE: usize = 16;
 
 /// A live connection: its id, where it is told to end, and where its commands go.
 ///
-/// A one-shot kick and a `flume` queue rather than tokio's `watch` and `mpsc`: those allocate
-/// about 1.1 KiB per connection (cache-padded queue heads, eight waiter lists), these about
-/// 0.3 KiB, and every connected gateway holds one pair (docs/benchmarks.md, "Idle gateways").
+/// A one-shot kick and a `flume` queue rather than tokio's `watch` and `mpsc`: those allocated
+/// 1,144 bytes per connection (cache-padded queue heads, eight waiter lists), and the switch
+/// took 0.8 KiB off every connected gateway's resident memory (docs/benchmarks.md, "Idle
+/// gateways").
 #[derive(Debug)]
 struct Live {
     id: u64,
