@@ -65,15 +65,32 @@ pub async fn publish(
     publish_paced(mqtt, gateway, messages, inflight, deadline, None).await
 }
 
-/// [`publish`], one message every `every` at most (from the first; late ones go out at once):
-/// a steady rate rather than as fast as the server acknowledges.
+/// A steady rate for one publisher: a message every `every`, the first after `offset`.
+/// Publishers given offsets spread over `every` send evenly over time, not all at once.
+#[derive(Clone, Copy, Debug)]
+pub struct Pace {
+    pub every: Duration,
+    pub offset: Duration,
+}
+
+impl Pace {
+    /// The pace of publisher `index` of `count`, each sending one message every `every`: the
+    /// publishers' first messages spread evenly over `every`.
+    pub fn spread(every: Duration, index: usize, count: usize) -> Pace {
+        let offset = every.mul_f64(index as f64 / count.max(1) as f64);
+        Pace { every, offset }
+    }
+}
+
+/// [`publish`] at a pace (late messages go out at once): a steady rate rather than as fast as
+/// the server acknowledges.
 pub async fn publish_paced(
     mqtt: std::net::SocketAddr,
     gateway: &GatewayCredentials,
     messages: Vec<Message>,
     inflight: u16,
     deadline: Instant,
-    every: Option<Duration>,
+    pace: Option<Pace>,
 ) -> Result<Outcome> {
     let mut options = MqttOptions::new(gateway.serial.clone(), mqtt.ip().to_string(), mqtt.port());
     options.set_credentials(gateway.serial.clone(), gateway.token.clone());
@@ -90,8 +107,9 @@ pub async fn publish_paced(
         tokio::spawn(async move {
             let start = tokio::time::Instant::now();
             for (i, message) in messages.into_iter().enumerate() {
-                if let Some(every) = every {
-                    tokio::time::sleep_until(start + every * u32::try_from(i).unwrap_or(u32::MAX)).await;
+                if let Some(Pace { every, offset }) = pace {
+                    let at = start + offset + every * u32::try_from(i).unwrap_or(u32::MAX);
+                    tokio::time::sleep_until(at).await;
                 }
                 if queued_tx.send(message).is_err() {
                     break;

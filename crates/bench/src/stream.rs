@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::percentile_ms;
-use super::publisher::{Message, publish_paced};
+use super::publisher::{Message, Pace, publish_paced};
 use super::server::{GatewayCredentials, ServerUnderTest, provision_group};
 
 /// Options of the stream benchmark.
@@ -182,13 +182,15 @@ async fn publish_round(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(o.seconds);
     let mut tasks = Vec::new();
-    // With a rate, each gateway sends one message every `gateways × points per message / rate`.
+    // With a rate, each gateway sends one message every `gateways × points per message / rate`,
+    // the gateways' turns spread evenly over that time (gateways do not all send at once).
     let points_per_message = MEASUREMENTS as f64 * f64::from(DATATYPES);
     let every = o
         .rate
         .map(|rate| Duration::from_secs_f64(fleet.len() as f64 * points_per_message / rate.max(1) as f64));
-    for (group, _, gateway) in fleet.iter().cloned() {
+    for (index, (group, _, gateway)) in fleet.iter().cloned().enumerate() {
         let (mqtt, inflight) = (server.mqtt, o.inflight);
+        let pace = every.map(|every| Pace::spread(every, index, fleet.len()));
         tasks.push(tokio::spawn(async move {
             // More messages than can go out in time (at full rate); the deadline ends the round.
             let messages = (0..2_000)
@@ -198,7 +200,7 @@ async fn publish_round(
                     datatypes: DATATYPES,
                 })
                 .collect();
-            let outcome = publish_paced(mqtt, &gateway, messages, inflight, deadline, every).await?;
+            let outcome = publish_paced(mqtt, &gateway, messages, inflight, deadline, pace).await?;
             anyhow::Ok((group, gateway.id, outcome))
         }));
     }
