@@ -431,6 +431,38 @@ async fn sign_in_browse_to_a_gateway_switch_chart_ranges_and_ping_it() -> Result
     screenshot(&page, "device-ping").await?;
     step("ping answered with pong in place");
 
+    // The live stream: open on the page, it brought the ping's outcome, and the gateway's next
+    // values replace the latest ones in place (the highlight is the stream's doing only; the
+    // page was not reloaded).
+    page.wait_until(
+        "document.querySelector('[data-live]')?.dataset.liveState === 'open'",
+        PAGE_LOAD,
+        "the device page's live stream open",
+    )
+    .await?;
+    page.wait_until(
+        "[...document.querySelectorAll('[data-live-commands]:not([hidden]) li')].some(li => li.textContent.includes('ping'))",
+        PING,
+        "the ping's outcome in the live command outcomes",
+    )
+    .await?;
+    let measured =
+        "JSON.stringify([...document.querySelectorAll('#latest tr[data-datatype] .measured')].map(td => td.title))";
+    let before = page.eval(measured).await?;
+    page.wait_until(
+        &format!("document.querySelector('#latest tr.fresh') !== null && {measured} !== {before}"),
+        FIRST_DATA,
+        "a value published meanwhile in the latest values, without a reload",
+    )
+    .await?;
+    ensure!(
+        page.eval("window.__devicecloudStale === true").await? == json!(true),
+        "the page was reloaded while waiting for live values"
+    );
+    watch.check(&page, "the live stream")?;
+    screenshot(&page, "device-live").await?;
+    step("live stream: the ping's outcome and new values shown in place");
+
     // The API reference, from the header: Swagger UI under its own policy, every operation of
     // the document listed, and "Try it out" answered with a token from /oauth2/token.
     page.mark_stale().await?;

@@ -1,6 +1,7 @@
-//! `GET /devices/<id>`: one device — status, latest values (refreshed in place), charts of its
-//! downsampled data over 1 h … 1 year, the command panel for operators, its children, its
-//! newest events, and every field of its record.
+//! `GET /devices/<id>`: one device — status, latest values, charts of its downsampled data over
+//! 1 h … 1 year, the command panel for operators, its children, its newest events, and every
+//! field of its record. With scripts, the latest values, new events and command outcomes come
+//! in as they happen (`live`), and the latest values are polled while the stream is not open.
 
 use std::collections::HashMap;
 
@@ -76,15 +77,26 @@ fn latest_table(rows: &[LatestRow], names: &HashMap<i64, DatatypeName>, now: i64
                 thead { tr { th { "Datatype" } th.num { "Value" } th { "Unit" } th { "Measured" } } }
                 tbody {
                     @for r in rows {
-                        tr {
+                        tr data-datatype=(r.datatype) {
                             td { (datatype_title(names, r.datatype)) }
-                            td.num { (format::number(r.latest_value)) }
+                            td.num.value { (format::number(r.latest_value)) }
                             td { (names.get(&r.datatype).map_or("", |n| n.unit.as_str())) }
-                            td title=(format::utc(Some(r.latest_seconds))) { (format::ago(Some(r.latest_seconds), now)) }
+                            td.measured title=(format::utc(Some(r.latest_seconds))) { (format::ago(Some(r.latest_seconds), now)) }
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+/// Where the live stream lists command outcomes as they come (whoever sent the command);
+/// shown from the first one.
+pub(super) fn live_commands() -> Markup {
+    html! {
+        section hidden data-live-commands {
+            h2 { "Command outcomes" }
+            ul.outcomes {}
         }
     }
 }
@@ -179,6 +191,7 @@ pub async fn page(
         device.label.clone()
     };
     let content = html! {
+        div hidden data-live=(format!("/devices/{id}/live")) {}
         p {
             (status_badge(connected, device.device_status)) " "
             span.muted {
@@ -201,6 +214,7 @@ pub async fn page(
             h2 { "Commands" }
             (device_commands::panel(&viewer, &device, &names))
         }
+        (live_commands())
         @if !children.items.is_empty() {
             h2 { "Devices behind this gateway" }
             table {

@@ -19,25 +19,51 @@ use crate::state::AppState;
 /// Events per page.
 const PER_PAGE: u64 = 50;
 
-/// Events as a table, with the catalogue's labels.
+/// One event as a table row shows it.
+pub struct Line<'a> {
+    pub occurred_at: i64,
+    pub source_device: &'a str,
+    pub event_type: &'a str,
+    pub type_label: &'a str,
+    pub value: &'a str,
+    pub value_label: &'a str,
+    pub value_description: &'a str,
+}
+
+/// One event's row, with the catalogue's labels.
+pub fn row(e: &Line<'_>, now: i64) -> Markup {
+    html! {
+        tr {
+            td title=(format::ago(Some(e.occurred_at), now)) { (format::utc(Some(e.occurred_at))) }
+            td { a href=(format!("/devices/{}", e.source_device)) { code { (e.source_device.get(..8).unwrap_or(e.source_device)) } } }
+            td { (e.event_type) " · " (e.type_label) }
+            td { (e.value) }
+            td { (e.value_label) @if !e.value_description.is_empty() { span.muted { " — " (e.value_description) } } }
+        }
+    }
+}
+
+/// Events as a table, with the catalogue's labels; its body is where the live stream adds
+/// new events (`data-live-events`), so it is there even without events.
 pub fn table(rows: &[EventRow], now: i64) -> Markup {
     html! {
-        @if rows.is_empty() { p.muted { "No events." } }
-        @else {
-            table {
-                thead { tr { th { "When" } th { "Device" } th { "Event" } th { "Value" } th { "Meaning" } } }
-                tbody {
-                    @for e in rows {
-                        @let (type_label, _) = event_catalogue::type_text(e.event_type);
-                        @let (value_label, value_description) = event_catalogue::value_text(e.event_type, &e.value, e.value_description.as_deref());
-                        tr {
-                            td title=(format::ago(Some(e.occurred_at), now)) { (format::utc(Some(e.occurred_at))) }
-                            td { a href=(format!("/devices/{}", e.source_device)) { code { (e.source_device.get(..8).unwrap_or(&e.source_device)) } } }
-                            td { (e.event_type) " · " (type_label) }
-                            td { (e.value) }
-                            td { (value_label) @if !value_description.is_empty() { span.muted { " — " (value_description) } } }
-                        }
-                    }
+        table data-live-events {
+            thead { tr { th { "When" } th { "Device" } th { "Event" } th { "Value" } th { "Meaning" } } }
+            tbody {
+                @if rows.is_empty() { tr.empty { td.muted colspan="5" { "No events." } } }
+                @for e in rows {
+                    @let event_type = e.event_type.to_string();
+                    @let (type_label, _) = event_catalogue::type_text(e.event_type);
+                    @let (value_label, value_description) = event_catalogue::value_text(e.event_type, &e.value, e.value_description.as_deref());
+                    (row(&Line {
+                        occurred_at: e.occurred_at,
+                        source_device: &e.source_device,
+                        event_type: &event_type,
+                        type_label: &type_label,
+                        value: &e.value,
+                        value_label: &value_label,
+                        value_description: &value_description,
+                    }, now))
                 }
             }
         }

@@ -1,4 +1,6 @@
-//! `GET /groups/<id>`: the devices of a group, a page at a time, sortable by the columns.
+//! `GET /groups/<id>`: the devices of a group, a page at a time, sortable by the columns, and
+//! its events: the newest ones, then (with scripts) new events and command outcomes as they
+//! happen, from the live stream.
 
 use std::collections::HashMap;
 
@@ -7,19 +9,23 @@ use axum::response::Html;
 use devicecloud_query::{Param, parse_sort};
 use devicecloud_store::device_collection::{self, ATTRIBUTES, SORTABLE};
 use devicecloud_store::devices::DeviceRow;
+use devicecloud_store::event_collection::{self, ATTRIBUTES as EVENT_ATTRIBUTES};
 use devicecloud_store::{groups, unix_now};
 use maud::html;
 use serde_json::json;
 
 use super::layout::{self, Section};
-use super::retention;
 use super::viewer::Viewer;
 use super::{PageError, filter, format, list_args, pager, role_name, status_badge};
+use super::{device, events, retention};
 use crate::auth::Role;
 use crate::state::AppState;
 
 /// Devices per page.
 const PER_PAGE: u64 = 50;
+
+/// The newest events shown before live ones come in.
+const EVENTS: u64 = 10;
 
 #[derive(serde::Deserialize)]
 pub struct GroupQuery {
@@ -68,11 +74,18 @@ pub async fn page(
             .and_then(|p| gateways.get(p).copied())
             .unwrap_or(d.is_connected)
     };
+    let events_filter = filter(&json!({"id_group": id}), &EVENT_ATTRIBUTES)?;
+    let recent = event_collection::list(
+        &state.db,
+        list_args(&viewer.caller, events_filter.as_ref(), None, Some(1), EVENTS),
+    )
+    .await?;
     let kept = crate::service::retention::in_force(&state, &id).await?;
     let now = unix_now();
     let current = q.sort.as_deref().unwrap_or("");
     let base = format!("/groups/{id}{}", format::query(&[("sort", current)]));
     let content = html! {
+        div hidden data-live=(format!("/groups/{id}/live")) {}
         p.muted { (group.r#type) " · " (listing.page.total) " devices · your role: "
             (role_name(&viewer.caller, &group.id_group)) }
         p.muted { "Keeps " (retention::summary(&kept)) " · "
@@ -100,6 +113,10 @@ pub async fn page(
             }
         }
         (pager(&listing.page, &base))
+        h2 { "Events" }
+        (events::table(&recent.items, now))
+        p { a href="/events" { "All events →" } }
+        (device::live_commands())
     };
     Ok(Html(
         layout::page(&viewer, Section::Fleet, &group.label, content).into_string(),

@@ -14,6 +14,7 @@ mod events;
 mod format;
 mod group;
 mod layout;
+mod live;
 mod overview;
 mod password;
 mod retention;
@@ -53,9 +54,11 @@ pub fn router() -> Router<AppState> {
         .route("/assets/dashboard.css", get(layout::css))
         .route("/assets/dashboard.js", get(layout::js))
         .route("/groups/{id}", get(group::page))
+        .route("/groups/{id}/live", get(live::group))
         .route("/groups/{id}/retention", get(retention::page).post(retention::update))
         .route("/devices/{id}", get(device::page))
         .route("/devices/{id}/latest", get(device::latest))
+        .route("/devices/{id}/live", get(live::device))
         .route("/devices/{id}/command", post(device_commands::run))
         .route("/sessions", get(sessions::list))
         .route("/sessions/{id}", get(sessions::page))

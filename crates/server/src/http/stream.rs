@@ -2,13 +2,11 @@
 //! Everything that can be refused is checked before the stream starts, so that a refusal is
 //! the specification's error body with its status, never an event.
 
-use std::convert::Infallible;
-
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use axum::response::sse::Sse;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use axum::response::sse::Event;
 use axum::routing::get;
 use devicecloud_query::{AttrKind, Attribute, CollectionSpec, CompareOp, Filter, Params, Scalar};
 
@@ -19,7 +17,7 @@ use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 use crate::service::access;
 use crate::state::AppState;
-use crate::stream::client::{Client, Request};
+use crate::stream::client::{Client, Credential, Next, OVERFLOW_MESSAGE, Request};
 use crate::stream::ring::Kind;
 
 const ATTRIBUTES: [Attribute; 1] = [Attribute::new("id_group", AttrKind::String)];
@@ -126,19 +124,28 @@ pub async fn stream(
     };
     access::groups(&state, &caller, &groups, Role::Viewer).await?;
     let request = Request {
-        token_hash: hash,
+        credential: Credential::Token(hash),
         groups,
+        device: None,
         kinds,
         resume,
     };
-    let client = Client::new(state, request, rights_seen);
-    let events = futures::stream::unfold(client, |mut client| async move {
-        let event = client.next().await?;
-        Some((Ok::<_, Infallible>(event), client))
-    });
-    let mut response = Sse::new(events).into_response();
+    let mut response = Client::new(state, request, rights_seen).into_response(event);
     response
         .headers_mut()
         .insert(X_ACCEL_BUFFERING, HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// The SSE event of what a client sends next: records as the `data` and `event` endpoints
+/// render them, under their kind's name.
+fn event(next: Next) -> Event {
+    match next {
+        Next::Record(record, id) => Event::default().event(record.kind.name()).id(id).data(&*record.data),
+        Next::Heartbeat => Event::default().comment("heartbeat"),
+        Next::Overflow(id) => Event::default()
+            .event("overflow")
+            .id(id)
+            .data(serde_json::json!({ "message": OVERFLOW_MESSAGE }).to_string()),
+    }
 }

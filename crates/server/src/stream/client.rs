@@ -10,10 +10,12 @@
 //! client that lost a token or a group is closed; its reconnection then answers 401 or 404.
 
 use std::collections::{HashSet, VecDeque};
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::response::sse::Event;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
 use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
@@ -53,18 +55,55 @@ impl Groups {
     }
 }
 
+/// What a client was let in with, to check it again while it listens.
+#[derive(Clone, Debug)]
+pub enum Credential {
+    /// The hash of an API bearer token.
+    Token(String),
+    /// The hash of a dashboard session's cookie.
+    Session(String),
+}
+
+impl Credential {
+    /// The caller it stands for now; an error once it was revoked or expired.
+    pub async fn caller(&self, state: &AppState) -> Result<Caller, crate::error::ApiError> {
+        match self {
+            Credential::Token(hash) => Caller::of_token(state, hash).await,
+            Credential::Session(hash) => Caller::of_session(state, hash).await,
+        }
+    }
+}
+
 /// What a client asked for.
 #[derive(Clone, Debug)]
 pub struct Request {
-    /// The hash of its bearer token, to check it again.
-    pub token_hash: String,
+    pub credential: Credential,
     pub groups: Vec<String>,
+    /// Only the records of this device (the dashboard's device page); all of the groups' when
+    /// `None`.
+    pub device: Option<String>,
     pub kinds: Vec<Kind>,
     /// Where it resumes (`Last-Event-ID`); from the newest record when `None`.
     pub resume: Option<Resume>,
 }
 
-/// A connected client, polled for its next SSE event.
+/// What a client is to send next.
+#[derive(Debug)]
+pub enum Next {
+    /// A record it asked for, with its id.
+    Record(Arc<Record>, String),
+    /// A comment line, so that proxies and the client see the connection alive.
+    Heartbeat,
+    /// The client fell behind what the buffer holds: the last thing sent, with the newest
+    /// record's id so that a client reconnecting with it goes on from now.
+    Overflow(String),
+}
+
+/// Why the stream closes after an overflow, as the `overflow` event says it.
+pub const OVERFLOW_MESSAGE: &str =
+    "The stream fell behind what this node keeps; records were lost. Reconnect to go on from the newest record.";
+
+/// A connected client, polled for what to send next.
 pub struct Client {
     state: AppState,
     listener: Listener,
@@ -117,8 +156,17 @@ impl Client {
         }
     }
 
-    /// The next event to send; `None` ends the stream (rights lost, overflow sent, shutdown).
-    pub async fn next(&mut self) -> Option<Event> {
+    /// The client as a Server-Sent Events answer, each thing to send as `render` makes it.
+    pub fn into_response(self, render: fn(Next) -> Event) -> Response {
+        let events = futures::stream::unfold(self, move |mut client| async move {
+            let event = render(client.next().await?);
+            Some((Ok::<_, Infallible>(event), client))
+        });
+        Sse::new(events).into_response()
+    }
+
+    /// What to send next; `None` ends the stream (rights lost, overflow sent, shutdown).
+    pub async fn next(&mut self) -> Option<Next> {
         loop {
             if self.done {
                 return None;
@@ -127,7 +175,8 @@ impl Client {
                 return None;
             }
             if let Some(record) = self.pending.pop_front() {
-                return Some(self.event(&record));
+                let id = self.listener.feed().id(record.seq);
+                return Some(Next::Record(record, id));
             }
             if self.overflowed {
                 return Some(self.overflow());
@@ -136,7 +185,7 @@ impl Client {
             let now = Instant::now();
             if now >= self.heartbeat_at {
                 self.heartbeat_at = now + self.state.settings.stream_heartbeat;
-                return Some(Event::default().comment("heartbeat"));
+                return Some(Next::Heartbeat);
             }
             // Seen before reading, so that a record pushed after the read wakes the wait below.
             self.head.borrow_and_update();
@@ -177,38 +226,31 @@ impl Client {
         let before = self.cursor;
         for record in records {
             self.cursor = record.seq;
-            if self.request.kinds.contains(&record.kind) && self.groups.has(&record.id_group) {
+            let device = self.request.device.as_deref();
+            if self.request.kinds.contains(&record.kind)
+                && self.groups.has(&record.id_group)
+                && device.is_none_or(|d| *record.device == *d)
+            {
                 self.pending.push_back(Arc::clone(record));
             }
         }
         self.cursor != before
     }
 
-    fn event(&self, record: &Record) -> Event {
-        Event::default()
-            .event(record.kind.name())
-            .id(self.listener.feed().id(record.seq))
-            .data(&*record.data)
-    }
-
-    /// `event: overflow`, the last event: its id is the newest record's, so that a client
+    /// The overflow, the last thing sent: with the newest record's id, so that a client
     /// reconnecting with it goes on from now (having been told that it lost records).
-    fn overflow(&mut self) -> Event {
+    fn overflow(&mut self) -> Next {
         self.done = true;
         metrics::counter!("devicecloud_stream_overflows_total").increment(1);
         let head = self.listener.feed().ring().head();
-        let message = "The stream fell behind what this node keeps; records were lost. Reconnect to go on from the newest record.";
-        Event::default()
-            .event("overflow")
-            .id(self.listener.feed().id(head))
-            .data(serde_json::json!({ "message": message }).to_string())
+        Next::Overflow(self.listener.feed().id(head))
     }
 
     /// Checks the token and every group again; the groups' rows are read when `changed` (a
     /// change through this node) or once per cache time to live.
     async fn rights_hold(&mut self, changed: bool) -> bool {
         self.rights_seen = self.state.auth.changes();
-        let Ok(caller) = Caller::of_token(&self.state, &self.request.token_hash).await else {
+        let Ok(caller) = self.request.credential.caller(&self.state).await else {
             return false;
         };
         // Groups are never removed, only marked deleted, which administrators still see.

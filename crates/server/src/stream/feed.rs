@@ -26,12 +26,19 @@ const LAPSE_CHECK: Duration = Duration::from_secs(5);
 /// Most series kept; past it the map starts over (a series is then read once more).
 const MAX_SERIES: usize = 1_000_000;
 
-/// A rendered record before it is numbered.
-type Rendered = (Kind, Arc<str>, Box<str>);
+/// A rendered record before it is numbered: its kind, group, device and JSON.
+type Rendered = (Kind, Arc<str>, Arc<str>, Box<str>);
+
+/// A known series with its group and device, shared by every record of it.
+struct Known {
+    series: Series,
+    group: Arc<str>,
+    device: Arc<str>,
+}
 
 /// Series by key, hashed by one multiplication: the keys are our own integers, looked up for
 /// every point, where the default hasher (SipHash) was a visible share of the feed's time.
-type Known = HashMap<i64, (Series, Arc<str>), BuildHasherDefault<KeyHasher>>;
+type KnownSeries = HashMap<i64, Known, BuildHasherDefault<KeyHasher>>;
 
 /// Fibonacci hashing of an integer key.
 #[derive(Default)]
@@ -59,7 +66,7 @@ pub(super) async fn run(
     mut items: mpsc::UnboundedReceiver<Item>,
     shutdown: CancellationToken,
 ) {
-    let mut known = Known::default();
+    let mut known = KnownSeries::default();
     let mut lapse = tokio::time::interval(LAPSE_CHECK);
     loop {
         let item = tokio::select! {
@@ -86,12 +93,16 @@ pub(super) async fn run(
                 .iter()
                 .map(|row| {
                     let text = serde_json::Value::Object(event_fields(row)).to_string();
-                    (Kind::Event, Arc::from(row.id_group.as_str()), text.into_boxed_str())
+                    let (group, device) = (Arc::from(row.id_group.as_str()), Arc::from(row.source_device.as_str()));
+                    (Kind::Event, group, device, text.into_boxed_str())
                 })
                 .collect(),
             Item::Commands(outcomes) => outcomes
                 .iter()
-                .map(|c| (Kind::Command, Arc::from(c.id_group.as_str()), json(c)))
+                .map(|c| {
+                    let (group, device) = (Arc::from(c.id_group.as_str()), Arc::from(c.id_physical_device.as_str()));
+                    (Kind::Command, group, device, json(c))
+                })
                 .collect(),
             Item::Gap => {
                 feed.ring().gap();
@@ -100,8 +111,8 @@ pub(super) async fn run(
         };
         let head = {
             let mut ring = feed.ring();
-            for (kind, group, data) in rendered {
-                ring.push(kind, group, data);
+            for (kind, group, device, data) in rendered {
+                ring.push(kind, group, device, data);
             }
             ring.head()
         };
@@ -115,7 +126,7 @@ fn json<T: serde::Serialize>(value: &T) -> Box<str> {
 
 /// The `data` records of points, with their series read where not known yet; `None` when the
 /// series cannot be read (the points are then lost to the stream, as a gap).
-async fn points_of(db: &Db, known: &mut Known, points: &[Point]) -> Option<Vec<Rendered>> {
+async fn points_of(db: &Db, known: &mut KnownSeries, points: &[Point]) -> Option<Vec<Rendered>> {
     let mut missing: Vec<i64> = points
         .iter()
         .map(|p| p.container_key)
@@ -130,9 +141,11 @@ async fn points_of(db: &Db, known: &mut Known, points: &[Point]) -> Option<Vec<R
         missing.dedup();
         match series::of_keys(db, &missing).await {
             Ok(found) => {
-                for s in found {
-                    let group = Arc::from(s.id_group.as_str());
-                    known.insert(s.container_key, (s, group));
+                for series in found {
+                    let group = Arc::from(series.id_group.as_str());
+                    let device = Arc::from(series.source_device.as_str());
+                    let key = series.container_key;
+                    known.insert(key, Known { series, group, device });
                 }
             }
             Err(e) => {
@@ -144,9 +157,10 @@ async fn points_of(db: &Db, known: &mut Known, points: &[Point]) -> Option<Vec<R
     let mut rendered = Vec::with_capacity(points.len());
     for p in points {
         // A series that does not exist was deleted after the commit: nothing to show.
-        if let Some((series, group)) = known.get(&p.container_key) {
+        if let Some(k) = known.get(&p.container_key) {
             // The record's own serialisation, which the `data` endpoint renders too.
-            rendered.push((Kind::Measurement, Arc::clone(group), json(&series.point(p))));
+            let data = json(&k.series.point(p));
+            rendered.push((Kind::Measurement, Arc::clone(&k.group), Arc::clone(&k.device), data));
         }
     }
     Some(rendered)

@@ -49,12 +49,15 @@ pub struct Record {
     pub seq: u64,
     pub kind: Kind,
     pub id_group: Arc<str>,
+    /// The device it is about (`source_device`, or the device a command went to), for the
+    /// dashboard's device page.
+    pub device: Arc<str>,
     /// The record as JSON text.
     pub data: Box<str>,
 }
 
-/// Bytes a record is counted for beyond its JSON: its struct, its `Arc` and its group.
-const OVERHEAD: usize = 96;
+/// Bytes a record is counted for beyond its JSON: its struct, its `Arc`, its group and device.
+const OVERHEAD: usize = 112;
 
 impl Record {
     fn size(&self) -> usize {
@@ -94,7 +97,7 @@ impl Ring {
     }
 
     /// Appends a record, evicting the oldest ones past the byte bound; returns its number.
-    pub fn push(&mut self, kind: Kind, id_group: Arc<str>, data: Box<str>) -> u64 {
+    pub fn push(&mut self, kind: Kind, id_group: Arc<str>, device: Arc<str>, data: Box<str>) -> u64 {
         let seq = self.next;
         self.next += 1;
         self.gapped = false;
@@ -102,6 +105,7 @@ impl Ring {
             seq,
             kind,
             id_group,
+            device,
             data,
         });
         self.bytes += record.size();
@@ -150,7 +154,7 @@ mod tests {
     use super::*;
 
     fn push(ring: &mut Ring, text: &str) -> u64 {
-        ring.push(Kind::Event, Arc::from("g"), text.into())
+        ring.push(Kind::Event, Arc::from("g"), Arc::from("d"), text.into())
     }
 
     fn seqs(ring: &Ring, cursor: u64, max: usize) -> Vec<u64> {
