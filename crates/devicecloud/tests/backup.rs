@@ -7,7 +7,6 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,12 +16,11 @@ use devicecloud_simulator::Provisioner;
 use devicecloud_store::Db;
 use rumqttc::{AsyncClient, ConnectReturnCode, Event, MqttOptions, Packet, QoS};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_devicecloud");
-const ADMIN: &str = "ops@example.com";
-const PASSWORD: &str = "long-password";
+mod common;
+
+use common::{Credentials, Dir, Store, fresh_postgres};
 /// Gateways publishing at once; each waits for its PUBACK before the next message.
 const GATEWAYS: usize = 4;
 /// Each message: this many seconds in a row, each with a value of every datatype.
@@ -31,198 +29,6 @@ const DATATYPES: u32 = 3;
 /// The first second of every gateway's series, 2023-11-14 23:20 UTC: a run's points fill many
 /// minute and hour buckets, and two days from the 120th message on.
 const FIRST_SECOND: i64 = 1_700_004_000;
-
-/// A directory removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let path = std::env::temp_dir().join(format!("dc-backup-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Dir(path)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Where a store is: a data dir, and a PostgreSQL database when one is named.
-#[derive(Clone)]
-struct Store {
-    data_dir: PathBuf,
-    database_url: Option<String>,
-}
-
-impl Store {
-    fn sqlite(dir: &Dir) -> Store {
-        Store {
-            data_dir: dir.0.clone(),
-            database_url: None,
-        }
-    }
-
-    fn url(&self) -> String {
-        self.database_url
-            .clone()
-            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("devicecloud.db").display()))
-    }
-
-    fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("DEVICECLOUD_DATA_DIR", &self.data_dir)
-            .env("DEVICECLOUD_LOG", "warn")
-            .env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
-            .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0")
-            .kill_on_drop(true);
-        if let Some(url) = &self.database_url {
-            c.env("DEVICECLOUD_DATABASE_URL", url);
-        }
-        c
-    }
-
-    /// Runs `admin ARGS`: its JSON on success, its standard error on failure.
-    async fn admin(&self, args: &[&str]) -> Result<Value, String> {
-        let out = self.command().arg("admin").args(args).output().await.unwrap();
-        if out.status.success() {
-            Ok(serde_json::from_slice(&out.stdout).unwrap())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
-    }
-
-    async fn admin_ok(&self, args: &[&str]) -> Value {
-        self.admin(args)
-            .await
-            .unwrap_or_else(|e| panic!("admin {args:?} failed: {e}"))
-    }
-
-    async fn admin_refused(&self, args: &[&str]) -> String {
-        match self.admin(args).await {
-            Ok(out) => panic!("admin {args:?} must fail, printed {out}"),
-            Err(e) => e,
-        }
-    }
-
-    /// An administrator and an API client, as an operator bootstraps a store.
-    async fn bootstrap(&self) -> Credentials {
-        let client = self.admin_ok(&["create-client", "--name", "backup-test"]).await;
-        self.admin_ok(&["create-user", "--username", ADMIN, "--password", PASSWORD, "--admin"])
-            .await;
-        Credentials {
-            client_id: client["client_id"].as_str().unwrap().to_string(),
-            client_secret: client["client_secret"].as_str().unwrap().to_string(),
-        }
-    }
-
-    /// Starts `serve` and waits for its `listening` line.
-    async fn serve(&self) -> Serve {
-        let mut child = self
-            .command()
-            .arg("serve")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .await
-            .unwrap();
-        let addr = |key: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(key))
-                .unwrap_or_else(|| panic!("no {key} in {line:?}"))
-                .parse()
-                .unwrap()
-        };
-        Serve {
-            http: addr("http="),
-            mqtt: addr("mqtt="),
-            child,
-        }
-    }
-}
-
-struct Credentials {
-    client_id: String,
-    client_secret: String,
-}
-
-struct Serve {
-    http: std::net::SocketAddr,
-    mqtt: std::net::SocketAddr,
-    child: Child,
-}
-
-impl Serve {
-    fn base(&self) -> String {
-        format!("http://{}", self.http)
-    }
-
-    /// A bearer token of the administrator.
-    async fn token(&self, credentials: &Credentials) -> String {
-        let answer: Value = reqwest::Client::new()
-            .post(format!("{}/oauth2/token", self.base()))
-            .form(&[
-                ("grant_type", "password"),
-                ("client_id", &credentials.client_id),
-                ("client_secret", &credentials.client_secret),
-                ("username", ADMIN),
-                ("password", PASSWORD),
-            ])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        answer["access_token"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no token: {answer}"))
-            .to_string()
-    }
-
-    /// `X-Pagination-Total-Count` of a collection.
-    async fn total(&self, token: &str, path: &str) -> i64 {
-        let answer = reqwest::Client::new()
-            .get(format!("{}{path}", self.base()))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 200, "{path}");
-        answer.headers()["x-pagination-total-count"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap()
-    }
-
-    /// SIGTERM, and the exit code 0 within 20 s.
-    async fn stop(mut self) {
-        let pid = self.child.id().unwrap().to_string();
-        let killed = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("serve did not stop within 20 s of SIGTERM")
-            .unwrap();
-        assert!(status.success(), "serve exited {status}");
-    }
-}
 
 /// One acknowledged message: `SECONDS_PER_MESSAGE` seconds of every datatype of a gateway.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -634,23 +440,6 @@ fn postgres_base() -> Option<String> {
     std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
         .ok()
         .filter(|u| !u.is_empty())
-}
-
-/// A new database on the test server; its URL.
-async fn fresh_postgres(base: &str, tag: &str) -> String {
-    let name = format!("dc_test_backup_{tag}_{}", std::process::id());
-    let admin = sqlx::PgPool::connect(base).await.unwrap();
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {name}"),
-        format!("CREATE DATABASE {name}"),
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&admin).await.unwrap();
-    }
-    admin.close().await;
-    let (server, _) = base
-        .rsplit_once('/')
-        .expect("DEVICECLOUD_TEST_DATABASE_URL must end with /<database>");
-    format!("{server}/{name}")
 }
 
 /// Runs a printed PostgreSQL command, with the password of the test server in `PGPASSWORD`.

@@ -24,6 +24,7 @@ pub mod events;
 pub mod groups;
 pub mod ingest;
 pub mod memberships;
+pub mod notify;
 pub mod partitions;
 pub mod raw_data;
 pub mod retention;

@@ -1,5 +1,7 @@
 //! The one task that turns hand-overs into records: in the order they were handed over (the
-//! commit order), each record rendered once and numbered as it enters the replay buffer.
+//! commit order), each record rendered once and numbered as it enters the replay buffer. What
+//! this node commits is also forwarded to the other nodes while one of them records
+//! (`cluster`); what they forward enters the buffer here in the order it arrives.
 //!
 //! A point carries only its series key; the series' fields (group, device, datatype) are read
 //! once per series and kept, as the group of a series never changes.
@@ -16,8 +18,9 @@ use devicecloud_store::series::{self, Series};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::cluster::Forward;
 use super::ring::Kind;
-use super::{Item, LiveFeed};
+use super::{Item, LiveFeed, Rendered};
 use crate::event_catalogue::event_fields;
 
 /// How often the task looks whether recording lapsed, to free the buffer.
@@ -25,9 +28,6 @@ const LAPSE_CHECK: Duration = Duration::from_secs(5);
 
 /// Most series kept; past it the map starts over (a series is then read once more).
 const MAX_SERIES: usize = 1_000_000;
-
-/// A rendered record before it is numbered: its kind, group, device and JSON.
-type Rendered = (Kind, Arc<str>, Arc<str>, Box<str>);
 
 /// A known series with its group and device, shared by every record of it.
 struct Known {
@@ -64,6 +64,7 @@ pub(super) async fn run(
     feed: Arc<LiveFeed>,
     db: Db,
     mut items: mpsc::UnboundedReceiver<Item>,
+    mut forward: Option<Forward>,
     shutdown: CancellationToken,
 ) {
     let mut known = KnownSeries::default();
@@ -81,34 +82,66 @@ pub(super) async fn run(
             _ = shutdown.cancelled() => return,
         };
         feed.queued.fetch_sub(1, Ordering::SeqCst);
+        // What this node committed goes to the other nodes first, whether it records or not
+        // (what they forwarded is theirs to send).
+        let local = matches!(item, Item::Points(_) | Item::Events(_) | Item::Commands(_) | Item::Gap);
+        let mut forward = forward.as_mut().filter(|_| local && feed.forwarding());
         let rendered = match item {
-            Item::Points(points) => match points_of(&db, &mut known, &points).await {
-                Some(rendered) => rendered,
-                None => {
-                    feed.ring().gap();
+            Item::Points(points) | Item::RemotePoints(points) => {
+                if let Some(forward) = forward.as_mut() {
+                    forward.points(&points);
+                }
+                if !feed.recording() {
                     continue;
                 }
-            },
-            Item::Events(rows) => rows
-                .iter()
-                .map(|row| {
-                    let text = serde_json::Value::Object(event_fields(row)).to_string();
-                    let (group, device) = (Arc::from(row.id_group.as_str()), Arc::from(row.source_device.as_str()));
-                    (Kind::Event, group, device, text.into_boxed_str())
-                })
-                .collect(),
-            Item::Commands(outcomes) => outcomes
-                .iter()
-                .map(|c| {
-                    let (group, device) = (Arc::from(c.id_group.as_str()), Arc::from(c.id_physical_device.as_str()));
-                    (Kind::Command, group, device, json(c))
-                })
-                .collect(),
-            Item::Gap => {
+                match points_of(&db, &mut known, &points).await {
+                    Some(rendered) => rendered,
+                    None => {
+                        feed.ring().gap();
+                        continue;
+                    }
+                }
+            }
+            Item::Events(rows) => {
+                let rendered: Vec<Rendered> = rows
+                    .iter()
+                    .map(|row| {
+                        let text = serde_json::Value::Object(event_fields(row)).to_string();
+                        let (group, device) = (Arc::from(row.id_group.as_str()), Arc::from(row.source_device.as_str()));
+                        (Kind::Event, group, device, text.into_boxed_str())
+                    })
+                    .collect();
+                if let Some(forward) = forward.as_mut() {
+                    forward.records(&rendered);
+                }
+                rendered
+            }
+            Item::Commands(outcomes) => {
+                let rendered: Vec<Rendered> = outcomes
+                    .iter()
+                    .map(|c| {
+                        let (group, device) =
+                            (Arc::from(c.id_group.as_str()), Arc::from(c.id_physical_device.as_str()));
+                        (Kind::Command, group, device, json(c))
+                    })
+                    .collect();
+                if let Some(forward) = forward.as_mut() {
+                    forward.records(&rendered);
+                }
+                rendered
+            }
+            Item::RemoteRecords(rendered) => rendered,
+            Item::Gap | Item::RemoteGap => {
+                if let Some(forward) = forward.as_mut() {
+                    forward.gap();
+                }
                 feed.ring().gap();
                 continue;
             }
         };
+        if !feed.recording() {
+            continue;
+        }
         let head = {
             let mut ring = feed.ring();
             for (kind, group, device, data) in rendered {

@@ -13,14 +13,15 @@
 //! writers) or evicted (the buffer full) leave a gap that every client positioned before it
 //! meets as `event: overflow`: a gap is never silent.
 //!
-//! Single node: ids are this process's numbers (`<epoch>-<seq>`, the epoch drawn at start), and
-//! a client sees what this node commits. Several nodes sharing PostgreSQL would need each
-//! node's records on every node (LISTEN/NOTIFY) and ids that mean the same on every node; that
-//! is not done yet, and a resume with another process's id answers `overflow`.
+//! Several nodes sharing PostgreSQL ([`cluster`]): a node whose stream records tells the
+//! others, and they forward what they commit to it (LISTEN/NOTIFY), where it enters the buffer
+//! like its own. Ids are each process's numbers (`<epoch>-<seq>`, the epoch drawn at start), so
+//! a resume through another node (or after a restart) answers `overflow`.
 //!
 //! [`Settings::stream_retention`]: crate::state::Settings::stream_retention
 
 pub mod client;
+mod cluster;
 mod feed;
 pub mod ring;
 
@@ -33,11 +34,11 @@ use devicecloud_store::event_collection::EventRow;
 use devicecloud_store::events::NewEvent;
 use devicecloud_store::ingest::Point;
 use serde::Serialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use ring::Ring;
+use ring::{Kind, Ring};
 
 /// Hand-overs the feed task may be behind by before further ones are dropped (and the loss
 /// marked as a gap), so that writers never wait for the stream.
@@ -57,7 +58,10 @@ pub struct CommandOutcome {
     pub requested_at: i64,
 }
 
-/// What a writer hands over after its commit.
+/// A record rendered on another node, as it travels: kind, group, device, JSON.
+type Rendered = (Kind, Arc<str>, Arc<str>, Box<str>);
+
+/// What a writer hands over after its commit, or another node forwarded.
 #[derive(Debug)]
 enum Item {
     Points(Vec<Point>),
@@ -65,6 +69,12 @@ enum Item {
     Commands(Vec<CommandOutcome>),
     /// Hand-overs were dropped before this one.
     Gap,
+    /// Points another node committed (rendered here, from the shared series).
+    RemotePoints(Vec<Point>),
+    /// Events and command outcomes another node committed, as it rendered them.
+    RemoteRecords(Vec<Rendered>),
+    /// Another node's records were lost on the way here.
+    RemoteGap,
 }
 
 /// The stream's shared side: the writers' hand-over, the replay buffer and its listeners.
@@ -82,6 +92,11 @@ pub struct LiveFeed {
     queue: mpsc::UnboundedSender<Item>,
     queued: AtomicUsize,
     lost: AtomicBool,
+    /// Another node records until this (milliseconds since `started`): this node forwards
+    /// what it commits while it does.
+    forward_until_ms: AtomicU64,
+    /// Wakes the task that tells the other nodes this one records (its first listener).
+    announce: Notify,
 }
 
 impl LiveFeed {
@@ -106,8 +121,11 @@ impl LiveFeed {
             queue,
             queued: AtomicUsize::new(0),
             lost: AtomicBool::new(false),
+            forward_until_ms: AtomicU64::new(0),
+            announce: Notify::new(),
         });
-        tracker.spawn(feed::run(Arc::clone(&feed), db, items, shutdown));
+        let forward = cluster::start(&feed, &db, tracker, &shutdown);
+        tracker.spawn(feed::run(Arc::clone(&feed), db, items, forward, shutdown));
         feed
     }
 
@@ -115,10 +133,35 @@ impl LiveFeed {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Whether records are being recorded: a client listens, or one left within the retention.
-    /// The whole cost of the stream to a writer when nobody listens.
-    pub fn active(&self) -> bool {
+    /// Whether this node records: a client listens, or one left within the retention.
+    fn recording(&self) -> bool {
         self.listeners.load(Ordering::SeqCst) > 0 || self.now_ms() < self.record_until_ms.load(Ordering::SeqCst)
+    }
+
+    /// Whether another node records, so that what this one commits goes to it.
+    fn forwarding(&self) -> bool {
+        self.now_ms() < self.forward_until_ms.load(Ordering::SeqCst)
+    }
+
+    /// Forwards what this node commits for `period` from now (another node records).
+    fn forward_for(&self, period: Duration) {
+        let until = self
+            .now_ms()
+            .saturating_add(u64::try_from(period.as_millis()).unwrap_or(u64::MAX));
+        self.forward_until_ms.fetch_max(until, Ordering::SeqCst);
+    }
+
+    /// Whether what writers commit is wanted: this node or another one records. The whole
+    /// cost of the stream to a writer when nobody listens anywhere.
+    pub fn active(&self) -> bool {
+        self.recording() || self.forwarding()
+    }
+
+    /// Queues what another node forwarded, if this node records.
+    fn remote(&self, item: Item) {
+        if self.recording() {
+            self.send(item);
+        }
     }
 
     /// Hands over points just committed (the new ones, in the order sent).
@@ -178,7 +221,7 @@ impl LiveFeed {
     /// Marks the records not recorded since recording lapsed as a gap, once (under the buffer's
     /// lock, with the listener count it saw).
     fn settle_lapse(&self, ring: &mut Ring) {
-        if !self.active() {
+        if !self.recording() {
             ring.gap();
         }
     }
@@ -187,7 +230,9 @@ impl LiveFeed {
     pub fn subscribe(self: &Arc<LiveFeed>) -> (Listener, u64) {
         let mut ring = self.ring();
         self.settle_lapse(&mut ring);
-        self.listeners.fetch_add(1, Ordering::SeqCst);
+        if self.listeners.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.announce.notify_one();
+        }
         metrics::gauge!("devicecloud_stream_clients").increment(1.0);
         let head = ring.head();
         (Listener(Arc::clone(self)), head)

@@ -1,0 +1,242 @@
+//! Several `serve` processes on one PostgreSQL database, as the real binary runs: a live stream
+//! client of one node sees what another node commits — its gateways' points and events, and
+//! the outcomes of commands sent through it — each once, in the order committed
+//! (docs/api.md, "Live stream").
+//!
+//! Needs PostgreSQL (`DEVICECLOUD_TEST_DATABASE_URL`): one SQLite store serves one process, so
+//! without it the test prints a note and passes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Dir, Serve, Store, fresh_postgres};
+use devicecloud_protocol::{Measurement, ModuleKind, Timestamp, measurements_payload};
+use devicecloud_simulator::{Fleet, FleetOptions, Provisioner};
+use rumqttc::{AsyncClient, ConnectReturnCode, Event, EventLoop, MqttOptions, Packet, QoS};
+use serde_json::{Value, json};
+
+/// Messages published once the stream is known to receive, and datatypes per message.
+const MESSAGES: i64 = 20;
+const DATATYPES: u32 = 3;
+const FIRST_SECOND: i64 = 1_763_726_400;
+
+/// Server-Sent Events read from a real HTTP answer, as an `EventSource` cuts them: `(event,
+/// data)` of each event, comments skipped.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(serve: &Serve, token: &str, group: &str) -> Events {
+        let response = reqwest::Client::new()
+            .get(format!("{}/api/v2/stream", serve.base()))
+            .query(&[("filter[id_group]", group)])
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        Events {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event within `wait`, `None` if none came.
+    async fn next(&mut self, wait: Duration) -> Option<(String, Value)> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| block.lines().find_map(|l| l.strip_prefix(name)).map(str::to_string);
+                if let (Some(event), Some(data)) = (field("event: "), field("data: ")) {
+                    return Some((event, serde_json::from_str(&data).unwrap()));
+                }
+            }
+            match tokio::time::timeout_at(deadline, self.response.chunk()).await {
+                Ok(Ok(Some(bytes))) => self.buffer.push_str(std::str::from_utf8(&bytes).unwrap()),
+                Ok(other) => panic!("the stream ended: {other:?}"),
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// A gateway publishing over MQTT, one QoS 1 message at a time.
+struct Gateway {
+    client: AsyncClient,
+    events: EventLoop,
+}
+
+impl Gateway {
+    async fn connect(mqtt: std::net::SocketAddr, serial: &str, token: &str) -> Gateway {
+        let mut options = MqttOptions::new(serial, mqtt.ip().to_string(), mqtt.port());
+        options.set_credentials(serial, token);
+        options.set_keep_alive(Duration::from_secs(30));
+        let (client, mut events) = AsyncClient::new(options, 8);
+        match tokio::time::timeout(Duration::from_secs(10), events.poll()).await {
+            Ok(Ok(Event::Incoming(Packet::ConnAck(ack)))) => assert_eq!(ack.code, ConnectReturnCode::Success),
+            other => panic!("expected CONNACK, got {other:?}"),
+        }
+        Gateway { client, events }
+    }
+
+    /// Publishes and waits for the PUBACK, which the node sends once the message is committed.
+    async fn publish(&mut self, topic: &str, payload: Vec<u8>) {
+        self.client
+            .publish(topic, QoS::AtLeastOnce, false, payload)
+            .await
+            .unwrap();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(10), self.events.poll())
+                .await
+                .expect("no PUBACK within 10 s")
+                .unwrap();
+            if matches!(event, Event::Incoming(Packet::PubAck(_))) {
+                return;
+            }
+        }
+    }
+
+    /// One second of every datatype: datatype d is `second + d / 10`.
+    async fn measure(&mut self, second: i64) {
+        let measurement = Measurement {
+            device: None,
+            ts: Some(Timestamp {
+                seconds: second,
+                microseconds: 0,
+            }),
+            values: (1..=DATATYPES).map(|d| (d, value(second, d))).collect(),
+        };
+        self.publish("v1/gateway/measurements", measurements_payload(&[measurement]))
+            .await;
+    }
+}
+
+fn value(second: i64, datatype: u32) -> f64 {
+    (second % 1000) as f64 + f64::from(datatype) / 10.0
+}
+
+#[tokio::test]
+async fn a_stream_client_of_one_node_sees_what_another_node_commits() {
+    let Some(base) = std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("note: several nodes need PostgreSQL (DEVICECLOUD_TEST_DATABASE_URL); skipped");
+        return;
+    };
+    let url = fresh_postgres(&base, "cluster_stream").await;
+    let (dir_a, dir_b) = (Dir::new("cluster-a"), Dir::new("cluster-b"));
+    let store = |dir: &Dir| Store {
+        data_dir: dir.0.clone(),
+        database_url: Some(url.clone()),
+    };
+    let credentials = store(&dir_a).bootstrap().await;
+    let a = store(&dir_a).serve().await;
+    let b = store(&dir_b).serve().await;
+    let token = a.token(&credentials).await;
+    let provisioner = Provisioner::new(&a.base(), &token);
+    let group = provisioner.create_group("across nodes").await.unwrap();
+    let publisher = provisioner
+        .gateway(&group, "CLUSTER-GW-1", ModuleKind::Plus)
+        .await
+        .unwrap();
+    let answering = provisioner
+        .gateway(&group, "CLUSTER-GW-2", ModuleKind::Plus)
+        .await
+        .unwrap();
+    let answering_id = answering.id.clone().unwrap();
+    let fleet = Fleet::start(vec![answering], FleetOptions::new(a.mqtt, Duration::ZERO));
+    assert!(fleet.wait_connected(1, Duration::from_secs(20)).await);
+    let mut gateway = Gateway::connect(a.mqtt, &publisher.serial, &publisher.token).await;
+
+    // The client is on node B; the gateways are on node A. Node A forwards once it has heard
+    // that B records, which takes a moment after the client came: until a point arrives,
+    // one is published every 100 ms (bounded).
+    let mut stream = Events::open(&b, &token, &group).await;
+    let mut second = FIRST_SECOND;
+    let first = loop {
+        assert!(second < FIRST_SECOND + 100, "no point reached node B's stream in 10 s");
+        gateway.measure(second).await;
+        second += 1;
+        if let Some(event) = stream.next(Duration::from_millis(100)).await {
+            break event;
+        }
+    };
+    assert_eq!(first.0, "measurement");
+    let mut seen = vec![first.1];
+    while let Some((_, record)) = stream.next(Duration::from_millis(500)).await {
+        seen.push(record);
+    }
+
+    // From here on, every point arrives once, in the order committed.
+    let from = second;
+    for s in from..from + MESSAGES {
+        gateway.measure(s).await;
+    }
+    gateway
+        .publish(
+            "v1/gateway/events",
+            serde_json::to_vec(&json!([{"ts": from + MESSAGES, "type": 310, "value": "1"}])).unwrap(),
+        )
+        .await;
+    let expected = usize::try_from(MESSAGES).unwrap() * DATATYPES as usize;
+    let mut points = Vec::new();
+    while points.len() < expected {
+        let (event, record) = stream
+            .next(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{} of {expected} points arrived", points.len()));
+        assert_eq!(event, "measurement", "{record}");
+        if record["timestamp_seconds"].as_i64().unwrap() >= from {
+            points.push(record);
+        }
+    }
+    for (i, point) in points.iter().enumerate() {
+        let s = from + i64::try_from(i).unwrap() / i64::from(DATATYPES);
+        let d = u32::try_from(i).unwrap() % DATATYPES + 1;
+        assert_eq!(
+            (
+                &point["timestamp_seconds"],
+                &point["datatype"],
+                &point["value"],
+                &point["id_group"]
+            ),
+            (&json!(s), &json!(d), &json!(value(s, d)), &json!(group)),
+            "point {i}"
+        );
+    }
+    let (event, record) = stream.next(Duration::from_secs(10)).await.expect("the event");
+    assert_eq!((event.as_str(), &record["event_type"]), ("event", &json!("310")));
+
+    // A command sent through node A to its gateway: its outcome reaches node B's client.
+    let ping = reqwest::Client::new()
+        .get(format!("{}/api/v2/physical-device/{answering_id}/ping", a.base()))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ping.status(), 200);
+    let outcome = loop {
+        let (event, record) = stream.next(Duration::from_secs(10)).await.expect("the command outcome");
+        if event == "command" {
+            break record;
+        }
+        assert_eq!(event, "event", "{record}");
+    };
+    assert_eq!(
+        (&outcome["id_physical_device"], &outcome["method"], &outcome["status"]),
+        (&json!(answering_id), &json!("ping"), &json!(200))
+    );
+    assert!(
+        stream.next(Duration::from_millis(500)).await.is_none(),
+        "records after the last"
+    );
+
+    drop(fleet);
+    a.stop().await;
+    b.stop().await;
+}
