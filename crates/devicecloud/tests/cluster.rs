@@ -1,7 +1,10 @@
-//! Several `serve` processes on one PostgreSQL database, as the real binary runs: a live stream
-//! client of one node sees what another node commits — its gateways' points and events, and
-//! the outcomes of commands sent through it — each once, in the order committed
-//! (docs/api.md, "Live stream").
+//! Several `serve` processes on one PostgreSQL database, as the real binary runs
+//! (docs/operations.md, "Several nodes"): a live stream client of one node sees what another
+//! node commits — its gateways' points and events, and the outcomes of commands sent through it
+//! — each once, in the order committed (docs/api.md, "Live stream"); a change of rights made
+//! through one node holds on the others within a second; a token rotated through one node closes
+//! the gateway's connection on another; a gateway reconnecting to another node ends its old
+//! connection and stays connected.
 //!
 //! Needs PostgreSQL (`DEVICECLOUD_TEST_DATABASE_URL`): one SQLite store serves one process, so
 //! without it the test prints a note and passes.
@@ -10,9 +13,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Dir, Serve, Store, fresh_postgres};
+use common::{Credentials, Dir, PASSWORD, Serve, Store, fresh_postgres};
 use devicecloud_protocol::{Measurement, ModuleKind, Timestamp, measurements_payload};
 use devicecloud_simulator::{Fleet, FleetOptions, Provisioner};
+use reqwest::StatusCode;
 use rumqttc::{AsyncClient, ConnectReturnCode, Event, EventLoop, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
 
@@ -83,6 +87,25 @@ impl Gateway {
         Gateway { client, events }
     }
 
+    /// The birth message, which marks the gateway connected through this node.
+    async fn hello(&mut self) {
+        let hello = json!({"kind": "PLUS", "connection": "cellular", "signal": 20});
+        self.publish("v1/gateway/hello", serde_json::to_vec(&hello).unwrap())
+            .await;
+    }
+
+    /// Whether the node closes the connection within `wait`.
+    async fn closed_within(&mut self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.events.poll()).await {
+                Err(_) => return false,
+                Ok(Err(_)) | Ok(Ok(Event::Incoming(Packet::Disconnect))) => return true,
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+
     /// Publishes and waits for the PUBACK, which the node sends once the message is committed.
     async fn publish(&mut self, topic: &str, payload: Vec<u8>) {
         self.client
@@ -115,29 +138,93 @@ impl Gateway {
     }
 }
 
+/// `count` nodes on one fresh PostgreSQL database, with an administrator and an API client;
+/// `None` (with a note) without PostgreSQL.
+struct Nodes {
+    nodes: Vec<Serve>,
+    credentials: Credentials,
+    store: Store,
+    _dirs: Vec<Dir>,
+}
+
+async fn nodes(count: usize, tag: &str) -> Option<Nodes> {
+    let Some(base) = std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("note: several nodes need PostgreSQL (DEVICECLOUD_TEST_DATABASE_URL); skipped");
+        return None;
+    };
+    let url = fresh_postgres(&base, tag).await;
+    let dirs: Vec<Dir> = (0..count).map(|i| Dir::new(&format!("{tag}-{i}"))).collect();
+    let store = |dir: &Dir| Store {
+        data_dir: dir.0.clone(),
+        database_url: Some(url.clone()),
+    };
+    let credentials = store(&dirs[0]).bootstrap().await;
+    let mut nodes = Vec::new();
+    for dir in &dirs {
+        nodes.push(store(dir).serve().await);
+    }
+    Some(Nodes {
+        nodes,
+        credentials,
+        store: store(&dirs[0]),
+        _dirs: dirs,
+    })
+}
+
+impl Nodes {
+    async fn stop(self) {
+        for node in self.nodes {
+            node.stop().await;
+        }
+    }
+}
+
+/// The status of `GET path` as `token` through `node`.
+async fn status(node: &Serve, token: &str, path: &str) -> StatusCode {
+    reqwest::Client::new()
+        .get(format!("{}{path}", node.base()))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// Waits up to 1 s for `GET path` through every node of `on` to answer `want`; how long it took.
+async fn within_a_second(on: &[&Serve], token: &str, path: &str, want: StatusCode) -> Duration {
+    let started = tokio::time::Instant::now();
+    for node in on {
+        loop {
+            let got = status(node, token, path).await;
+            if got == want {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{path} through {} still answers {got} after 1 s (want {want})",
+                node.base()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    started.elapsed()
+}
+
 fn value(second: i64, datatype: u32) -> f64 {
     (second % 1000) as f64 + f64::from(datatype) / 10.0
 }
 
 #[tokio::test]
 async fn a_stream_client_of_one_node_sees_what_another_node_commits() {
-    let Some(base) = std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("note: several nodes need PostgreSQL (DEVICECLOUD_TEST_DATABASE_URL); skipped");
+    let Some(cluster) = nodes(2, "cluster_stream").await else {
         return;
     };
-    let url = fresh_postgres(&base, "cluster_stream").await;
-    let (dir_a, dir_b) = (Dir::new("cluster-a"), Dir::new("cluster-b"));
-    let store = |dir: &Dir| Store {
-        data_dir: dir.0.clone(),
-        database_url: Some(url.clone()),
-    };
-    let credentials = store(&dir_a).bootstrap().await;
-    let a = store(&dir_a).serve().await;
-    let b = store(&dir_b).serve().await;
-    let token = a.token(&credentials).await;
+    let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
+    let credentials = &cluster.credentials;
+    let token = a.token(credentials).await;
     let provisioner = Provisioner::new(&a.base(), &token);
     let group = provisioner.create_group("across nodes").await.unwrap();
     let publisher = provisioner
@@ -156,7 +243,7 @@ async fn a_stream_client_of_one_node_sees_what_another_node_commits() {
     // The client is on node B; the gateways are on node A. Node A forwards once it has heard
     // that B records, which takes a moment after the client came: until a point arrives,
     // one is published every 100 ms (bounded).
-    let mut stream = Events::open(&b, &token, &group).await;
+    let mut stream = Events::open(b, &token, &group).await;
     let mut second = FIRST_SECOND;
     let first = loop {
         assert!(second < FIRST_SECOND + 100, "no point reached node B's stream in 10 s");
@@ -237,6 +324,123 @@ async fn a_stream_client_of_one_node_sees_what_another_node_commits() {
     );
 
     drop(fleet);
-    a.stop().await;
-    b.stop().await;
+    cluster.stop().await;
+}
+
+/// Rights, tokens and gateway connections across three nodes: a role removed and a token
+/// revoked through B hold on A and C within a second; a device token rotated through B closes
+/// the gateway's connection on A; the gateway reconnecting to C ends its connection on A and
+/// stays connected.
+#[tokio::test]
+async fn changes_through_one_node_take_effect_on_the_others() {
+    let Some(cluster) = nodes(3, "cluster_control").await else {
+        return;
+    };
+    let (a, b, c) = (&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]);
+    let credentials = &cluster.credentials;
+    let admin = b.token(credentials).await;
+    let provisioner = Provisioner::new(&b.base(), &admin);
+    let group = provisioner.create_group("three nodes").await.unwrap();
+    let viewer = cluster
+        .store
+        .admin_ok(&[
+            "create-user",
+            "--username",
+            "viewer@example.com",
+            "--password",
+            PASSWORD,
+        ])
+        .await;
+    let id_viewer = viewer["id_user"].as_str().unwrap();
+    let membership = format!("/api/v2/group/{group}/member/{id_viewer}");
+    let http = reqwest::Client::new();
+    let granted = http
+        .put(format!("{}{membership}", b.base()))
+        .bearer_auth(&admin)
+        .json(&json!({"role": "viewer"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(granted.status(), 200);
+
+    // The viewer reads the group through A and C (their caches now hold the role), then B
+    // takes the role away.
+    let viewer_token = a.token_of(credentials, "viewer@example.com").await;
+    let path = format!("/api/v2/group/{group}");
+    for node in [a, c] {
+        assert_eq!(status(node, &viewer_token, &path).await, StatusCode::OK);
+    }
+    let removed = http
+        .delete(format!("{}{membership}", b.base()))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 204);
+    let took = within_a_second(&[a, c], &viewer_token, &path, StatusCode::NOT_FOUND).await;
+    eprintln!("role removed through B: refused through A and C after {took:?}");
+
+    // A token revoked through B is refused through A and C (which had it cached).
+    let other = a.token(credentials).await;
+    for node in [a, c] {
+        assert_eq!(status(node, &other, "/api/v2/group").await, StatusCode::OK);
+    }
+    let revoked = http
+        .post(format!("{}/oauth2/revoke", b.base()))
+        .basic_auth(&credentials.client_id, Some(&credentials.client_secret))
+        .form(&[("token", other.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    let took = within_a_second(&[a, c], &other, "/api/v2/group", StatusCode::UNAUTHORIZED).await;
+    eprintln!("token revoked through B: refused through A and C after {took:?}");
+
+    // A device token rotated through B ends the gateway's connection on A.
+    let spec = provisioner
+        .gateway(&group, "CLUSTER-GW-ROT", ModuleKind::Plus)
+        .await
+        .unwrap();
+    let id = spec.id.clone().unwrap();
+    let mut on_a = Gateway::connect(a.mqtt, &spec.serial, &spec.token).await;
+    on_a.hello().await;
+    let rotated: Value = http
+        .post(format!("{}/api/v2/physical-device/{id}/rotate-token", b.base()))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = rotated["device_token"].as_str().unwrap().to_string();
+    assert!(
+        on_a.closed_within(Duration::from_secs(1)).await,
+        "the connection on A outlived the rotation through B by 1 s"
+    );
+
+    // With the new token on A, then on C: the connection on A is taken over, and the gateway
+    // stays connected (A does not mark it gone).
+    let mut on_a = Gateway::connect(a.mqtt, &spec.serial, &token).await;
+    on_a.hello().await;
+    let mut on_c = Gateway::connect(c.mqtt, &spec.serial, &token).await;
+    on_c.hello().await;
+    assert!(
+        on_a.closed_within(Duration::from_secs(1)).await,
+        "the connection on A outlived the take-over on C by 1 s"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let device: Value = http
+        .get(format!("{}/api/v2/physical-device/{id}", b.base()))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(device["is_connected"], json!(1), "{device}");
+    on_c.measure(FIRST_SECOND).await;
+
+    cluster.stop().await;
 }

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod mqtt;
 pub mod origin;
 pub mod page_cache;
+pub mod peers;
 pub mod render;
 pub mod retention;
 pub mod running;
@@ -43,6 +44,7 @@ pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: Cancel
 /// Starts the background tasks of the service on `tracker`; they stop when `shutdown` is
 /// cancelled.
 pub(crate) fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
+    tracker.spawn(peers::apply::listen(state.clone()));
     webhooks::spawn_worker(state, tracker, shutdown);
     retention::spawn(state, tracker, shutdown);
     let (status_state, status_shutdown) = (state.clone(), shutdown.clone());

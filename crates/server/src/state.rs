@@ -19,6 +19,7 @@ use crate::gateway::rejections::RejectionLog;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
 use crate::page_cache::PageCache;
+use crate::peers::Peers;
 use crate::stream::LiveFeed;
 use crate::webhooks::WebhookHub;
 use crate::webhooks::address::{CheckedResolver, SystemLookup};
@@ -248,6 +249,8 @@ pub struct Services {
     pub departures: Departures,
     /// This process's identity among the nodes sharing a database.
     pub node_id: String,
+    /// Where changes go to the other nodes sharing the database (`peers`).
+    pub peers: Peers,
     /// The last outcome of `/readyz`'s write probe and when it was taken: probes within a
     /// second share it, so the unauthenticated endpoint cannot turn into a stream of writes.
     pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
@@ -300,6 +303,8 @@ impl AppState {
             tracker,
             shutdown.clone(),
         );
+        let node_id = uuid::Uuid::new_v4().to_string();
+        let peers = Peers::start(&db, &node_id, tracker, shutdown);
         AppState(Arc::new(Services {
             ingest: IngestQueue::start(
                 ingest.clone(),
@@ -323,7 +328,8 @@ impl AppState {
             settings: Arc::new(settings),
             metrics: crate::metrics::handle(),
             gateways: Arc::default(),
-            node_id: uuid::Uuid::new_v4().to_string(),
+            peers,
+            node_id,
             readiness: tokio::sync::Mutex::new(None),
             login_limiter,
             account_limiter,

@@ -283,11 +283,22 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
 }
 
 /// Marks gateways disconnected (connection lost, clean DISCONNECT or power off), all in one
-/// transaction. `gone` is asked about each once the write turn is held: a gateway that
-/// connected again meanwhile answers `false` and stays connected. Returns how many were marked.
-pub async fn disconnected(db: &Db, ids: &[&str], now: i64, gone: &(dyn Fn(&str) -> bool + Sync)) -> Result<usize> {
-    let device = "UPDATE physical_devices SET is_connected = 0, last_disconnect_at = $1 WHERE id_physical_device = $2";
-    let endpoint = "UPDATE iot_devices SET last_disconnect_at = $1 WHERE id_physical_device = $2";
+/// transaction, as node `node_id` saw them go. `gone` is asked about each once the write turn
+/// is held: a gateway that connected to this node again meanwhile answers `false` and stays
+/// connected; one whose latest connection is on another node (`iot_devices.node_id`, set by
+/// its hello there) is left as that node has it. Returns how many were asked to be marked.
+pub async fn disconnected(
+    db: &Db,
+    ids: &[&str],
+    node_id: &str,
+    now: i64,
+    gone: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<usize> {
+    let device = "UPDATE physical_devices SET is_connected = 0, last_disconnect_at = $1 \
+        WHERE id_physical_device = $2 AND NOT EXISTS (SELECT 1 FROM iot_devices i \
+        WHERE i.id_physical_device = $2 AND i.node_id IS NOT NULL AND i.node_id <> $3)";
+    let endpoint = "UPDATE iot_devices SET last_disconnect_at = $1 \
+        WHERE id_physical_device = $2 AND (node_id IS NULL OR node_id = $3)";
     let _turn = db.write_turn().await?;
     let ids: Vec<&str> = ids.iter().copied().filter(|id| gone(id)).collect();
     if ids.is_empty() {
@@ -296,8 +307,14 @@ pub async fn disconnected(db: &Db, ids: &[&str], now: i64, gone: &(dyn Fn(&str) 
     on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         for id in &ids {
-            sqlx::query(device).bind(now).bind(id).execute(&mut *tx).await?;
-            sqlx::query(endpoint).bind(now).bind(id).execute(&mut *tx).await?;
+            for sql in [device, endpoint] {
+                sqlx::query(sql)
+                    .bind(now)
+                    .bind(id)
+                    .bind(node_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
         tx.commit().await
     }

@@ -155,13 +155,18 @@ impl Serve {
 
     /// A bearer token of the administrator.
     pub async fn token(&self, credentials: &Credentials) -> String {
+        self.token_of(credentials, ADMIN).await
+    }
+
+    /// A bearer token of the account `username` (password [`PASSWORD`]).
+    pub async fn token_of(&self, credentials: &Credentials, username: &str) -> String {
         let answer: Value = reqwest::Client::new()
             .post(format!("{}/oauth2/token", self.base()))
             .form(&[
                 ("grant_type", "password"),
                 ("client_id", &credentials.client_id),
                 ("client_secret", &credentials.client_secret),
-                ("username", ADMIN),
+                ("username", username),
                 ("password", PASSWORD),
             ])
             .send()

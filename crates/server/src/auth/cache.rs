@@ -114,6 +114,13 @@ impl AuthCache {
         self.rights_changed();
     }
 
+    /// Forgets every token and role (changes made through other nodes may have been missed).
+    pub fn forget_all(&self) {
+        self.tokens.retain(|_| false);
+        self.roles.retain(|_| false);
+        self.rights_changed();
+    }
+
     pub fn roles(&self, id_user: &str) -> Option<Arc<Roles>> {
         self.roles.get(id_user, self.ttl)
     }

@@ -82,7 +82,7 @@ async fn write(state: &AppState, departures: &[Departure]) {
     let ids: Vec<&str> = departures.iter().map(|d| d.id.as_str()).collect();
     // A gateway that already has a new connection on this node stays connected.
     let gone = |id: &str| !state.gateways.is_connected(id);
-    if let Err(e) = devices::disconnected(&state.writer, &ids, now, &gone).await {
+    if let Err(e) = devices::disconnected(&state.writer, &ids, &state.node_id, now, &gone).await {
         let serials: Vec<&str> = departures.iter().map(|d| d.serial.as_str()).collect();
         tracing::warn!(error = %e, gateways = ?serials, "cannot mark gateways disconnected");
     }

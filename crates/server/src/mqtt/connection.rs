@@ -21,6 +21,7 @@ use super::registry::Kick;
 use crate::commands::{Outbound, Pending};
 use crate::gateway::{AuthError, Gateway, GatewayError, authenticate};
 use crate::metrics::{Closed, Failed, Outcome};
+use crate::peers::{self, Change};
 use crate::state::AppState;
 use devicecloud_protocol::{GatewayTopic, command_topic, subscription_allowed};
 
@@ -108,6 +109,13 @@ pub(super) async fn run<S: Stream>(
         return;
     }
     metrics::gauge!("devicecloud_mqtt_connections").increment(1.0);
+    // A connection of this gateway to another node is taken over by this one.
+    peers::apply::tell(
+        &state,
+        Change::Connected {
+            device: gateway.id.clone(),
+        },
+    );
     release_buffers(&mut framed);
 
     // Keep-alive: no packet within 1.5 times the interval closes the connection

@@ -91,6 +91,16 @@ impl GatewayRegistry {
         }
     }
 
+    /// Tells the live connection of `device` on this node, if any, that a connection to
+    /// another node took over (`peers`).
+    pub fn take_over(&self, device: &str) {
+        if let Ok(mut live) = self.live.lock()
+            && let Some(l) = live.remove(device)
+        {
+            let _ = l.kick.send(Kick::TakenOver);
+        }
+    }
+
     /// Where commands for `device` go, `None` when it has no live connection on this node.
     pub fn commands(&self, device: &str) -> Option<flume::Sender<Box<Outbound>>> {
         self.live.lock().ok()?.get(device).map(|l| l.commands.clone())

@@ -15,6 +15,7 @@ use super::{Input, Result, ServiceError};
 use crate::auth::Caller;
 use crate::auth::login_limit::SignInKey;
 use crate::auth::secrets::hash_password;
+use crate::peers::{self, Change};
 use crate::state::AppState;
 
 /// Fewest characters in a password.
@@ -110,7 +111,12 @@ async fn apply(state: &AppState, id: &str, changes: &AccountChanges<'_>) -> Resu
     let row = accounts::update(&state.db, id, changes)
         .await?
         .ok_or_else(|| ServiceError::not_found("User", id))?;
-    state.auth.forget_user(id);
+    peers::apply::change(
+        state,
+        Change::Account {
+            id_user: id.to_string(),
+        },
+    );
     Ok(row)
 }
 

@@ -9,6 +9,7 @@ use super::validate::Fields;
 use super::{Input, Result, ServiceError, access};
 use crate::auth::secrets::{random_token, token_hash};
 use crate::auth::{Caller, Role};
+use crate::peers::{self, Change};
 use crate::state::AppState;
 
 /// Module kinds a gateway may be provisioned as (specification: GO, CORE, PLUS).
@@ -98,7 +99,7 @@ pub async fn archive(state: &AppState, caller: &Caller, id: &str) -> Result<()> 
     if !devices::archive(&state.db, id, &caller.id_user, unix_now()).await? {
         return Err(ServiceError::not_found("Physical device", id));
     }
-    state.gateways.revoke(id);
+    peers::apply::change(state, Change::Revoked { device: id.to_string() });
     Ok(())
 }
 
@@ -109,6 +110,6 @@ pub async fn rotate_token(state: &AppState, caller: &Caller, id: &str) -> Result
     if !devices::rotate_token(&state.db, id, &token_hash(&token)).await? {
         return Err(ServiceError::not_found("Physical device", id));
     }
-    state.gateways.revoke(id);
+    peers::apply::change(state, Change::Revoked { device: id.to_string() });
     Ok(token)
 }

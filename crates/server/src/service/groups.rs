@@ -7,6 +7,7 @@ use devicecloud_store::unix_now;
 use super::validate::Fields;
 use super::{Input, Result, ServiceError, access};
 use crate::auth::{Caller, Role};
+use crate::peers::{self, Change};
 use crate::state::AppState;
 
 /// Group types: the numeric code (as text, specification) and its human-readable label.
@@ -66,7 +67,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
         id_country: country.as_deref(),
     };
     let row = groups::create(&state.db, &new, unix_now()).await?;
-    state.pages.invalidate();
+    peers::apply::change(state, Change::Groups);
     Ok(row)
 }
 
@@ -83,7 +84,7 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
     let row = groups::update(&state.db, id, &changes)
         .await?
         .ok_or_else(|| ServiceError::not_found("Group", id))?;
-    state.pages.invalidate();
+    peers::apply::change(state, Change::Groups);
     Ok(row)
 }
 
@@ -91,7 +92,6 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
 pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::group(state, caller, id, Role::Manager).await?;
     groups::soft_delete(&state.db, id, unix_now()).await?;
-    state.pages.invalidate();
-    state.auth.rights_changed();
+    peers::apply::change(state, Change::Groups);
     Ok(())
 }

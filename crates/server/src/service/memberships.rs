@@ -7,6 +7,7 @@ use devicecloud_store::{accounts, memberships};
 use super::validate::Fields;
 use super::{Input, Result, ServiceError, access};
 use crate::auth::{Caller, Role};
+use crate::peers::{self, Change};
 use crate::state::AppState;
 
 /// Gives `id_user` the role `{role: viewer|operator|manager}` in group `id_group`; returns the
@@ -26,8 +27,12 @@ pub async fn put(state: &AppState, caller: &Caller, id_group: &str, id_user: &st
         .await?
         .ok_or_else(|| ServiceError::not_found("User", id_user))?;
     memberships::put(&state.db, id_group, id_user, &role).await?;
-    state.auth.forget_roles(id_user);
-    state.pages.invalidate();
+    peers::apply::change(
+        state,
+        Change::Roles {
+            id_user: id_user.to_string(),
+        },
+    );
     Ok(role)
 }
 
@@ -39,7 +44,11 @@ pub async fn remove(state: &AppState, caller: &Caller, id_group: &str, id_user: 
             "User {id_user} holds no role in group {id_group}"
         )));
     }
-    state.auth.forget_roles(id_user);
-    state.pages.invalidate();
+    peers::apply::change(
+        state,
+        Change::Roles {
+            id_user: id_user.to_string(),
+        },
+    );
     Ok(())
 }

@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 use super::{authenticate_client, field, form_fields, oauth};
 use crate::auth::secrets::token_hash;
 use crate::error::ApiError;
+use crate::peers::{self, Change};
 use crate::state::AppState;
 
 /// The fields of a revocation request (url-encoded, multipart, or a JSON object of strings).
@@ -46,7 +47,7 @@ pub async fn revoke(State(state): State<AppState>, req: Request) -> Result<Respo
     })?;
     // The hint only says where to look first; one statement looks at both kinds anyway.
     if let Some(access_hash) = tokens::revoke(&state.db, &token_hash(token), &client_id).await? {
-        state.auth.forget_token(&access_hash);
+        peers::apply::change(&state, Change::Token { hash: access_hash });
     }
     // No body, so no content type either.
     Ok((StatusCode::OK, [(CACHE_CONTROL, HeaderValue::from_static("no-store"))]).into_response())

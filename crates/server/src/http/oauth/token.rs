@@ -19,6 +19,7 @@ use crate::auth::caller::bearer_value;
 use crate::auth::secrets::{random_token, token_hash};
 use crate::error::ApiError;
 use crate::origin::Origin;
+use crate::peers::{self, Change};
 use crate::service::ServiceError;
 use crate::service::sign_in::sign_in;
 use crate::state::AppState;
@@ -212,7 +213,12 @@ async fn refresh_grant(
         }
         Refresh::Unknown => return Err(oauth(StatusCode::BAD_REQUEST, "invalid_grant", "Invalid refresh token")),
     };
-    state.auth.forget_token(&access_hash);
+    peers::apply::change(
+        state,
+        Change::Token {
+            hash: access_hash.clone(),
+        },
+    );
     let expires_text = OffsetDateTime::from_unix_timestamp(expires)
         .ok()
         .and_then(|t| {

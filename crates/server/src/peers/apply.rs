@@ -1,0 +1,95 @@
+//! Changes applied on this node, made through it (then told to the other nodes) or told by
+//! another node.
+
+use std::time::Duration;
+
+use devicecloud_store::notify::{Heard, Subscription};
+
+use super::{CHANNEL, Change, Envelope};
+use crate::state::AppState;
+
+/// How long to wait before listening again after the database refused.
+const RETRY: Duration = Duration::from_secs(1);
+
+impl Change {
+    /// Its effect on this node.
+    fn apply(&self, state: &AppState) {
+        match self {
+            Change::Token { hash } => state.auth.forget_token(hash),
+            Change::Account { id_user } => state.auth.forget_user(id_user),
+            Change::Roles { id_user } => {
+                state.auth.forget_roles(id_user);
+                state.pages.invalidate();
+            }
+            Change::Groups => {
+                state.pages.invalidate();
+                state.auth.rights_changed();
+            }
+            Change::Revoked { device } => state.gateways.revoke(device),
+            Change::Connected { device } => state.gateways.take_over(device),
+        }
+    }
+}
+
+/// Applies a change (already committed) on this node and tells the other nodes.
+pub fn change(state: &AppState, change: Change) {
+    change.apply(state);
+    state.peers.tell(change);
+}
+
+/// Tells the other nodes only: a change whose effect here already happened (a gateway that
+/// connected here).
+pub fn tell(state: &AppState, change: Change) {
+    state.peers.tell(change);
+}
+
+/// Applies what the other nodes tell, until shutdown (nothing on SQLite).
+pub async fn listen(state: AppState) {
+    let shutdown = state.shutdown.clone();
+    let mut first = true;
+    loop {
+        let opened = tokio::select! {
+            opened = Subscription::open(&state.db, &[CHANNEL]) => opened,
+            _ = shutdown.cancelled() => return,
+        };
+        let mut subscription = match opened {
+            Ok(Some(subscription)) => subscription,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen to the other nodes");
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY) => continue,
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+        };
+        if !first {
+            forget_everything(&state);
+        }
+        first = false;
+        loop {
+            let heard = tokio::select! {
+                heard = subscription.next() => heard,
+                _ = shutdown.cancelled() => return,
+            };
+            match heard {
+                Ok(Heard::Notice { payload, .. }) => match serde_json::from_str::<Envelope>(&payload) {
+                    Ok(envelope) if envelope.from != state.node_id => envelope.change.apply(&state),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "a change from another node that does not read"),
+                },
+                Ok(Heard::Lost) => forget_everything(&state),
+                Err(e) => {
+                    tracing::warn!(error = %e, "lost the connection listening to the other nodes");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// After changes may have been missed: every cached right and page is read again.
+fn forget_everything(state: &AppState) {
+    state.auth.forget_all();
+    state.pages.invalidate();
+}

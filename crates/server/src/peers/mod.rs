@@ -1,0 +1,116 @@
+//! What the nodes sharing one PostgreSQL database tell each other, so that a change made through
+//! one node takes effect on every node at once (docs/operations.md, "Several nodes"): rights and
+//! the caches that hold them, and gateway connections that must end wherever they are. Sent
+//! through PostgreSQL's LISTEN/NOTIFY on [`CHANNEL`], after the change is committed; no broker
+//! beside the database. (The live stream has channels of its own: `stream::cluster`.)
+//!
+//! A node that lost its listening connection cannot know what it missed: once listening again
+//! it forgets every cached token, role and page, and closes no connection it was not told to
+//! (docs/operations.md says so). On SQLite (one node) nothing is sent.
+//!
+//! This module sends; [`apply`] applies changes here, whichever node made them.
+
+use devicecloud_store::Db;
+use devicecloud_store::notify;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub mod apply;
+
+const CHANNEL: &str = "devicecloud_control";
+/// Changes sent in one statement at most.
+const SEND_BATCH: usize = 64;
+
+/// A change made through one node that every other node applies too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Change {
+    /// A token was refreshed or revoked (by its hash).
+    Token { hash: String },
+    /// An account changed (password, disabled, administrator flag): its cached tokens go.
+    Account { id_user: String },
+    /// An account's roles changed.
+    Roles { id_user: String },
+    /// A group was created, changed or deleted.
+    Groups,
+    /// A gateway's credentials stopped being valid (token rotated, device archived): its
+    /// connection ends, wherever it is.
+    Revoked { device: String },
+    /// A gateway connected to the sending node: a connection of it on another node was taken
+    /// over.
+    Connected { device: String },
+}
+
+/// A change as sent: with the node it comes from, which ignores its own.
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    from: String,
+    #[serde(flatten)]
+    change: Change,
+}
+
+/// The sending side, held by the service; tells nobody on SQLite.
+#[derive(Clone, Debug)]
+pub struct Peers {
+    outbox: Option<mpsc::UnboundedSender<Change>>,
+}
+
+impl Peers {
+    /// Starts the sending task when `db` is PostgreSQL.
+    pub fn start(
+        db: &Db,
+        node_id: &str,
+        tracker: &tokio_util::task::TaskTracker,
+        shutdown: &CancellationToken,
+    ) -> Peers {
+        if !matches!(db, Db::Postgres(_)) {
+            return Peers { outbox: None };
+        }
+        let (outbox, changes) = mpsc::unbounded_channel();
+        tracker.spawn(send(db.clone(), node_id.to_string(), changes, shutdown.clone()));
+        Peers { outbox: Some(outbox) }
+    }
+
+    /// Queues a change for the other nodes.
+    fn tell(&self, change: Change) {
+        if let Some(outbox) = &self.outbox {
+            let _ = outbox.send(change);
+        }
+    }
+}
+
+/// Sends the changes in the order made, several in one statement when they pile up. A change
+/// that cannot be sent (the database refused) is logged: the other nodes then see it when their
+/// cache entries expire (5 s), and a connection to close stays open until it reconnects.
+async fn send(db: Db, node_id: String, mut changes: mpsc::UnboundedReceiver<Change>, shutdown: CancellationToken) {
+    loop {
+        let first = tokio::select! {
+            change = changes.recv() => match change {
+                Some(change) => change,
+                None => return,
+            },
+            _ = shutdown.cancelled() => return,
+        };
+        let mut batch = vec![first];
+        while batch.len() < SEND_BATCH {
+            match changes.try_recv() {
+                Ok(change) => batch.push(change),
+                Err(_) => break,
+            }
+        }
+        let payloads: Vec<String> = batch
+            .into_iter()
+            .filter_map(|change| {
+                serde_json::to_string(&Envelope {
+                    from: node_id.clone(),
+                    change,
+                })
+                .ok()
+            })
+            .collect();
+        if let Err(e) = notify::send(&db, CHANNEL, &payloads).await {
+            tracing::warn!(error = %e, count = payloads.len(), "cannot tell the other nodes of changes");
+        }
+    }
+}
