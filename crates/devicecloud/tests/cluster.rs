@@ -404,15 +404,8 @@ async fn changes_through_one_node_take_effect_on_the_others() {
     let id = spec.id.clone().unwrap();
     let mut on_a = Gateway::connect(a.mqtt, &spec.serial, &spec.token).await;
     on_a.hello().await;
-    let rotated: Value = http
-        .post(format!("{}/api/v2/physical-device/{id}/rotate-token", b.base()))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let rotate = format!("/api/v2/physical-device/{id}/rotate-token");
+    let rotated = b.json(reqwest::Method::POST, &admin, &rotate).await;
     let token = rotated["device_token"].as_str().unwrap().to_string();
     assert!(
         on_a.closed_within(Duration::from_secs(1)).await,
@@ -430,15 +423,9 @@ async fn changes_through_one_node_take_effect_on_the_others() {
         "the connection on A outlived the take-over on C by 1 s"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let device: Value = http
-        .get(format!("{}/api/v2/physical-device/{id}", b.base()))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let device = b
+        .json(reqwest::Method::GET, &admin, &format!("/api/v2/physical-device/{id}"))
+        .await;
     assert_eq!(device["is_connected"], json!(1), "{device}");
     on_c.measure(FIRST_SECOND).await;
 

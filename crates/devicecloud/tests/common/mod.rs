@@ -181,6 +181,19 @@ impl Serve {
             .to_string()
     }
 
+    /// The JSON answer of `method path` as `token`.
+    pub async fn json(&self, method: reqwest::Method, token: &str, path: &str) -> Value {
+        reqwest::Client::new()
+            .request(method, format!("{}{path}", self.base()))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// `X-Pagination-Total-Count` of a collection.
     pub async fn total(&self, token: &str, path: &str) -> i64 {
         let answer = reqwest::Client::new()

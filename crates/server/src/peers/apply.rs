@@ -1,15 +1,10 @@
 //! Changes applied on this node, made through it (then told to the other nodes) or told by
 //! another node.
 
-use std::time::Duration;
-
-use devicecloud_store::notify::{Heard, Subscription};
+use devicecloud_store::notify::Heard;
 
 use super::{CHANNEL, Change, Envelope};
 use crate::state::AppState;
-
-/// How long to wait before listening again after the database refused.
-const RETRY: Duration = Duration::from_secs(1);
 
 impl Change {
     /// Its effect on this node.
@@ -48,20 +43,8 @@ pub async fn listen(state: AppState) {
     let shutdown = state.shutdown.clone();
     let mut first = true;
     loop {
-        let opened = tokio::select! {
-            opened = Subscription::open(&state.db, &[CHANNEL]) => opened,
-            _ = shutdown.cancelled() => return,
-        };
-        let mut subscription = match opened {
-            Ok(Some(subscription)) => subscription,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen to the other nodes");
-                tokio::select! {
-                    _ = tokio::time::sleep(RETRY) => continue,
-                    _ = shutdown.cancelled() => return,
-                }
-            }
+        let Some(mut subscription) = super::subscribe(&state.db, &[CHANNEL], "changes", &shutdown).await else {
+            return;
         };
         if !first {
             forget_everything(&state);

@@ -10,8 +10,10 @@
 //!
 //! This module sends; [`apply`] applies changes here, whichever node made them.
 
+use std::time::Duration;
+
 use devicecloud_store::Db;
-use devicecloud_store::notify;
+use devicecloud_store::notify::{self, Subscription};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 pub mod apply;
 
 const CHANNEL: &str = "devicecloud_control";
+/// How long to wait before listening again after the database refused.
+const RETRY: Duration = Duration::from_secs(1);
 /// Changes sent in one statement at most.
 const SEND_BATCH: usize = 64;
 
@@ -111,6 +115,27 @@ async fn send(db: Db, node_id: String, mut changes: mpsc::UnboundedReceiver<Chan
             .collect();
         if let Err(e) = notify::send(&db, CHANNEL, &payloads).await {
             tracing::warn!(error = %e, count = payloads.len(), "cannot tell the other nodes of changes");
+        }
+    }
+}
+
+/// Listens on `channels` (what for: `what`, for the log), trying again every second while the
+/// database refuses; `None` on SQLite or once `shutdown` is cancelled.
+pub async fn subscribe(db: &Db, channels: &[&str], what: &str, shutdown: &CancellationToken) -> Option<Subscription> {
+    loop {
+        let opened = tokio::select! {
+            opened = Subscription::open(db, channels) => opened,
+            _ = shutdown.cancelled() => return None,
+        };
+        match opened {
+            Ok(subscription) => return subscription,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen to the other nodes ({what})");
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY) => {}
+                    _ = shutdown.cancelled() => return None,
+                }
+            }
         }
     }
 }

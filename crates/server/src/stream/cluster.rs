@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use devicecloud_store::Db;
 use devicecloud_store::ingest::Point;
-use devicecloud_store::notify::{self, Heard, MAX_PAYLOAD, Subscription};
+use devicecloud_store::notify::{self, Heard, MAX_PAYLOAD};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -34,6 +34,7 @@ use tokio_util::task::TaskTracker;
 
 use super::ring::Kind;
 use super::{Item, LiveFeed, Rendered};
+use crate::peers;
 
 /// Where nodes forward what they commit.
 const STREAM_CHANNEL: &str = "devicecloud_stream";
@@ -47,8 +48,6 @@ const INTEREST_TTL: Duration = Duration::from_secs(3);
 const SEND_BACKLOG: usize = 1024;
 /// Payloads sent in one statement at most.
 const SEND_BATCH: usize = 64;
-/// How long to wait before listening again after the database refused.
-const RETRY: Duration = Duration::from_secs(1);
 /// Room kept in a payload for its envelope (`{"node":…,"n":…,"t":…,…:[` and `]}`).
 const ENVELOPE: usize = 96;
 
@@ -215,20 +214,9 @@ async fn listen(feed: Arc<LiveFeed>, db: Db, shutdown: CancellationToken) {
     let mut last: HashMap<String, u64> = HashMap::new();
     let mut first = true;
     loop {
-        let opened = tokio::select! {
-            opened = Subscription::open(&db, &[STREAM_CHANNEL, INTEREST_CHANNEL]) => opened,
-            _ = shutdown.cancelled() => return,
-        };
-        let mut subscription = match opened {
-            Ok(Some(subscription)) => subscription,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "live stream: cannot listen to other nodes");
-                tokio::select! {
-                    _ = tokio::time::sleep(RETRY) => continue,
-                    _ = shutdown.cancelled() => return,
-                }
-            }
+        let channels = [STREAM_CHANNEL, INTEREST_CHANNEL];
+        let Some(mut subscription) = peers::subscribe(&db, &channels, "live stream", &shutdown).await else {
+            return;
         };
         // Whatever was said while this node did not listen is unknown: another node may
         // record (forward meanwhile, until it says so again), and may have been sent records.
