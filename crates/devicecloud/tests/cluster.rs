@@ -431,3 +431,61 @@ async fn changes_through_one_node_take_effect_on_the_others() {
 
     cluster.stop().await;
 }
+
+/// A gateway connected to node A answers pings sent through B and C (each recorded once, by
+/// the node that received it); a gateway connected nowhere is not online through any node.
+#[tokio::test]
+async fn a_command_through_any_node_reaches_the_gateway_where_it_is() {
+    let Some(cluster) = nodes(3, "cluster_commands").await else {
+        return;
+    };
+    let (a, b, c) = (&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]);
+    let admin = a.token(&cluster.credentials).await;
+    let provisioner = Provisioner::new(&a.base(), &admin);
+    let group = provisioner.create_group("commands across nodes").await.unwrap();
+    let spec = provisioner
+        .gateway(&group, "CLUSTER-GW-PING", ModuleKind::Plus)
+        .await
+        .unwrap();
+    let id = spec.id.clone().unwrap();
+    let absent = provisioner
+        .gateway(&group, "CLUSTER-GW-ABSENT", ModuleKind::Plus)
+        .await
+        .unwrap();
+    let fleet = Fleet::start(vec![spec], FleetOptions::new(a.mqtt, Duration::ZERO));
+    assert!(fleet.wait_connected(1, Duration::from_secs(20)).await);
+    // Connected once its hello is stored, which names node A.
+    let device = format!("/api/v2/physical-device/{id}");
+    for _ in 0..100 {
+        if a.json(reqwest::Method::GET, &admin, &device).await["is_connected"] == json!(1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    for node in [a, b, c] {
+        let started = tokio::time::Instant::now();
+        let pong = node
+            .json(reqwest::Method::GET, &admin, &format!("{device}/ping"))
+            .await;
+        assert_eq!(pong["status"], json!(200), "ping through {}: {pong}", node.base());
+        assert_eq!(pong["payload"]["data"], json!("pong"), "{pong}");
+        eprintln!("ping through {}: {:?}", node.base(), started.elapsed());
+    }
+    // Each ping is recorded once (event 213), whichever node relayed it.
+    let events = format!("/api/v2/event?filter[source_device]={id}&filter[event_type]=213");
+    assert_eq!(a.total(&admin, &events).await, 3);
+
+    let offline = reqwest::Client::new()
+        .get(format!("{}/api/v2/physical-device/{}/ping", b.base(), absent.id.unwrap()))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(offline.status(), StatusCode::NOT_FOUND);
+    let body: Value = offline.json().await.unwrap();
+    assert_eq!(body["message"], json!("Device is not online"), "{body}");
+
+    drop(fleet);
+    cluster.stop().await;
+}

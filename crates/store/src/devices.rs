@@ -322,6 +322,16 @@ pub async fn disconnected(
     Ok(ids.len())
 }
 
+/// The node holding the live connection of gateway `id`, as its latest hello recorded it;
+/// `None` when it is not connected.
+pub async fn connected_node(db: &Db, id: &str) -> Result<Option<String>> {
+    let sql = "SELECT i.node_id FROM iot_devices i \
+        JOIN physical_devices p ON p.id_physical_device = i.id_physical_device \
+        WHERE i.id_physical_device = $1 AND p.is_connected = 1";
+    let node: Option<Option<String>> = on_pool!(db, |p| sqlx::query_scalar(sql).bind(id).fetch_optional(p).await)?;
+    Ok(node.flatten())
+}
+
 /// An asset behind a gateway, found by serial.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Child {

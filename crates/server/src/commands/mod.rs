@@ -76,13 +76,23 @@ pub async fn send(
     request_id: String,
     request: &CommandRequest,
 ) -> Result<CommandResponse, CommandError> {
+    send_payload(queue, limit, request_id, request.to_payload()).await
+}
+
+/// [`send`] of a request already written as published (one relayed from another node).
+pub async fn send_payload(
+    queue: Option<flume::Sender<Box<Outbound>>>,
+    limit: Duration,
+    request_id: String,
+    payload: Vec<u8>,
+) -> Result<CommandResponse, CommandError> {
     let Some(queue) = queue else {
         return Err(CommandError::Offline);
     };
     let (reply, answer) = oneshot::channel();
     let outbound = Box::new(Outbound {
         request_id,
-        payload: request.to_payload(),
+        payload,
         reply,
     });
     let exchange = async move {

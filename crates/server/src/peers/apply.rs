@@ -3,7 +3,7 @@
 
 use devicecloud_store::notify::Heard;
 
-use super::{CHANNEL, Change, Envelope};
+use super::{CHANNEL, Change, Envelope, commands};
 use crate::state::AppState;
 
 impl Change {
@@ -22,6 +22,17 @@ impl Change {
             }
             Change::Revoked { device } => state.gateways.revoke(device),
             Change::Connected { device } => state.gateways.take_over(device),
+            Change::Command {
+                to,
+                reply_to,
+                device,
+                request_id,
+                payload,
+            } if *to == state.node_id => commands::relay(state, reply_to, device, request_id, payload),
+            Change::Answer { to, request_id, answer } if *to == state.node_id => {
+                state.peers.answered(request_id, answer.clone());
+            }
+            Change::Command { .. } | Change::Answer { .. } => {}
         }
     }
 }

@@ -10,15 +10,18 @@
 //!
 //! This module sends; [`apply`] applies changes here, whichever node made them.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use devicecloud_store::Db;
 use devicecloud_store::notify::{self, Subscription};
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub mod apply;
+pub mod commands;
 
 const CHANNEL: &str = "devicecloud_control";
 /// How long to wait before listening again after the database refused.
@@ -44,6 +47,33 @@ pub enum Change {
     /// A gateway connected to the sending node: a connection of it on another node was taken
     /// over.
     Connected { device: String },
+    /// A command for the gateway `device`, connected to node `to`, sent through node
+    /// `reply_to` (`commands`).
+    Command {
+        to: String,
+        reply_to: String,
+        device: String,
+        request_id: String,
+        /// The request as the gateway gets it.
+        payload: String,
+    },
+    /// What became of a [`Change::Command`], for node `to`.
+    Answer {
+        to: String,
+        request_id: String,
+        answer: Answer,
+    },
+}
+
+/// What became of a command relayed to another node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// The gateway's response.
+    Response { status: u16, payload: serde_json::Value },
+    /// No response: why (`offline`, `disconnected`, `timeout`, `invalid response`), and what
+    /// was wrong with an invalid one.
+    Failed { outcome: String, why: String },
 }
 
 /// A change as sent: with the node it comes from, which ignores its own.
@@ -58,6 +88,8 @@ struct Envelope {
 #[derive(Clone, Debug)]
 pub struct Peers {
     outbox: Option<mpsc::UnboundedSender<Change>>,
+    /// Callers of this node waiting for commands relayed to another node, by request id.
+    calls: Arc<Mutex<HashMap<String, oneshot::Sender<Answer>>>>,
 }
 
 impl Peers {
@@ -69,11 +101,43 @@ impl Peers {
         shutdown: &CancellationToken,
     ) -> Peers {
         if !matches!(db, Db::Postgres(_)) {
-            return Peers { outbox: None };
+            return Peers {
+                outbox: None,
+                calls: Arc::default(),
+            };
         }
         let (outbox, changes) = mpsc::unbounded_channel();
         tracker.spawn(send(db.clone(), node_id.to_string(), changes, shutdown.clone()));
-        Peers { outbox: Some(outbox) }
+        Peers {
+            outbox: Some(outbox),
+            calls: Arc::default(),
+        }
+    }
+
+    /// Whether there are other nodes to tell (PostgreSQL).
+    pub fn reaches_others(&self) -> bool {
+        self.outbox.is_some()
+    }
+
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Answer>>> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A caller waits for the answer to the relayed command `request_id`.
+    fn wait(&self, request_id: &str, reply: oneshot::Sender<Answer>) {
+        self.calls().insert(request_id.to_string(), reply);
+    }
+
+    /// The caller of `request_id` stopped waiting.
+    fn forget(&self, request_id: &str) {
+        self.calls().remove(request_id);
+    }
+
+    /// Hands an answer to its caller, if it still waits.
+    fn answered(&self, request_id: &str, answer: Answer) {
+        if let Some(reply) = self.calls().remove(request_id) {
+            let _ = reply.send(answer);
+        }
     }
 
     /// Queues a change for the other nodes.

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::{Input, Result, ServiceError, access};
 use crate::auth::{Caller, Role};
 use crate::commands::{self, CommandRecord};
+use crate::peers;
 use crate::state::AppState;
 
 /// The addressed device and the gateway that carries its commands (itself, or its parent for an
@@ -108,8 +109,12 @@ pub async fn run(
         state.command_log.record(record).await;
         return Ok(CommandResponse::failure(501, "Wifi disabled"));
     }
-    let queue = state.gateways.commands(&target.gateway.id_physical_device);
-    let outcome = commands::send(queue, state.settings.command_timeout, request_id, &request).await;
+    let gateway = &target.gateway.id_physical_device;
+    // A gateway connected to another node gets the command through that node.
+    let outcome = match state.gateways.commands(gateway) {
+        Some(queue) => commands::send(Some(queue), state.settings.command_timeout, request_id, &request).await,
+        None => peers::commands::call(state, gateway, request_id, &request).await?,
+    };
     record.outcome = match &outcome {
         Ok(response) => response.status.to_string(),
         Err(e) => e.outcome().to_string(),

@@ -1,0 +1,116 @@
+//! Commands to a gateway connected to another node (docs/api.md, "Commands"): the node that
+//! received the API call asks the node holding the gateway's connection, through the database
+//! ([`Change::Command`]); that node sends the request as its own and tells the answer back
+//! ([`Change::Answer`]). The caller's node records the command (event 213) as for a local one;
+//! the gateway sees no difference.
+
+use std::time::Duration;
+
+use devicecloud_protocol::{CommandRequest, CommandResponse};
+use devicecloud_store::notify::MAX_PAYLOAD;
+use devicecloud_store::{StoreError, devices};
+use tokio::sync::oneshot;
+
+use super::apply;
+use super::{Answer, Change};
+use crate::commands::{self, CommandError};
+
+use crate::state::AppState;
+
+/// Room kept in a notification for the envelope around an answer.
+const ENVELOPE: usize = 256;
+
+/// Sends `request` to gateway `device` through the node holding its connection, and waits for
+/// the answer at most the command timeout. [`CommandError::Offline`] when no other node holds
+/// it (or there are no other nodes).
+pub async fn call(
+    state: &AppState,
+    device: &str,
+    request_id: String,
+    request: &CommandRequest,
+) -> Result<Result<CommandResponse, CommandError>, StoreError> {
+    let limit = state.settings.command_timeout;
+    let node = match devices::connected_node(&state.db, device).await? {
+        Some(node) if node != state.node_id && state.peers.reaches_others() => node,
+        _ => return Ok(Err(CommandError::Offline)),
+    };
+    let (reply, answer) = oneshot::channel();
+    state.peers.wait(&request_id, reply);
+    let payload = String::from_utf8_lossy(&request.to_payload()).into_owned();
+    let command = Change::Command {
+        to: node,
+        reply_to: state.node_id.clone(),
+        device: device.to_string(),
+        request_id: request_id.clone(),
+        payload,
+    };
+    apply::tell(state, command);
+    let answer = tokio::time::timeout(limit, answer).await;
+    state.peers.forget(&request_id);
+    Ok(match answer {
+        Ok(Ok(answer)) => outcome(answer, limit),
+        // The other node never answered (it died, or its answer was lost).
+        Ok(Err(_)) | Err(_) => Err(CommandError::Timeout(limit)),
+    })
+}
+
+/// The caller's outcome of an answer.
+fn outcome(answer: Answer, limit: Duration) -> Result<CommandResponse, CommandError> {
+    match answer {
+        Answer::Response { status, payload } => Ok(CommandResponse { status, payload }),
+        Answer::Failed { outcome, why } => Err(match outcome.as_str() {
+            "offline" => CommandError::Offline,
+            "disconnected" => CommandError::Disconnected,
+            "timeout" => CommandError::Timeout(limit),
+            _ => CommandError::BadResponse(why),
+        }),
+    }
+}
+
+/// Sends a command another node relays to a gateway connected here, and tells that node what
+/// became of it.
+pub(super) fn relay(state: &AppState, reply_to: &str, device: &str, request_id: &str, payload: &str) {
+    let (state, reply_to, device, request_id, payload) = (
+        state.clone(),
+        reply_to.to_string(),
+        device.to_string(),
+        request_id.to_string(),
+        payload.as_bytes().to_vec(),
+    );
+    // Bounded by the command timeout.
+    tokio::spawn(async move {
+        let queue = state.gateways.commands(&device);
+        let limit = state.settings.command_timeout;
+        let answer = match commands::send_payload(queue, limit, request_id.clone(), payload).await {
+            Ok(response) => Answer::Response {
+                status: response.status,
+                payload: response.payload,
+            },
+            Err(e) => Answer::Failed {
+                outcome: e.outcome().to_string(),
+                why: e.to_string(),
+            },
+        };
+        let answer = fitting(answer);
+        apply::tell(
+            &state,
+            Change::Answer {
+                to: reply_to,
+                request_id,
+                answer,
+            },
+        );
+    });
+}
+
+/// The answer, or why it cannot travel: a notification holds less than 8,000 bytes.
+fn fitting(answer: Answer) -> Answer {
+    let bytes = serde_json::to_string(&answer).map_or(usize::MAX, |text| text.len());
+    if bytes + ENVELOPE <= MAX_PAYLOAD {
+        return answer;
+    }
+    Answer::Failed {
+        outcome: "invalid response".to_string(),
+        why: format!("the answer ({bytes} bytes) is too large to pass between nodes"),
+    }
+}
