@@ -83,7 +83,7 @@ pub(crate) async fn ping(http: &reqwest::Client, url: &str, bearer: &str) -> Res
 
 /// `connections` callers ping gateways in turn, back to back, for `duration`; every answer
 /// must be the gateway's pong.
-async fn run(
+pub(crate) async fn run(
     http: &reqwest::Client,
     urls: &Arc<Vec<String>>,
     token: &str,

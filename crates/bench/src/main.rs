@@ -14,6 +14,7 @@
 
 mod abuse;
 mod api;
+mod cluster;
 mod commands;
 mod crash;
 mod dashboard;
@@ -94,6 +95,9 @@ enum BenchCommand {
     /// Pings through HTTP → MQTT → simulated gateway → HTTP across many gateways: latency
     /// percentiles and commands/s.
     Commands(commands::CommandsOptions),
+    /// Several nodes on one PostgreSQL database: pings through the node holding the gateways
+    /// and relayed through another node, and durable ingest on one node against all nodes.
+    Cluster(cluster::ClusterOptions),
     /// Measurements at a paced rate over MQTT to one measurements webhook on loopback: latency
     /// from PUBACK to the receiver's 2xx, and the outbox at start and end.
     Webhook {
@@ -129,6 +133,7 @@ async fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Stream(options) => stream::stream(options).await,
         BenchCommand::Idle(options) => idle::idle(options).await,
         BenchCommand::Commands(options) => commands::commands(options).await,
+        BenchCommand::Cluster(options) => cluster::cluster(options).await,
         BenchCommand::Webhook {
             rate,
             seconds,

@@ -465,9 +465,7 @@ async fn a_command_through_any_node_reaches_the_gateway_where_it_is() {
 
     for node in [a, b, c] {
         let started = tokio::time::Instant::now();
-        let pong = node
-            .json(reqwest::Method::GET, &admin, &format!("{device}/ping"))
-            .await;
+        let pong = node.json(reqwest::Method::GET, &admin, &format!("{device}/ping")).await;
         assert_eq!(pong["status"], json!(200), "ping through {}: {pong}", node.base());
         assert_eq!(pong["payload"]["data"], json!("pong"), "{pong}");
         eprintln!("ping through {}: {:?}", node.base(), started.elapsed());
@@ -477,7 +475,11 @@ async fn a_command_through_any_node_reaches_the_gateway_where_it_is() {
     assert_eq!(a.total(&admin, &events).await, 3);
 
     let offline = reqwest::Client::new()
-        .get(format!("{}/api/v2/physical-device/{}/ping", b.base(), absent.id.unwrap()))
+        .get(format!(
+            "{}/api/v2/physical-device/{}/ping",
+            b.base(),
+            absent.id.unwrap()
+        ))
         .bearer_auth(&admin)
         .send()
         .await
