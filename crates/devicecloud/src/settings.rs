@@ -58,6 +58,10 @@ pub struct Settings {
     pub rate_limit: Option<RateLimit>,
     /// The key that encrypts webhook secrets; `None`: `secret.key` in the data dir.
     pub secret_key_file: Option<PathBuf>,
+    /// This node's name among the nodes sharing a database; `None`: host name and process id.
+    pub node_id: Option<String>,
+    /// How long a node's lease lasts without renewal (at least 3 s).
+    pub node_lease_s: u64,
 }
 
 impl Default for Settings {
@@ -88,6 +92,8 @@ impl Default for Settings {
             trusted_proxies: Vec::new(),
             rate_limit: devicecloud_server::Settings::default().rate_limit,
             secret_key_file: None,
+            node_id: None,
+            node_lease_s: 15,
         }
     }
 }
@@ -256,6 +262,12 @@ impl Settings {
         if let Some(v) = env("SECRET_KEY_FILE") {
             s.secret_key_file = Some(v.into());
         }
+        if let Some(v) = env("NODE_ID") {
+            s.node_id = Some(node_id(&v).context("DEVICECLOUD_NODE_ID")?);
+        }
+        if let Some(v) = env("NODE_LEASE_S") {
+            s.node_lease_s = lease(&v).context("DEVICECLOUD_NODE_LEASE_S")?;
+        }
         s.limits.apply_env(env)?;
         s.retention.apply_env(env)?;
         if let Some(v) = &flags.data_dir {
@@ -346,8 +358,30 @@ impl Settings {
             },
             rate_limit: self.rate_limit,
             secret_key_file: Some(self.secret_key_file()),
+            node_id: self.node_id.clone(),
+            node_lease: Duration::from_secs(self.node_lease_s),
             ..devicecloud_server::Settings::default()
         }
+    }
+}
+
+/// A node id: 1 to 64 letters, digits, `.`, `_` or `-`.
+fn node_id(text: &str) -> Result<String> {
+    let ok = (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !ok {
+        bail!("{text:?} is not a node id: 1 to 64 letters, digits, '.', '_' or '-'");
+    }
+    Ok(text.to_string())
+}
+
+/// A node lease in whole seconds, at least 3 (it is renewed every third of it).
+fn lease(text: &str) -> Result<u64> {
+    match text.parse::<u64>() {
+        Ok(s) if s >= 3 => Ok(s),
+        _ => bail!("{text:?} is not a whole number of seconds of at least 3"),
     }
 }
 

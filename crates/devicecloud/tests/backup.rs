@@ -484,6 +484,7 @@ async fn on_postgres_the_printed_pg_dump_and_pg_restore_commands_carry_every_ack
     let live = Store {
         data_dir: files.join("live"),
         database_url: Some(fresh_postgres(&base, "live").await),
+        env: Vec::new(),
     };
     let dump = files.join("devicecloud.dump");
     let (ingested, out) = ingest_around(&live, async || {
@@ -509,6 +510,7 @@ async fn on_postgres_the_printed_pg_dump_and_pg_restore_commands_carry_every_ack
     let restored = Store {
         data_dir: files.join("restored"),
         database_url: Some(fresh_postgres(&base, "restored").await),
+        env: Vec::new(),
     };
     let out = restored.admin_ok(&["restore", "--from", dump.to_str().unwrap()]).await;
     assert!(

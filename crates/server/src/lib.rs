@@ -13,6 +13,7 @@ pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod mqtt;
+pub mod nodes;
 pub mod origin;
 pub mod page_cache;
 pub mod peers;
@@ -45,6 +46,7 @@ pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: Cancel
 /// cancelled.
 pub(crate) fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
     tracker.spawn(peers::apply::listen(state.clone()));
+    tracker.spawn(nodes::keep(state.clone()));
     webhooks::spawn_worker(state, tracker, shutdown);
     retention::spawn(state, tracker, shutdown);
     let (status_state, status_shutdown) = (state.clone(), shutdown.clone());

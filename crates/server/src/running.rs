@@ -115,6 +115,8 @@ impl Running {
         self.shutdown.cancel();
         self.tracker.close();
         let drained = tokio::time::timeout(grace, self.tracker.wait()).await.is_ok();
+        // Gone cleanly: this node's gateways were marked as their connections closed.
+        crate::nodes::leave(&self.state).await;
         self.state.close().await;
         drained
     }

@@ -75,6 +75,12 @@ pub struct Settings {
     pub retention: devicecloud_store::retention::Retention,
     /// How often expired points and rollups are removed (`DEVICECLOUD_RETENTION_INTERVAL_S`).
     pub retention_interval: Duration,
+    /// This node's name among the nodes sharing the store (`DEVICECLOUD_NODE_ID`); `None`: the
+    /// host name and the process id.
+    pub node_id: Option<String>,
+    /// How long this node's lease lasts without renewal (`DEVICECLOUD_NODE_LEASE_S`, 15 s): a
+    /// node silent for longer is taken for dead, and the gateways it held for disconnected.
+    pub node_lease: Duration,
 }
 
 /// The limits of docs/operations.md, "Limits": every one a setting, each refusal the
@@ -174,6 +180,8 @@ impl Default for Settings {
             stream_retention: Duration::from_secs(600),
             retention: devicecloud_store::retention::Retention::default(),
             retention_interval: Duration::from_secs(600),
+            node_id: None,
+            node_lease: Duration::from_secs(15),
         }
     }
 }
@@ -303,7 +311,7 @@ impl AppState {
             tracker,
             shutdown.clone(),
         );
-        let node_id = uuid::Uuid::new_v4().to_string();
+        let node_id = settings.node_id.clone().unwrap_or_else(default_node_id);
         let peers = Peers::start(&db, &node_id, tracker, shutdown);
         AppState(Arc::new(Services {
             ingest: IngestQueue::start(
@@ -343,4 +351,18 @@ impl AppState {
         self.ingest_db.close().await;
         self.writer.close().await;
     }
+}
+
+/// The host name and the process id (`gateway-7-4242`): unique among live nodes, new at every
+/// start.
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(40)
+        .collect();
+    let host = if host.is_empty() { "node".to_string() } else { host };
+    format!("{host}-{}", std::process::id())
 }

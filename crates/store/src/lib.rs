@@ -24,6 +24,7 @@ pub mod events;
 pub mod groups;
 pub mod ingest;
 pub mod memberships;
+pub mod nodes;
 pub mod notify;
 pub mod partitions;
 pub mod raw_data;

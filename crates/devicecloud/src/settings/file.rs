@@ -40,6 +40,8 @@ struct FileSettings {
     /// `N/S` or `off`.
     rate_limit: Option<String>,
     secret_key_file: Option<PathBuf>,
+    node_id: Option<String>,
+    node_lease_s: Option<u64>,
 }
 
 impl Settings {
@@ -79,6 +81,8 @@ impl Settings {
             trusted_proxies,
             rate_limit,
             secret_key_file,
+            node_id,
+            node_lease_s,
         } = file;
         self.data_dir = data_dir.unwrap_or(self.data_dir.clone());
         self.database_url = database_url.or(self.database_url.take());
@@ -121,6 +125,13 @@ impl Settings {
                 RateLimit::parse(&text).map_err(|e| anyhow::anyhow!("rate_limit in {}: {e}", path.display()))?;
         }
         self.secret_key_file = secret_key_file.or(self.secret_key_file.take());
+        if let Some(id) = node_id {
+            self.node_id = Some(super::node_id(&id).with_context(|| format!("node_id in {}", path.display()))?);
+        }
+        if let Some(s) = node_lease_s {
+            self.node_lease_s =
+                super::lease(&s.to_string()).with_context(|| format!("node_lease_s in {}", path.display()))?;
+        }
         Ok(())
     }
 }

@@ -43,6 +43,8 @@ impl Drop for Dir {
 pub struct Store {
     pub data_dir: PathBuf,
     pub database_url: Option<String>,
+    /// More `DEVICECLOUD_*` settings of its processes.
+    pub env: Vec<(&'static str, String)>,
 }
 
 impl Store {
@@ -50,6 +52,7 @@ impl Store {
         Store {
             data_dir: dir.0.clone(),
             database_url: None,
+            env: Vec::new(),
         }
     }
 
@@ -71,6 +74,7 @@ impl Store {
         if let Some(url) = &self.database_url {
             c.env("DEVICECLOUD_DATABASE_URL", url);
         }
+        c.envs(self.env.iter().map(|(k, v)| (*k, v.as_str())));
         c
     }
 

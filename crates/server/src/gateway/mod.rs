@@ -3,7 +3,7 @@
 //! the gateway protocol (docs/gateway-protocol.md, "Messages" and "Event codes the cloud records").
 
 mod auth;
-mod departures;
+pub mod departures;
 mod measurements;
 pub mod rejections;
 

@@ -91,6 +91,16 @@ impl GatewayRegistry {
         }
     }
 
+    /// Ends every live connection of this node (its lease was taken while it still ran: the
+    /// gateways are shown disconnected, and connect again to be shown connected).
+    pub fn revoke_all(&self) {
+        if let Ok(mut live) = self.live.lock() {
+            for (_, l) in live.drain() {
+                let _ = l.kick.send(Kick::Revoked);
+            }
+        }
+    }
+
     /// Tells the live connection of `device` on this node, if any, that a connection to
     /// another node took over (`peers`).
     pub fn take_over(&self, device: &str) {

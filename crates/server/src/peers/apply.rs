@@ -20,6 +20,7 @@ impl Change {
                 state.pages.invalidate();
                 state.auth.rights_changed();
             }
+            Change::Webhooks => state.webhooks.webhook_changed(),
             Change::Revoked { device } => state.gateways.revoke(device),
             Change::Connected { device } => state.gateways.take_over(device),
             Change::Command {

@@ -41,6 +41,8 @@ pub enum Change {
     Roles { id_user: String },
     /// A group was created, changed or deleted.
     Groups,
+    /// A webhook was created, changed or deleted: routes are read again, lanes revised.
+    Webhooks,
     /// A gateway's credentials stopped being valid (token rotated, device archived): its
     /// connection ends, wherever it is.
     Revoked { device: String },

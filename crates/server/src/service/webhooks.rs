@@ -12,6 +12,7 @@ use super::validate::Fields;
 use super::{Input, Result, ServiceError, access};
 use crate::auth::secrets::random_token;
 use crate::auth::{Caller, Role};
+use crate::peers::{self, Change};
 use crate::state::AppState;
 use crate::webhooks::address::{self, MAX_URL_CHARS};
 use crate::webhooks::format::{FORMATTERS, formatter};
@@ -142,7 +143,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
                 format!("The group already has {per_group} webhooks, the most it may have."),
             )
         })?;
-    state.webhooks.webhook_changed();
+    peers::apply::change(state, Change::Webhooks);
     Ok(Created { row, secret })
 }
 
@@ -171,7 +172,7 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
         .await?
         .ok_or_else(|| ServiceError::not_found("Webhook", id))?;
     metrics::counter!(crate::webhooks::ITEMS, "outcome" => "dropped").increment(dropped);
-    state.webhooks.webhook_changed();
+    peers::apply::change(state, Change::Webhooks);
     Ok(row)
 }
 
@@ -216,6 +217,6 @@ pub async fn toggle(state: &AppState, caller: &Caller, id: &str) -> Result<Webho
 pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::webhook(state, caller, id, Role::Manager).await?;
     webhooks::delete(&state.db, id).await?;
-    state.webhooks.webhook_changed();
+    peers::apply::change(state, Change::Webhooks);
     Ok(())
 }

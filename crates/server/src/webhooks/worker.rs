@@ -77,6 +77,8 @@ struct Context {
     settings: Arc<Settings>,
     client: reqwest::Client,
     shutdown: CancellationToken,
+    /// This node, which holds a lane before it works it (several nodes share the store).
+    node_id: String,
 }
 
 /// Starts the worker on `tracker`: lanes for the active webhooks, revised when webhooks change,
@@ -97,6 +99,7 @@ pub fn spawn_worker(state: &AppState, tracker: &TaskTracker, shutdown: &Cancella
         settings: state.settings.clone(),
         client,
         shutdown: shutdown.clone(),
+        node_id: state.node_id.clone(),
     });
     let start = context.clone();
     tracker.spawn(async move {
@@ -184,6 +187,7 @@ async fn lane(context: Arc<Context>, hook: WebhookRow) {
         hook: &hook,
         credentials,
         backlog_checked: None,
+        held_until: None,
     };
     loop {
         // Registered before looking at the queue, so that a commit in between is not missed.
@@ -243,6 +247,8 @@ struct Lane<'a> {
     credentials: Credentials,
     /// When the backlog was last counted.
     backlog_checked: Option<Instant>,
+    /// Until when this node holds the lane (its lease in the store), as far as it knows.
+    held_until: Option<Instant>,
 }
 
 impl Lane<'_> {
@@ -250,6 +256,11 @@ impl Lane<'_> {
     /// hand, count the backlog now and then.
     async fn step(&mut self) -> Result<Next, StoreError> {
         let (context, hook) = (self.context, self.hook);
+        if !self.hold().await? {
+            // Another node works this lane; look again once its lease could have run out.
+            let lease = context.settings.node_lease;
+            return Ok(Next::RetryAt(now_ms() + (lease / 3).as_millis() as i64));
+        }
         let pending = webhooks::pending_delivery(&context.db, &hook.id_webhook).await?;
         let delivery = match pending {
             Some(d) => Some(d),
@@ -273,6 +284,33 @@ impl Lane<'_> {
             return Ok(Next::RetryAt(delivery.next_attempt_ms));
         }
         self.attempt(&delivery).await
+    }
+
+    /// Whether this node holds the lane, renewing its lease in the store once a third of it
+    /// has passed (one write per lane every few seconds, not one per batch). With several nodes
+    /// one node works a lane at a time, so every batch is posted by one node, in order; a lane
+    /// whose node died is taken once its lease ran out.
+    async fn hold(&mut self) -> Result<bool, StoreError> {
+        let lease = self.context.settings.node_lease;
+        if self
+            .held_until
+            .is_some_and(|until| until.saturating_duration_since(Instant::now()) > lease * 2 / 3)
+        {
+            return Ok(true);
+        }
+        // The local deadline is taken before the write, so it never outlasts the stored one.
+        let until = Instant::now() + lease;
+        let now = now_ms();
+        let held = devicecloud_store::nodes::hold_lane(
+            &self.context.db,
+            &self.hook.id_webhook,
+            &self.context.node_id,
+            now,
+            now + lease.as_millis() as i64,
+        )
+        .await?;
+        self.held_until = held.then_some(until);
+        Ok(held)
     }
 
     /// Posts a delivery once, logs the attempt and decides what becomes of the delivery, and of
@@ -364,8 +402,7 @@ async fn cut(context: &Context, hook: &WebhookRow) -> Result<Option<DeliveryRow>
         return Ok(None);
     }
     let (body, content_type) = format::body(hook, &records);
-    let delivery = webhooks::cut_delivery(&context.db, &hook.id_webhook, &ids, body, content_type, now_ms()).await?;
-    Ok(Some(delivery))
+    webhooks::cut_delivery(&context.db, &hook.id_webhook, &ids, body, content_type, now_ms()).await
 }
 
 /// Removes attempts and failed deliveries older than the retention, hourly.

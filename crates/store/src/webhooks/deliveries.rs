@@ -80,7 +80,9 @@ pub async fn pending_delivery(db: &Db, id_webhook: &str) -> Result<Option<Delive
 }
 
 /// Stores a rendered batch as a pending delivery and removes its rows from the outbox, in one
-/// transaction: every record is either queued or in a delivery, never both or neither.
+/// transaction: every record is either queued or in a delivery, never both or neither, and in
+/// one delivery only. `None` (nothing stored) when some of the rows were no longer queued: another
+/// node's lane took them meanwhile (a lane whose lease it lost while it worked).
 pub async fn cut_delivery(
     db: &Db,
     id_webhook: &str,
@@ -88,7 +90,7 @@ pub async fn cut_delivery(
     body: Vec<u8>,
     content_type: &str,
     now_ms: i64,
-) -> Result<DeliveryRow> {
+) -> Result<Option<DeliveryRow>> {
     let delivery = DeliveryRow {
         id_delivery: new_id(),
         id_webhook: id_webhook.to_string(),
@@ -100,7 +102,7 @@ pub async fn cut_delivery(
         created_ms: now_ms,
     };
     let _turn = db.write_turn().await?;
-    on_pool!(db, |p| async {
+    let stored: Option<()> = on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
         sqlx::query(
             "INSERT INTO webhook_deliveries (id_delivery, id_webhook, body, content_type, item_count, state, \
@@ -115,15 +117,24 @@ pub async fn cut_delivery(
         .execute(&mut *tx)
         .await?;
         // By id, not by range: on PostgreSQL a lower id may commit after a higher one.
+        let mut removed = 0;
         for chunk in outbox_ids.chunks(500) {
             let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
             let sql = format!("DELETE FROM webhook_outbox WHERE id_outbox IN ({list})");
-            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
+            removed += sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
         }
-        tx.commit().await
+        if removed < outbox_ids.len() as u64 {
+            tx.rollback().await?;
+            return Ok::<_, sqlx::Error>(None);
+        }
+        tx.commit().await?;
+        Ok(Some(()))
     }
     .await)?;
-    Ok(delivery)
+    Ok(stored.map(|()| delivery))
 }
 
 /// The result of one delivery attempt, as logged.

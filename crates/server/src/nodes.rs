@@ -1,0 +1,84 @@
+//! This node's lease, and the gateways of nodes that are gone (docs/operations.md, "Several
+//! nodes"). Every third of the lease (`DEVICECLOUD_NODE_LEASE_S`, 15 s) the node renews its row
+//! in the store, removes the rows of nodes whose lease ran out, and marks disconnected (event
+//! 208, value 0) the gateways shown connected through a node without a lease. So the gateways
+//! of a node killed outright are shown disconnected within about one lease and a third, by
+//! whichever node gets there first, once.
+//!
+//! On SQLite one process serves the store, so every other node's row is removed at start: the
+//! gateways shown connected before a crash are marked disconnected at once.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use devicecloud_store::{Backend, nodes};
+
+use crate::gateway::departures;
+use crate::state::AppState;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Keeps the lease until shutdown.
+pub async fn keep(state: AppState) {
+    let lease = state.settings.node_lease;
+    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    if state.writer.backend() == Backend::Sqlite
+        && let Err(e) = nodes::alone(&state.writer, &state.node_id).await
+    {
+        tracing::warn!(error = %e, "cannot clear the leases of earlier processes");
+    }
+    let mut every = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renewed_before = false;
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = state.shutdown.cancelled() => return,
+        }
+        let now = now_ms();
+        match nodes::renew(&state.writer, &state.node_id, now, now.saturating_add(lease_ms)).await {
+            Ok(true) => {}
+            Ok(false) if renewed_before => {
+                // Another node took this one for dead (it could not renew for a whole lease)
+                // and marked its gateways disconnected: they connect again to be shown.
+                tracing::warn!(node = %state.node_id, "this node's lease had run out; closing its gateway connections");
+                state.gateways.revoke_all();
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot renew this node's lease");
+                continue;
+            }
+        }
+        renewed_before = true;
+        match nodes::expire(&state.writer, now).await {
+            Ok(gone) => {
+                for node in gone {
+                    tracing::warn!(node = %node, "a node's lease ran out: its gateways are marked disconnected");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot look for nodes whose lease ran out"),
+        }
+        match nodes::abandoned(&state.writer, now / 1000).await {
+            Ok(marked) if !marked.is_empty() => {
+                tracing::info!(
+                    count = marked.len(),
+                    "gateways of nodes that are gone marked disconnected"
+                );
+                departures::abandoned(&state, &marked).await;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot mark the gateways of nodes that are gone"),
+        }
+    }
+}
+
+/// Removes this node's lease on a clean stop.
+pub async fn leave(state: &AppState) {
+    if let Err(e) = nodes::leave(&state.writer, &state.node_id).await {
+        tracing::warn!(error = %e, "cannot remove this node's lease");
+    }
+}
