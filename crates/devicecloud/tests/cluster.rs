@@ -125,18 +125,9 @@ impl Gateway {
         }
     }
 
-    /// One second of every datatype: datatype d is `second + d / 10`.
+    /// One second of every datatype ([`one_second`]).
     async fn measure(&mut self, second: i64) {
-        let measurement = Measurement {
-            device: None,
-            ts: Some(Timestamp {
-                seconds: second,
-                microseconds: 0,
-            }),
-            values: (1..=DATATYPES).map(|d| (d, value(second, d))).collect(),
-        };
-        self.publish("v1/gateway/measurements", measurements_payload(&[measurement]))
-            .await;
+        self.publish("v1/gateway/measurements", one_second(second)).await;
     }
 }
 
@@ -218,6 +209,19 @@ async fn within_a_second(on: &[&Serve], token: &str, path: &str, want: StatusCod
         }
     }
     started.elapsed()
+}
+
+/// A measurement message of one second of every datatype: datatype d is `second + d / 10`.
+fn one_second(second: i64) -> Vec<u8> {
+    let measurement = Measurement {
+        device: None,
+        ts: Some(Timestamp {
+            seconds: second,
+            microseconds: 0,
+        }),
+        values: (1..=DATATYPES).map(|d| (d, value(second, d))).collect(),
+    };
+    measurements_payload(&[measurement])
 }
 
 fn value(second: i64, datatype: u32) -> f64 {
@@ -509,6 +513,26 @@ async fn a_command_through_any_node_reaches_the_gateway_where_it_is() {
     cluster.stop().await;
 }
 
+/// Waits until every gateway of `ids` is shown disconnected through `node`: within the lease
+/// (3 s in these tests) and a third, plus one pass, of `killed`.
+async fn shown_disconnected(node: &Serve, admin: &str, ids: &[String], killed: tokio::time::Instant) {
+    for id in ids {
+        let path = format!("/api/v2/physical-device/{id}");
+        while node.json(reqwest::Method::GET, admin, &path).await["is_connected"] != json!(0) {
+            assert!(
+                killed.elapsed() < Duration::from_secs(6),
+                "a gateway of the killed node still shown connected after {:?}",
+                killed.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    eprintln!(
+        "gateways of the killed node shown disconnected after {:?}",
+        killed.elapsed()
+    );
+}
+
 /// A node killed outright (SIGKILL): the gateway it held and that did not come back is shown
 /// disconnected by the surviving node within the lease (3 s here) and a third, with one
 /// connection-loss event (208, value 0); a gateway that reconnected to the surviving node stays
@@ -544,22 +568,7 @@ async fn the_gateways_of_a_killed_node_are_marked_disconnected_within_the_lease(
     let mut again = Gateway::connect(b.mqtt, &back.serial, &back.token).await;
     again.hello().await;
 
-    loop {
-        let device = b.json(reqwest::Method::GET, &admin, &connected(&ids[0])).await;
-        if device["is_connected"] == json!(0) {
-            break;
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(6),
-            "the killed node's gateway still shown connected after {:?}",
-            killed.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    eprintln!(
-        "gateway of the killed node shown disconnected after {:?}",
-        killed.elapsed()
-    );
+    shown_disconnected(b, &admin, &ids[..1], killed).await;
     let device = b.json(reqwest::Method::GET, &admin, &connected(&ids[1])).await;
     assert_eq!(device["is_connected"], json!(1), "the gateway that came back: {device}");
     let losses = |id: &str| format!("/api/v2/event?filter[source_device]={id}&filter[event_type]=208&filter[value]=0");
@@ -647,6 +656,25 @@ impl Receiver {
     }
 }
 
+/// A new group with a measurements webhook, created through `node`, to a receiver of its own.
+async fn group_with_webhook(node: &Serve, admin: &str, label: &str) -> (String, Receiver) {
+    let group = Provisioner::new(&node.base(), admin).create_group(label).await.unwrap();
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+    let created = reqwest::Client::new()
+        .post(format!("{}/api/v2/webhook", node.base()))
+        .bearer_auth(admin)
+        .json(
+            &json!({"label": label, "id_group": group, "forwarding_type": "measurements",
+                      "formatter": "json", "url": url}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    (group, receiver)
+}
+
 /// One webhook while three nodes ingest, each from its own gateway: every acknowledged point
 /// reaches the receiver once, in batches each posted once (one node works the webhook's lane).
 #[tokio::test]
@@ -657,20 +685,7 @@ async fn one_webhook_gets_every_record_once_while_every_node_ingests() {
     let a = &cluster.nodes[0];
     let admin = a.token(&cluster.credentials).await;
     let provisioner = Provisioner::new(&a.base(), &admin);
-    let group = provisioner.create_group("one webhook").await.unwrap();
-    let receiver = Receiver::default();
-    let url = receiver.start().await;
-    let created = reqwest::Client::new()
-        .post(format!("{}/api/v2/webhook", a.base()))
-        .bearer_auth(&admin)
-        .json(
-            &json!({"label": "across nodes", "id_group": group, "forwarding_type": "measurements",
-                      "formatter": "json", "url": url}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
+    let (group, receiver) = group_with_webhook(a, &admin, "one webhook").await;
 
     let mut publishers = Vec::new();
     for (i, node) in cluster.nodes.iter().enumerate() {
@@ -715,5 +730,239 @@ async fn one_webhook_gets_every_record_once_while_every_node_ingests() {
     assert_eq!(deliveries.len(), posted, "a delivery was posted twice");
     eprintln!("{expected} points in {posted} deliveries");
 
+    cluster.stop().await;
+}
+
+/// HAProxy in front of the nodes, as `deploy/haproxy/haproxy.cfg` puts it (MQTT over TCP, health
+/// from each node's `/readyz`), on a free port; `None` (with a note) without `haproxy` on `PATH`,
+/// a failure with `DEVICECLOUD_REQUIRE_HAPROXY=1` (CI).
+struct Haproxy {
+    mqtt: std::net::SocketAddr,
+    _child: tokio::process::Child,
+    _dir: Dir,
+}
+
+impl Haproxy {
+    async fn start(nodes: &[Serve]) -> Option<Haproxy> {
+        let found = std::process::Command::new("haproxy").arg("-v").output().is_ok();
+        if !found {
+            assert!(
+                std::env::var("DEVICECLOUD_REQUIRE_HAPROXY").as_deref() != Ok("1"),
+                "DEVICECLOUD_REQUIRE_HAPROXY=1 but no haproxy on PATH (Debian: apt-get install haproxy)"
+            );
+            eprintln!("note: no haproxy on PATH, the test through HAProxy is skipped");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let servers: String = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("    server n{i} {} check port {}\n", n.mqtt, n.http.port()))
+            .collect();
+        let config = format!(
+            "global\n    maxconn 2000\ndefaults\n    timeout connect 2s\n    timeout client 150s\n    timeout server 150s\n\
+             frontend mqtt\n    bind 127.0.0.1:{port}\n    mode tcp\n    default_backend nodes\n\
+             backend nodes\n    mode tcp\n    balance leastconn\n    option redispatch\n    retries 3\n\
+             \x20   option httpchk\n    http-check send meth GET uri /readyz\n    http-check expect status 200\n\
+             \x20   default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions\n{servers}"
+        );
+        let dir = Dir::new("haproxy");
+        let path = dir.join("haproxy.cfg");
+        std::fs::write(&path, config).unwrap();
+        let child = tokio::process::Command::new("haproxy")
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mqtt: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(mqtt).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Health checks see every node up (two passes of 500 ms).
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        Some(Haproxy {
+            mqtt,
+            _child: child,
+            _dir: dir,
+        })
+    }
+}
+
+/// Publishes one second of every datatype per message through `mqtt` until `stop`, each message
+/// again after a lost connection until it is acknowledged (a new connection each time, as a
+/// gateway does); the seconds acknowledged.
+async fn publish_through(
+    mqtt: std::net::SocketAddr,
+    serial: String,
+    token: String,
+    first: i64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<i64> {
+    let mut acked = Vec::new();
+    let mut second = first;
+    'connections: while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut options = MqttOptions::new(serial.clone(), mqtt.ip().to_string(), mqtt.port());
+        options.set_credentials(serial.clone(), token.clone());
+        options.set_keep_alive(Duration::from_secs(30));
+        let (client, mut events) = AsyncClient::new(options, 8);
+        match tokio::time::timeout(Duration::from_secs(5), events.poll()).await {
+            Ok(Ok(Event::Incoming(Packet::ConnAck(ack)))) if ack.code == ConnectReturnCode::Success => {}
+            _ => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        }
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let payload = one_second(second);
+            if client
+                .publish("v1/gateway/measurements", QoS::AtLeastOnce, false, payload)
+                .await
+                .is_err()
+            {
+                continue 'connections;
+            }
+            loop {
+                match tokio::time::timeout(Duration::from_secs(5), events.poll()).await {
+                    Ok(Ok(Event::Incoming(Packet::PubAck(_)))) => break,
+                    Ok(Ok(_)) => {}
+                    // The connection is gone: the message goes again on the next one.
+                    Ok(Err(_)) | Err(_) => continue 'connections,
+                }
+            }
+            acked.push(second);
+            second += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    acked
+}
+
+/// Gateways publish through HAProxy while node A is killed (SIGKILL): the gateways on A
+/// reconnect to B or C through HAProxy and go on; every acknowledged point is stored once and
+/// reaches the webhook (a batch posted twice only under its one delivery id); the gateways
+/// connected to A that do not come back are shown disconnected within the lease.
+#[tokio::test]
+async fn a_node_killed_behind_haproxy_loses_no_acknowledged_point() {
+    let Some(mut cluster) = nodes(3, "cluster_failover").await else {
+        return;
+    };
+    let Some(haproxy) = Haproxy::start(&cluster.nodes).await else {
+        cluster.stop().await;
+        return;
+    };
+    let b = &cluster.nodes[1];
+    let admin = b.token(&cluster.credentials).await;
+    let provisioner = Provisioner::new(&b.base(), &admin);
+    let (group, receiver) = group_with_webhook(b, &admin, "failover").await;
+
+    // Six gateways publish through HAProxy (two land on each node); two more on node A do not
+    // come back once it is gone.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut publishers = Vec::new();
+    for i in 0..6 {
+        let spec = provisioner
+            .gateway(&group, &format!("CLUSTER-GW-HA-{i}"), ModuleKind::Core)
+            .await
+            .unwrap();
+        let (mqtt, stop) = (haproxy.mqtt, stop.clone());
+        publishers.push(tokio::spawn(publish_through(
+            mqtt,
+            spec.serial,
+            spec.token,
+            FIRST_SECOND,
+            stop,
+        )));
+    }
+    let mut gone = Vec::new();
+    for i in 0..2 {
+        let spec = provisioner
+            .gateway(&group, &format!("CLUSTER-GW-GONE-{i}"), ModuleKind::Plus)
+            .await
+            .unwrap();
+        let mut gateway = Gateway::connect(cluster.nodes[0].mqtt, &spec.serial, &spec.token).await;
+        gateway.hello().await;
+        gateway.measure(FIRST_SECOND).await;
+        gone.push((spec.id.unwrap(), gateway));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let mut a = cluster.nodes.remove(0);
+    a.child.kill().await.unwrap();
+    let killed = tokio::time::Instant::now();
+    let b = &cluster.nodes[0];
+    let ids: Vec<String> = gone.iter().map(|(id, _)| id.clone()).collect();
+    shown_disconnected(b, &admin, &ids, killed).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked = 0;
+    for publisher in publishers {
+        let seconds = publisher.await.unwrap();
+        assert!(
+            seconds.len() > 20,
+            "a gateway had only {} messages acknowledged",
+            seconds.len()
+        );
+        acked += seconds.len();
+    }
+    // Each gone gateway's one message, plus every acknowledged one: each stored once.
+    let expected = (acked + gone.len()) * DATATYPES as usize;
+    let stored = b.total(&admin, &format!("/api/v2/data?filter[id_group]={group}")).await;
+    assert_eq!(
+        stored,
+        i64::try_from(expected).unwrap(),
+        "points stored against acknowledged"
+    );
+    for (id, _) in &gone {
+        let losses = format!("/api/v2/event?filter[source_device]={id}&filter[event_type]=208&filter[value]=0");
+        assert_eq!(b.total(&admin, &losses).await, 1);
+    }
+
+    // Every stored point reaches the webhook; one repeated only within its own delivery id.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut points = receiver.points();
+        points.sort();
+        points.dedup();
+        if points.len() >= expected {
+            assert_eq!(points.len(), expected);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {expected} points reached the webhook in 30 s",
+            points.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let seen = receiver.seen.lock().unwrap().clone();
+    let mut by_point: std::collections::HashMap<(String, i64, i64), String> = std::collections::HashMap::new();
+    for (delivery, body) in &seen {
+        for item in body["items"].as_array().cloned().unwrap_or_default() {
+            let key = (
+                item["source_device"].as_str().unwrap_or_default().to_string(),
+                item["timestamp_seconds"].as_i64().unwrap_or_default(),
+                item["datatype"].as_i64().unwrap_or_default(),
+            );
+            if let Some(first) = by_point.insert(key.clone(), delivery.clone()) {
+                assert_eq!(&first, delivery, "{key:?} posted in two deliveries");
+            }
+        }
+    }
+    eprintln!(
+        "{acked} messages acknowledged, {expected} points stored and posted in {} requests",
+        seen.len()
+    );
+    drop(gone);
+    drop(haproxy);
     cluster.stop().await;
 }
