@@ -338,10 +338,10 @@ async fn a_stream_client_of_one_node_sees_what_another_node_commits() {
     cluster.stop().await;
 }
 
-/// Rights, tokens and gateway connections across three nodes: a role removed and a token
-/// revoked through B hold on A and C within a second; a device token rotated through B closes
-/// the gateway's connection on A; the gateway reconnecting to C ends its connection on A and
-/// stays connected.
+/// Rights, tokens, gateway connections and sign-in limits across three nodes: a role removed and
+/// a token revoked through B hold on A and C within a second; a device token rotated through B
+/// closes the gateway's connection on A; the gateway reconnecting to C ends its connection on A
+/// and stays connected; failed sign-ins through A count on B.
 #[tokio::test]
 async fn changes_through_one_node_take_effect_on_the_others() {
     let Some(cluster) = nodes(3, "cluster_control").await else {
@@ -439,6 +439,26 @@ async fn changes_through_one_node_take_effect_on_the_others() {
         .await;
     assert_eq!(device["is_connected"], json!(1), "{device}");
     on_c.measure(FIRST_SECOND).await;
+
+    // Ten wrong passwords through A (the limit) close the pair on B too: even the right
+    // password is refused there (429) before it is checked.
+    let grant = |node: &Serve, password: &str| {
+        reqwest::Client::new()
+            .post(format!("{}/oauth2/token", node.base()))
+            .form(&[
+                ("grant_type", "password"),
+                ("client_id", credentials.client_id.as_str()),
+                ("client_secret", credentials.client_secret.as_str()),
+                ("username", "viewer@example.com"),
+                ("password", password),
+            ])
+            .send()
+    };
+    for _ in 0..10 {
+        assert_eq!(grant(a, "wrong password").await.unwrap().status(), 401);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(grant(b, PASSWORD).await.unwrap().status(), 429);
 
     cluster.stop().await;
 }

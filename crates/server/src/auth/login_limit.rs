@@ -5,8 +5,9 @@
 //! that a guesser elsewhere cannot lock an account's owner out; keying by the address alone
 //! would let one address behind a shared proxy lock out everyone behind it.
 //!
-//! The counts live in memory, at most [`MAX_KEYS`] pairs: a restart forgets them, and each node
-//! counts its own.
+//! The counts live in memory, at most [`MAX_KEYS`] pairs: a restart forgets them. With several
+//! nodes, each failure and each success is told to the other nodes (`peers`), so that a guesser
+//! spreading attempts over the nodes meets one limit, not one per node.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -21,7 +22,7 @@ const MAX_KEYS: usize = 100_000;
 /// One (username, client address) pair: the username lower-cased (sign-in compares it so), an
 /// IPv6 client by its /64 (one host usually holds a whole /64 and could otherwise take a fresh
 /// address for every attempt).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct SignInKey {
     username: String,
     address: String,
@@ -79,6 +80,17 @@ impl LoginLimiter {
         }
         failures.entry(key.clone()).or_default().push_back(now);
         Ok(())
+    }
+
+    /// Counts a failure of the pair made through another node.
+    pub fn failed_elsewhere(&self, key: &SignInKey, now: Instant) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if !failures.contains_key(key) {
+            self.make_room(&mut failures, now);
+        }
+        let times = failures.entry(key.clone()).or_default();
+        self.expire(times, now);
+        times.push_back(now);
     }
 
     /// After a successful sign-in the pair's failures are forgotten.

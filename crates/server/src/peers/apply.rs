@@ -21,6 +21,8 @@ impl Change {
                 state.auth.rights_changed();
             }
             Change::Webhooks => state.webhooks.webhook_changed(),
+            Change::SignInFailed { key } => state.login_limiter.failed_elsewhere(key, std::time::Instant::now()),
+            Change::SignedIn { key } => state.login_limiter.succeeded(key),
             Change::Revoked { device } => state.gateways.revoke(device),
             Change::Connected { device } => state.gateways.take_over(device),
             Change::Command {

@@ -18,6 +18,8 @@ use devicecloud_store::Db;
 use devicecloud_store::notify::{self, Subscription};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
+
+use crate::auth::login_limit::SignInKey;
 use tokio_util::sync::CancellationToken;
 
 pub mod apply;
@@ -43,6 +45,10 @@ pub enum Change {
     Groups,
     /// A webhook was created, changed or deleted: routes are read again, lanes revised.
     Webhooks,
+    /// A sign-in of this (username, address) pair failed on the sending node.
+    SignInFailed { key: SignInKey },
+    /// A sign-in of this pair succeeded on the sending node: its failures are forgotten.
+    SignedIn { key: SignInKey },
     /// A gateway's credentials stopped being valid (token rotated, device archived): its
     /// connection ends, wherever it is.
     Revoked { device: String },

@@ -11,6 +11,7 @@ use devicecloud_store::accounts::{self, AccountRow};
 use super::{Result, ServiceError};
 use crate::auth::login_limit::SignInKey;
 use crate::auth::secrets::{hash_password, random_token, verify_password};
+use crate::peers::{self, Change};
 use crate::state::AppState;
 
 /// The account when `password` is its password and it is not disabled; otherwise
@@ -50,10 +51,14 @@ pub async fn checked(
     // A disabled account is refused like a wrong password: nothing tells a guesser which.
     match account.filter(|a| matches && a.disabled == 0) {
         Some(account) => {
-            state.login_limiter.succeeded(key);
+            peers::apply::change(state, Change::SignedIn { key: key.clone() });
             Ok(account)
         }
-        None => Err(ServiceError::SignInRefused),
+        None => {
+            // Counted here already (before the check); the other nodes count it now.
+            peers::apply::tell(state, Change::SignInFailed { key: key.clone() });
+            Err(ServiceError::SignInRefused)
+        }
     }
 }
 
