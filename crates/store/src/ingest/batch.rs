@@ -37,7 +37,7 @@ pub struct Batch {
     pub(super) sorted: Vec<Point>,
     devices: Vec<(String, i64)>,
     /// Inserts of `sorted`, ignoring points already stored.
-    pub(super) inserts: Vec<Statement>,
+    pub(super) inserts: Inserts,
     /// Rollups, latest values, devices' `last_data_at` and session counts, valid when every
     /// point of `sorted` was new.
     pub(super) updates: Vec<Statement>,
@@ -68,7 +68,10 @@ impl Batch {
         devices: Vec<(String, i64)>,
         backend: Backend,
     ) -> Batch {
-        let inserts = insert_points(&sorted, backend);
+        let inserts = match backend {
+            Backend::Sqlite => Inserts::Statements(insert_points(&sorted, backend)),
+            Backend::Postgres => Inserts::Columns(PointColumns::of(&sorted)),
+        };
         let mut updates = Vec::new();
         for (table, width) in [("rollup_minute", 60), ("rollup_hour", 3_600), ("rollup_day", 86_400)] {
             updates.extend(upsert_rollups(table, &rollups(&sorted, width), backend));
@@ -157,6 +160,45 @@ fn chunked<T>(
             values: SqlxValues(Values(chunk.iter().flat_map(&values).collect())),
         })
         .collect()
+}
+
+/// How a batch's raw points go in: statements of many rows (SQLite), or the whole batch as
+/// columns (PostgreSQL), inserted by one statement that unnests five arrays. PostgreSQL then
+/// parses and plans one statement with five parameters instead of one per thousand rows with
+/// five thousand parameters.
+pub(super) enum Inserts {
+    Statements(Vec<Statement>),
+    Columns(PointColumns),
+}
+
+impl Default for Inserts {
+    fn default() -> Inserts {
+        Inserts::Statements(Vec::new())
+    }
+}
+
+/// Points as columns, in key order.
+#[derive(Default)]
+pub(super) struct PointColumns {
+    pub keys: Vec<i64>,
+    pub seconds: Vec<i64>,
+    pub microseconds: Vec<i64>,
+    pub values: Vec<f64>,
+    pub sessions: Vec<Option<i64>>,
+}
+
+impl PointColumns {
+    fn of(points: &[Point]) -> PointColumns {
+        let mut c = PointColumns::default();
+        for p in points {
+            c.keys.push(p.container_key);
+            c.seconds.push(p.seconds);
+            c.microseconds.push(p.microseconds);
+            c.values.push(p.value);
+            c.sessions.push(p.session_key);
+        }
+        c
+    }
 }
 
 /// Inserts points, ignoring any already stored.

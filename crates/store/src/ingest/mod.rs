@@ -16,7 +16,7 @@ use sea_query::Values;
 use sea_query_sqlx::SqlxValues;
 
 pub use batch::Batch;
-use batch::{Statement, int, placeholders, queue_points};
+use batch::{Inserts, Statement, int, placeholders, queue_points};
 
 use crate::db::{Db, Tx, values};
 use crate::webhooks::{RouteTable, Routes};
@@ -199,7 +199,7 @@ async fn write_batch(
         tx = Tx::begin(db).await?;
         let stored = stored_keys(&mut tx, &batch.sorted).await?;
         let mut fresh = batch.without(&stored);
-        if run(&mut tx, std::mem::take(&mut fresh.inserts)).await? != fresh.sorted.len() as u64 {
+        if insert(&mut tx, std::mem::take(&mut fresh.inserts)).await? != fresh.sorted.len() as u64 {
             // Not a resend: a row the database would not take (a NaN value on SQLite).
             return Err(StoreError::Database(sqlx::Error::Protocol(
                 "raw points refused by the database".into(),
@@ -220,7 +220,7 @@ async fn run_new(
     batch: &mut Batch,
     targets: Option<&HashMap<i64, &[String]>>,
 ) -> Result<Option<(Written, usize)>> {
-    if run(tx, std::mem::take(&mut batch.inserts)).await? != batch.sorted.len() as u64 {
+    if insert(tx, std::mem::take(&mut batch.inserts)).await? != batch.sorted.len() as u64 {
         return Ok(None);
     }
     Ok(Some(finish(tx, batch, targets).await?))
@@ -243,6 +243,30 @@ async fn finish(tx: &mut Tx, batch: &mut Batch, targets: Option<&HashMap<i64, &[
         duplicates: batch.submitted - batch.sorted.len(),
     };
     Ok((written, queued))
+}
+
+/// Inserts a batch's raw points, ignoring those stored before; returns how many went in.
+async fn insert(tx: &mut Tx, inserts: Inserts) -> sqlx::Result<u64> {
+    match (inserts, tx) {
+        (Inserts::Statements(statements), tx) => run(tx, statements).await,
+        (Inserts::Columns(c), Tx::Postgres(tx)) => {
+            let sql = "INSERT INTO raw_points (container_key, seconds, microseconds, value, session_key) \
+                       SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::float8[], $5::int8[]) \
+                       ON CONFLICT (container_key, seconds, microseconds) DO NOTHING";
+            let done = sqlx::query(sql)
+                .bind(&c.keys)
+                .bind(&c.seconds)
+                .bind(&c.microseconds)
+                .bind(&c.values)
+                .bind(&c.sessions)
+                .execute(&mut **tx)
+                .await?;
+            Ok(done.rows_affected())
+        }
+        (Inserts::Columns(_), Tx::Sqlite(..)) => {
+            Err(sqlx::Error::Protocol("points as columns are for PostgreSQL".into()))
+        }
+    }
 }
 
 /// Runs statements in order; returns the rows they affected.
