@@ -141,6 +141,11 @@ struct Nodes {
 }
 
 async fn nodes(count: usize, tag: &str) -> Option<Nodes> {
+    nodes_with(count, tag, &[]).await
+}
+
+/// [`nodes`] with more settings.
+async fn nodes_with(count: usize, tag: &str, settings: &[(&'static str, &str)]) -> Option<Nodes> {
     let Some(base) = std::env::var("DEVICECLOUD_TEST_DATABASE_URL")
         .ok()
         .filter(|u| !u.is_empty())
@@ -154,10 +159,14 @@ async fn nodes(count: usize, tag: &str) -> Option<Nodes> {
     let store = |dir: &Dir| Store {
         data_dir: dir.0.clone(),
         database_url: Some(url.clone()),
-        env: vec![
-            ("DEVICECLOUD_NODE_LEASE_S", "3".to_string()),
-            ("DEVICECLOUD_WEBHOOK_ALLOW_PRIVATE", "1".to_string()),
-        ],
+        env: [
+            ("DEVICECLOUD_NODE_LEASE_S", "3"),
+            ("DEVICECLOUD_WEBHOOK_ALLOW_PRIVATE", "1"),
+        ]
+        .iter()
+        .chain(settings)
+        .map(|(k, v)| (*k, v.to_string()))
+        .collect(),
     };
     let credentials = store(&dirs[0]).bootstrap().await;
     let mut nodes = Vec::new();
@@ -984,5 +993,34 @@ async fn a_node_killed_behind_haproxy_loses_no_acknowledged_point() {
     );
     drop(gone);
     drop(haproxy);
+    cluster.stop().await;
+}
+
+/// The rate limit per account holds across the nodes: 15 requests through A leave the account
+/// about 5 through B (of 20 a minute), once A's half-second report has reached B.
+#[tokio::test]
+async fn the_rate_limit_of_an_account_counts_its_requests_on_every_node() {
+    let Some(cluster) = nodes_with(2, "cluster_rate", &[("DEVICECLOUD_RATE_LIMIT", "20/60")]).await else {
+        return;
+    };
+    let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
+    let admin = a.token(&cluster.credentials).await;
+    for _ in 0..15 {
+        assert_eq!(status(a, &admin, "/api/v2/group").await, StatusCode::OK);
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let mut allowed = 0;
+    while status(b, &admin, "/api/v2/group").await == StatusCode::OK {
+        allowed += 1;
+        assert!(
+            allowed <= 20,
+            "node B let through the whole limit: A's requests not counted"
+        );
+    }
+    // 5 left, plus at most one request back (one every 3 s) while the report travelled.
+    assert!(
+        (4..=6).contains(&allowed),
+        "{allowed} requests through B after 15 through A"
+    );
     cluster.stop().await;
 }

@@ -47,6 +47,7 @@ pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: Cancel
 pub(crate) fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
     tracker.spawn(peers::apply::listen(state.clone()));
     tracker.spawn(nodes::keep(state.clone()));
+    tracker.spawn(peers::apply::report_requests(state.clone()));
     webhooks::spawn_worker(state, tracker, shutdown);
     retention::spawn(state, tracker, shutdown);
     let (status_state, status_shutdown) = (state.clone(), shutdown.clone());

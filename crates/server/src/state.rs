@@ -313,6 +313,8 @@ impl AppState {
         );
         let node_id = settings.node_id.clone().unwrap_or_else(default_node_id);
         let peers = Peers::start(&db, &node_id, tracker, shutdown);
+        // With other nodes to tell, requests are counted for them too.
+        let account_limiter = account_limiter.map(|l| if peers.reaches_others() { l.reporting() } else { l });
         AppState(Arc::new(Services {
             ingest: IngestQueue::start(
                 ingest.clone(),

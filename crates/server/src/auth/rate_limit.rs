@@ -5,12 +5,18 @@
 //!
 //! Keys are account ids of valid tokens only, so the map holds at most one entry per account;
 //! entries of accounts whose bucket is full again are swept out once per period, which keeps it
-//! to the accounts active within the last `S` seconds. Each node counts its own.
+//! to the accounts active within the last `S` seconds.
+//!
+//! With several nodes, each node also counts the requests it let through per account and
+//! reports them to the others every half second (`peers`), which take as many from their own
+//! buckets: an account spreading its requests over the nodes meets one limit, within the half
+//! second a report takes.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use dashmap::DashMap;
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DashMapStateStore;
@@ -73,6 +79,9 @@ pub struct AccountLimiter {
     /// Milliseconds after `started` when the next sweep is due. An atomic read per request
     /// (a lock taken by every request on every core measured as a cost of its own).
     next_sweep_ms: AtomicU64,
+    /// Requests let through per account since the last report to the other nodes; `None` with
+    /// no other nodes to tell (SQLite).
+    unreported: Option<DashMap<String, u32>>,
 }
 
 impl std::fmt::Debug for AccountLimiter {
@@ -99,7 +108,37 @@ impl AccountLimiter {
             clock: DefaultClock::default(),
             started: Instant::now(),
             next_sweep_ms: AtomicU64::new(millis(per)),
+            unreported: None,
         })
+    }
+
+    /// Counts the requests it lets through for the other nodes ([`AccountLimiter::reports`]).
+    pub fn reporting(mut self) -> AccountLimiter {
+        self.unreported = Some(DashMap::new());
+        self
+    }
+
+    /// The requests let through per account since the last call, for the other nodes.
+    pub fn reports(&self) -> Vec<(String, u32)> {
+        let Some(unreported) = &self.unreported else {
+            return Vec::new();
+        };
+        let accounts: Vec<String> = unreported.iter().map(|e| e.key().clone()).collect();
+        accounts
+            .into_iter()
+            .filter_map(|account| unreported.remove(&account))
+            .collect()
+    }
+
+    /// Takes `requests` that another node let through from `id_user`'s bucket, as far as it
+    /// holds them.
+    pub fn used_elsewhere(&self, id_user: &str, requests: u32) {
+        let key = id_user.to_string();
+        for _ in 0..requests.min(self.limit) {
+            if self.buckets.check_key(&key).is_err() {
+                break;
+            }
+        }
     }
 
     /// Takes one request from `id_user`'s bucket, if there is one to take.
@@ -108,6 +147,9 @@ impl AccountLimiter {
         let key = id_user.to_string();
         match self.buckets.check_key(&key) {
             Ok(state) => {
+                if let Some(unreported) = &self.unreported {
+                    *unreported.entry(key).or_insert(0) += 1;
+                }
                 let remaining = state.remaining_burst_capacity();
                 Allowance {
                     limit: self.limit,
@@ -217,5 +259,23 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         l.check("last");
         assert!(l.len() <= 1, "{}", l.len());
+    }
+
+    #[test]
+    fn requests_are_reported_once_and_those_of_other_nodes_taken() {
+        let l = limiter(10, 60).reporting();
+        for _ in 0..3 {
+            l.check("a");
+        }
+        assert_eq!(l.reports(), vec![("a".to_string(), 3)]);
+        assert!(l.reports().is_empty());
+        // A refused request is not reported.
+        l.used_elsewhere("b", 10);
+        assert!(l.check("b").retry_after_s.is_some());
+        assert!(l.reports().is_empty());
+        // Without other nodes nothing is counted for them.
+        let alone = limiter(10, 60);
+        alone.check("a");
+        assert!(alone.reports().is_empty());
     }
 }

@@ -21,6 +21,13 @@ impl Change {
                 state.auth.rights_changed();
             }
             Change::Webhooks => state.webhooks.webhook_changed(),
+            Change::Requests { counts } => {
+                if let Some(limiter) = &state.account_limiter {
+                    for (id_user, requests) in counts {
+                        limiter.used_elsewhere(id_user, *requests);
+                    }
+                }
+            }
             Change::SignInFailed { key } => state.login_limiter.failed_elsewhere(key, std::time::Instant::now()),
             Change::SignedIn { key } => state.login_limiter.succeeded(key),
             Change::Revoked { device } => state.gateways.revoke(device),
@@ -81,6 +88,37 @@ pub async fn listen(state: AppState) {
                     break;
                 }
             }
+        }
+    }
+}
+
+/// How often the requests let through per account are told to the other nodes.
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+/// Accounts per report message, so that one fits a notification.
+const REPORT_ACCOUNTS: usize = 100;
+
+/// Tells the other nodes, every [`REPORT_EVERY`], how many requests each account made here
+/// (nothing without a rate limit or other nodes).
+pub async fn report_requests(state: AppState) {
+    let Some(limiter) = &state.account_limiter else {
+        return;
+    };
+    if !state.peers.reaches_others() {
+        return;
+    }
+    let mut every = tokio::time::interval(REPORT_EVERY);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = state.shutdown.cancelled() => return,
+        }
+        for counts in limiter.reports().chunks(REPORT_ACCOUNTS) {
+            tell(
+                &state,
+                Change::Requests {
+                    counts: counts.to_vec(),
+                },
+            );
         }
     }
 }

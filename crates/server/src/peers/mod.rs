@@ -45,6 +45,9 @@ pub enum Change {
     Groups,
     /// A webhook was created, changed or deleted: routes are read again, lanes revised.
     Webhooks,
+    /// Requests the sending node let through per account since its last report (the rate limit
+    /// per account, counted across the nodes).
+    Requests { counts: Vec<(String, u32)> },
     /// A sign-in of this (username, address) pair failed on the sending node.
     SignInFailed { key: SignInKey },
     /// A sign-in of this pair succeeded on the sending node: its failures are forgotten.
