@@ -1,8 +1,10 @@
 //! What the nodes sharing one PostgreSQL database tell each other, so that a change made through
 //! one node takes effect on every node at once (docs/operations.md, "Several nodes"): rights and
-//! the caches that hold them, and gateway connections that must end wherever they are. Sent
-//! through PostgreSQL's LISTEN/NOTIFY on [`CHANNEL`], after the change is committed; no broker
-//! beside the database. (The live stream has channels of its own: `stream::cluster`.)
+//! the caches that hold them, the counts of the sign-in and rate limits, gateway connections that
+//! must end wherever they are, and commands for a gateway connected to another node
+//! ([`commands`]). Sent through PostgreSQL's LISTEN/NOTIFY on [`CHANNEL`], after the change is
+//! committed; no broker beside the database. (The live stream has channels of its own:
+//! `stream::cluster`.)
 //!
 //! A node that lost its listening connection cannot know what it missed: once listening again
 //! it forgets every cached token, role and page, and closes no connection it was not told to
