@@ -13,6 +13,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+pub mod cluster;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_devicecloud");
 pub const ADMIN: &str = "ops@example.com";
 pub const PASSWORD: &str = "long-password";
