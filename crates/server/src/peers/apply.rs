@@ -3,7 +3,7 @@
 
 use devicecloud_store::notify::Heard;
 
-use super::{CHANNEL, Change, Envelope, commands};
+use super::{CHANNEL, Change, Envelope, Hearing, commands};
 use crate::state::AppState;
 
 impl Change {
@@ -62,32 +62,15 @@ pub fn tell(state: &AppState, change: Change) {
 /// Applies what the other nodes tell, until shutdown (nothing on SQLite).
 pub async fn listen(state: AppState) {
     let shutdown = state.shutdown.clone();
-    let mut first = true;
-    loop {
-        let Some(mut subscription) = super::subscribe(&state.db, &[CHANNEL], "changes", &shutdown).await else {
-            return;
-        };
-        if !first {
-            forget_everything(&state);
-        }
-        first = false;
-        loop {
-            let heard = tokio::select! {
-                heard = subscription.next() => heard,
-                _ = shutdown.cancelled() => return,
-            };
-            match heard {
-                Ok(Heard::Notice { payload, .. }) => match serde_json::from_str::<Envelope>(&payload) {
-                    Ok(envelope) if envelope.from != state.node_id => envelope.change.apply(&state),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "a change from another node that does not read"),
-                },
-                Ok(Heard::Lost) => forget_everything(&state),
-                Err(e) => {
-                    tracing::warn!(error = %e, "lost the connection listening to the other nodes");
-                    break;
-                }
-            }
+    let mut hearing = Hearing::new(&state.db, &[CHANNEL], "changes");
+    while let Some(heard) = hearing.next(&shutdown).await {
+        match heard {
+            Heard::Notice { payload, .. } => match serde_json::from_str::<Envelope>(&payload) {
+                Ok(envelope) if envelope.from != state.node_id => envelope.change.apply(&state),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "a change from another node that does not read"),
+            },
+            Heard::Lost => forget_everything(&state),
         }
     }
 }

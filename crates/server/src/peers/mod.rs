@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use devicecloud_store::Db;
-use devicecloud_store::notify::{self, Subscription};
+use devicecloud_store::notify::{self, Heard, Subscription};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
@@ -196,21 +196,64 @@ async fn send(db: Db, node_id: String, mut changes: mpsc::UnboundedReceiver<Chan
     }
 }
 
-/// Listens on `channels` (what for: `what`, for the log), trying again every second while the
-/// database refuses; `None` on SQLite or once `shutdown` is cancelled.
-pub async fn subscribe(db: &Db, channels: &[&str], what: &str, shutdown: &CancellationToken) -> Option<Subscription> {
-    loop {
-        let opened = tokio::select! {
-            opened = Subscription::open(db, channels) => opened,
-            _ = shutdown.cancelled() => return None,
-        };
-        match opened {
-            Ok(subscription) => return subscription,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen to the other nodes ({what})");
-                tokio::select! {
-                    _ = tokio::time::sleep(RETRY) => {}
+/// What the other nodes say on some channels, heard through one connection that is made again
+/// whenever it is lost (every second while the database refuses). A connection made again
+/// reports [`Heard::Lost`] first: what was said meanwhile is gone.
+pub struct Hearing<'a> {
+    db: &'a Db,
+    channels: &'a [&'a str],
+    /// What for, in the log.
+    what: &'static str,
+    subscription: Option<Subscription>,
+    opened_before: bool,
+}
+
+impl<'a> Hearing<'a> {
+    pub fn new(db: &'a Db, channels: &'a [&'a str], what: &'static str) -> Hearing<'a> {
+        Hearing {
+            db,
+            channels,
+            what,
+            subscription: None,
+            opened_before: false,
+        }
+    }
+
+    /// The next thing heard; `None` on SQLite (nobody to hear) or once `shutdown` is cancelled.
+    pub async fn next(&mut self, shutdown: &CancellationToken) -> Option<Heard> {
+        loop {
+            let Some(subscription) = &mut self.subscription else {
+                let opened = tokio::select! {
+                    opened = Subscription::open(self.db, self.channels) => opened,
                     _ = shutdown.cancelled() => return None,
+                };
+                match opened {
+                    Ok(Some(subscription)) => {
+                        self.subscription = Some(subscription);
+                        if std::mem::replace(&mut self.opened_before, true) {
+                            return Some(Heard::Lost);
+                        }
+                    }
+                    Ok(None) => return None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot listen to the other nodes ({})", self.what);
+                        tokio::select! {
+                            _ = tokio::time::sleep(RETRY) => {}
+                            _ = shutdown.cancelled() => return None,
+                        }
+                    }
+                }
+                continue;
+            };
+            let heard = tokio::select! {
+                heard = subscription.next() => heard,
+                _ = shutdown.cancelled() => return None,
+            };
+            match heard {
+                Ok(heard) => return Some(heard),
+                Err(e) => {
+                    tracing::warn!(error = %e, "lost the connection listening to the other nodes ({})", self.what);
+                    self.subscription = None;
                 }
             }
         }

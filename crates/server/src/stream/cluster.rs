@@ -34,7 +34,7 @@ use tokio_util::task::TaskTracker;
 
 use super::ring::Kind;
 use super::{Item, LiveFeed, Rendered};
-use crate::peers;
+use crate::peers::Hearing;
 
 /// Where nodes forward what they commit.
 const STREAM_CHANNEL: &str = "devicecloud_stream";
@@ -212,39 +212,23 @@ async fn announce(feed: Arc<LiveFeed>, db: Db, shutdown: CancellationToken) {
 /// Listens to the other nodes: their interest, and what they forward.
 async fn listen(feed: Arc<LiveFeed>, db: Db, shutdown: CancellationToken) {
     let mut last: HashMap<String, u64> = HashMap::new();
-    let mut first = true;
-    loop {
-        let channels = [STREAM_CHANNEL, INTEREST_CHANNEL];
-        let Some(mut subscription) = peers::subscribe(&db, &channels, "live stream", &shutdown).await else {
-            return;
-        };
-        // Whatever was said while this node did not listen is unknown: another node may
-        // record (forward meanwhile, until it says so again), and may have been sent records.
-        feed.forward_for(INTEREST_TTL);
-        if !first {
-            feed.remote(Item::RemoteGap);
-        }
-        first = false;
-        loop {
-            let heard = tokio::select! {
-                heard = subscription.next() => heard,
-                _ = shutdown.cancelled() => return,
-            };
-            match heard {
-                Ok(Heard::Notice { channel, payload }) if channel == INTEREST_CHANNEL => {
-                    if payload != feed.epoch {
-                        feed.forward_for(INTEREST_TTL);
-                    }
-                }
-                Ok(Heard::Notice { payload, .. }) => receive(&feed, &mut last, &payload),
-                Ok(Heard::Lost) => {
+    let channels = [STREAM_CHANNEL, INTEREST_CHANNEL];
+    let mut hearing = Hearing::new(&db, &channels, "live stream");
+    // Whether another node records is not known before it says so: forward meanwhile.
+    feed.forward_for(INTEREST_TTL);
+    while let Some(heard) = hearing.next(&shutdown).await {
+        match heard {
+            Heard::Notice { channel, payload } if channel == INTEREST_CHANNEL => {
+                if payload != feed.epoch {
                     feed.forward_for(INTEREST_TTL);
-                    feed.remote(Item::RemoteGap);
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "live stream: lost the connection listening to other nodes");
-                    break;
-                }
+            }
+            Heard::Notice { payload, .. } => receive(&feed, &mut last, &payload),
+            // What was said while this node did not listen is unknown: another node may record
+            // (forward meanwhile, until it says so again), and may have sent records.
+            Heard::Lost => {
+                feed.forward_for(INTEREST_TTL);
+                feed.remote(Item::RemoteGap);
             }
         }
     }
