@@ -154,7 +154,11 @@ impl LiveFeed {
     /// Whether what writers commit is wanted: this node or another one records. The whole
     /// cost of the stream to a writer when nobody listens anywhere.
     pub fn active(&self) -> bool {
-        self.recording() || self.forwarding()
+        // One clock read for both (this is called on every commit).
+        let now = self.now_ms();
+        self.listeners.load(Ordering::SeqCst) > 0
+            || now < self.record_until_ms.load(Ordering::SeqCst)
+            || now < self.forward_until_ms.load(Ordering::SeqCst)
     }
 
     /// Queues what another node forwarded, if this node records.
