@@ -43,6 +43,8 @@ pub struct Settings {
     pub webhook_attempt_retention_days: u64,
     /// Most points in one ingest transaction.
     pub ingest_batch_points: usize,
+    /// Ingest writers; `None`: one on SQLite, more on PostgreSQL.
+    pub ingest_writers: Option<usize>,
     pub log: String,
     /// How log lines are written on stderr.
     pub log_format: LogFormat,
@@ -84,6 +86,7 @@ impl Default for Settings {
             webhook_batch_max: 1000,
             webhook_attempt_retention_days: 7,
             ingest_batch_points: devicecloud_server::ingest::BATCH_POINTS,
+            ingest_writers: None,
             log: "info".into(),
             log_format: LogFormat::Text,
             limits: Limits::default(),
@@ -240,6 +243,11 @@ impl Settings {
                     .with_context(|| format!("DEVICECLOUD_{name}={v} is not a positive number"))?;
             }
         }
+        if let Some(v) = env("INGEST_WRITERS") {
+            let writers = v.parse().ok().filter(|n| *n > 0);
+            s.ingest_writers =
+                Some(writers.with_context(|| format!("DEVICECLOUD_INGEST_WRITERS={v} is not a positive number"))?);
+        }
         if let Some(v) = env("LOG") {
             s.log = v;
         }
@@ -348,6 +356,7 @@ impl Settings {
             webhook_retry_window: Duration::from_secs(self.webhook_retry_window_s),
             webhook_batch_max: self.webhook_batch_max,
             ingest_batch_points: self.ingest_batch_points,
+            ingest_writers: self.ingest_writers,
             webhook_attempt_retention: Duration::from_secs(self.webhook_attempt_retention_days.saturating_mul(86_400)),
             limits: self.limits.server(),
             retention: self.retention.defaults(),

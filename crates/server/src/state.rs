@@ -51,6 +51,9 @@ pub struct Settings {
     pub webhook_batch_max: usize,
     /// Most points in one ingest transaction (a group commit; docs/operations.md, "Storage").
     pub ingest_batch_points: usize,
+    /// Ingest writers, each with a queue and a connection of its own; `None`: the store's
+    /// default ([`crate::ingest::default_lanes`]).
+    pub ingest_writers: Option<usize>,
     /// How long webhook attempts (and failed batches) are kept.
     pub webhook_attempt_retention: Duration,
     /// The limits that keep one client from taking the service down.
@@ -167,6 +170,7 @@ impl Default for Settings {
             webhook_retry_window: Duration::from_secs(24 * 3600),
             webhook_batch_max: 1000,
             ingest_batch_points: crate::ingest::BATCH_POINTS,
+            ingest_writers: None,
             webhook_attempt_retention: Duration::from_secs(7 * 86_400),
             limits: Limits::default(),
             front_end: FrontEnd::default(),
@@ -318,7 +322,12 @@ impl AppState {
         AppState(Arc::new(Services {
             ingest: IngestQueue::start(
                 ingest.clone(),
-                settings.ingest_batch_points,
+                crate::ingest::Writers {
+                    lanes: settings
+                        .ingest_writers
+                        .unwrap_or(crate::ingest::default_lanes(db.backend())),
+                    batch_points: settings.ingest_batch_points,
+                },
                 webhooks.clone(),
                 stream.clone(),
                 tracker,

@@ -353,8 +353,18 @@ async fn a_refused_group_commit_is_retried_job_by_job_and_every_outcome_counted(
     let good: Vec<Point> = (0..3).map(|i| point(key, t + i, 0, 1.0)).collect();
     let bad = vec![point(key, t + 10, 0, 2.0), point(key, t + 11, 0, -666.0)];
     // Both queued before the writer runs (one thread), so they are one group commit.
-    let good = app.state.ingest.enqueue(good, vec![(device.clone(), t)]).await.unwrap();
-    let bad = app.state.ingest.enqueue(bad, vec![(device.clone(), t)]).await.unwrap();
+    let good = app
+        .state
+        .ingest
+        .enqueue(&device, good, vec![(device.clone(), t)])
+        .await
+        .unwrap();
+    let bad = app
+        .state
+        .ingest
+        .enqueue(&device, bad, vec![(device.clone(), t)])
+        .await
+        .unwrap();
     assert!(good.await.is_ok());
     assert!(bad.await.is_err());
     let stored: Vec<(i64,)> = fetch(db, "SELECT COUNT(*) FROM raw_points").await;

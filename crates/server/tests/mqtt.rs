@@ -392,6 +392,77 @@ async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
     assert_eq!(recorded.iter().filter(|(kind, ..)| *kind == 310).count(), 1);
 }
 
+/// With several ingest writers (lanes), gateways publishing at once each get their PUBACKs in
+/// publish order, every point is stored and counted once (a resend included), and each series'
+/// latest value is its newest point: a gateway's messages all go through one lane.
+#[tokio::test]
+async fn several_ingest_writers_keep_each_gateway_in_order() {
+    let settings = devicecloud_server::Settings {
+        ingest_writers: Some(3),
+        ..devicecloud_server::Settings::default()
+    };
+    let app = TestApp::spawn_with(settings).await;
+    let (_, admin) = app.admin().await;
+    let mut gateways = Vec::new();
+    for g in 0..6 {
+        gateways.push(provision(&app, &admin, &format!("GW-LANE-{g}"), "CORE").await);
+    }
+    let messages = 40_i64;
+    let second = |m: i64| 1_763_726_400 + m * 10;
+    let run = |gw: &Provisioned| {
+        let (client, mut events) = windowed_client(&app, gw, &format!("c-{}", gw.serial), 20);
+        async move {
+            for m in 0..messages {
+                // Message 20 resends message 19: stored once, acknowledged in its place.
+                let at = if m == 20 { 19 } else { m };
+                let batch = json!([{"ts": second(at), "values": {"1": at, "2": -at}}]);
+                let topic = "v1/gateway/measurements";
+                client
+                    .publish(topic, QoS::AtLeastOnce, false, batch.to_string())
+                    .await
+                    .unwrap();
+            }
+            let (mut sent, mut acked) = (Vec::new(), Vec::new());
+            while acked.len() < messages as usize {
+                match tokio::time::timeout(Duration::from_secs(20), events.poll()).await {
+                    Ok(Ok(Event::Outgoing(rumqttc::Outgoing::Publish(pkid)))) if pkid != 0 => sent.push(pkid),
+                    Ok(Ok(Event::Incoming(Packet::PubAck(ack)))) => acked.push(ack.pkid),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => panic!("connection failed: {e}"),
+                    Err(_) => panic!("PUBACKs missing after 20 s"),
+                }
+            }
+            assert_eq!(acked, sent, "PUBACKs in publish order");
+        }
+    };
+    futures::future::join_all(gateways.iter().map(run)).await;
+    let stored = (messages - 1) * 2;
+    for gw in &gateways {
+        assert_eq!(stored_points(&app, &gw.group).await, stored, "{}", gw.serial);
+        let counted = scalar(&app.state.db, "SELECT CAST(SUM(count_val) AS BIGINT) FROM rollup_minute r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+        assert_eq!(counted, stored, "{}: the resent message counted once", gw.serial);
+        let newest = scalar(
+            &app.state.db,
+            "SELECT CAST(latest_value AS BIGINT) FROM containers WHERE id_group = $1 AND datatype = 1",
+            &gw.group,
+        )
+        .await;
+        assert_eq!(
+            newest,
+            messages - 1,
+            "{}: the latest value is the newest point's",
+            gw.serial
+        );
+        let latest_second = scalar(
+            &app.state.db,
+            "SELECT MIN(latest_seconds) FROM containers WHERE id_group = $1",
+            &gw.group,
+        )
+        .await;
+        assert_eq!(latest_second, second(messages - 1));
+    }
+}
+
 /// A message that closes the connection (QoS 2 is refused that way) still lets the measurements
 /// queued before it be acknowledged first.
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! Physical devices: gateways (provisioned through the API, with a device token) and the assets
 //! behind them (created by their gateway). Device tokens are stored as SHA-256 hashes.
 
-use crate::db::{Db, on_pool, values};
+use crate::db::{Backend, Db, on_pool, values};
 use crate::{Result, StoreError, new_id};
 
 /// A stored physical device with every field of the specification and the service's own; it
@@ -282,8 +282,12 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
     Ok(())
 }
 
-/// Marks gateways disconnected (connection lost, clean DISCONNECT or power off), all in one
-/// transaction, as node `node_id` saw them go. `gone` is asked about each once the write turn
+/// Marks gateways disconnected (connection lost, clean DISCONNECT or power off) as node
+/// `node_id` saw them go: on SQLite all in one transaction; on PostgreSQL one transaction per
+/// gateway. There an ingest writer's group commit locks the devices of one slice after another,
+/// so a departure locking many devices at once could wait for it while it waits for the
+/// departure (a deadlock, measured with two ingest writers); a transaction that holds one
+/// gateway's rows cannot. `gone` is asked about each once the write turn
 /// is held: a gateway that connected to this node again meanwhile answers `false` and stays
 /// connected; one whose latest connection is on another node (`iot_devices.node_id`, set by
 /// its hello there) is left as that node has it. Returns how many were asked to be marked.
@@ -304,21 +308,27 @@ pub async fn disconnected(
     if ids.is_empty() {
         return Ok(0);
     }
-    on_pool!(db, |p| async {
-        let mut tx = p.begin().await?;
-        for id in &ids {
-            for sql in [device, endpoint] {
-                sqlx::query(sql)
-                    .bind(now)
-                    .bind(id)
-                    .bind(node_id)
-                    .execute(&mut *tx)
-                    .await?;
+    let per_transaction = match db.backend() {
+        Backend::Sqlite => ids.len(),
+        Backend::Postgres => 1,
+    };
+    for part in ids.chunks(per_transaction) {
+        on_pool!(db, |p| async {
+            let mut tx = p.begin().await?;
+            for id in part {
+                for sql in [device, endpoint] {
+                    sqlx::query(sql)
+                        .bind(now)
+                        .bind(id)
+                        .bind(node_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
             }
+            tx.commit().await
         }
-        tx.commit().await
+        .await)?;
     }
-    .await)?;
     Ok(ids.len())
 }
 

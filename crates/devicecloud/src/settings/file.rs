@@ -32,6 +32,7 @@ struct FileSettings {
     webhook_batch_max: Option<usize>,
     webhook_attempt_retention_days: Option<u64>,
     ingest_batch_points: Option<usize>,
+    ingest_writers: Option<usize>,
     log: Option<String>,
     log_format: Option<LogFormat>,
     public_url: Option<String>,
@@ -75,6 +76,7 @@ impl Settings {
             webhook_batch_max,
             webhook_attempt_retention_days,
             ingest_batch_points,
+            ingest_writers,
             log,
             log_format,
             public_url,
@@ -101,6 +103,7 @@ impl Settings {
         for (key, value) in [
             ("webhook_batch_max", webhook_batch_max),
             ("ingest_batch_points", ingest_batch_points),
+            ("ingest_writers", ingest_writers),
         ] {
             if value == Some(0) {
                 bail!("{key} in {} must be at least 1", path.display());
@@ -108,6 +111,7 @@ impl Settings {
         }
         self.webhook_batch_max = webhook_batch_max.unwrap_or(self.webhook_batch_max);
         self.ingest_batch_points = ingest_batch_points.unwrap_or(self.ingest_batch_points);
+        self.ingest_writers = ingest_writers.or(self.ingest_writers);
         self.webhook_attempt_retention_days =
             webhook_attempt_retention_days.unwrap_or(self.webhook_attempt_retention_days);
         self.log = log.unwrap_or(self.log.clone());

@@ -25,7 +25,7 @@ fn file_values_apply_and_unknown_keys_fail() {
     let hooks = dir.join("hooks.toml");
     std::fs::write(
         &hooks,
-        "webhook_timeout_s = 3\nwebhook_batch_max = 50\ningest_batch_points = 20000\n",
+        "webhook_timeout_s = 3\nwebhook_batch_max = 50\ningest_batch_points = 20000\ningest_writers = 3\n",
     )
     .unwrap();
     let mut s = Settings::default();
@@ -33,11 +33,15 @@ fn file_values_apply_and_unknown_keys_fail() {
     assert_eq!(s.server().webhook_timeout, Duration::from_secs(3));
     assert_eq!(s.server().webhook_batch_max, 50);
     assert_eq!(s.server().ingest_batch_points, 20_000);
+    assert_eq!(s.server().ingest_writers, Some(3));
+    assert_eq!(Settings::default().server().ingest_writers, None);
     assert_eq!(s.server().webhook_retry_window, Duration::from_secs(86_400));
     let zero = dir.join("zero.toml");
     std::fs::write(&zero, "webhook_batch_max = 0\n").unwrap();
     assert!(Settings::default().apply_file(&zero).is_err());
     std::fs::write(&zero, "ingest_batch_points = 0\n").unwrap();
+    assert!(Settings::default().apply_file(&zero).is_err());
+    std::fs::write(&zero, "ingest_writers = 0\n").unwrap();
     assert!(Settings::default().apply_file(&zero).is_err());
     let limited = dir.join("limited.toml");
     std::fs::write(&limited, "rate_limit = \"100/10\"\n").unwrap();

@@ -94,7 +94,7 @@ impl Gateway {
             .await
             .map_err(GatewayError::counted)?;
         let count = points.len();
-        Ok((count, state.ingest.enqueue(points, touched).await?))
+        Ok((count, state.ingest.enqueue(&self.id, points, touched).await?))
     }
 
     /// The points of a measurements message, validated whole, and the devices whose

@@ -1,7 +1,14 @@
-//! The ingest queue and its single writer: accept fast, write in groups (architecture: group
+//! The ingest queues and their writers: accept fast, write in groups (architecture: group
 //! commit). Connections submit jobs into a bounded queue and wait for the commit before they
 //! acknowledge; a full queue makes them wait, which stops them reading their sockets (TCP
 //! back-pressure) instead of dropping or buffering without bound.
+//!
+//! There is one queue and writer per lane (`ingest_writers`). A gateway's jobs always go to the
+//! same lane, so they commit in the order it sent them, and two lanes never write the same
+//! series, rollup or device row (they belong to one gateway), so lanes never wait for each
+//! other's row locks. One lane suits SQLite, which writes one transaction at a time anyway; on
+//! PostgreSQL each lane is a backend process of its own, and one backend was the limit
+//! (docs/benchmarks.md, "Ingest").
 
 use std::time::Duration;
 
@@ -106,43 +113,87 @@ impl Drop for Job {
     }
 }
 
-/// The submitting side of the queue; cheap to clone.
+/// Ingest writers unless set (`ingest_writers`): one on SQLite, whose one write lock serves one
+/// transaction at a time; on PostgreSQL, where each writer's backend process takes a core of
+/// its own, as many as measured best on two cores (docs/benchmarks.md, "Ingest").
+pub fn default_lanes(backend: devicecloud_store::Backend) -> usize {
+    match backend {
+        devicecloud_store::Backend::Sqlite => 1,
+        devicecloud_store::Backend::Postgres => 2,
+    }
+}
+
+/// How the writers are set up: how many lanes and how large a group commit may grow.
+#[derive(Clone, Copy, Debug)]
+pub struct Writers {
+    /// Queues and writers, each on a connection of its own (at least one).
+    pub lanes: usize,
+    /// Points one group commit takes at most (`ingest_batch_points`).
+    pub batch_points: usize,
+}
+
+/// The submitting side of the queues; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct IngestQueue {
-    tx: mpsc::Sender<Job>,
+    lanes: Arc<[mpsc::Sender<Job>]>,
 }
 
 impl IngestQueue {
-    /// Starts the writer on `tracker`. On shutdown it stops taking jobs only once the queue is
+    /// Starts the writers on `tracker`. On shutdown each stops taking jobs only once its queue is
     /// empty, so every job accepted before is committed and answered. What each commit stored
     /// is handed to the live stream after the commit.
     pub fn start(
         db: Db,
-        batch_points: usize,
+        writers: Writers,
         webhooks: Arc<WebhookHub>,
         stream: Arc<LiveFeed>,
         tracker: &TaskTracker,
         shutdown: CancellationToken,
     ) -> IngestQueue {
-        let (tx, rx) = mpsc::channel(QUEUE_JOBS);
-        let sinks = Sinks { webhooks, stream };
-        tracker.spawn(writer(db, batch_points.max(1), Arc::new(sinks), rx, shutdown));
-        IngestQueue { tx }
+        let count = writers.lanes.max(1);
+        let sinks = Arc::new(Sinks { webhooks, stream });
+        let lanes = (0..count)
+            .map(|_| {
+                let (tx, rx) = mpsc::channel(QUEUE_JOBS.div_ceil(count));
+                let db = if count > 1 { db.dedicated() } else { db.clone() };
+                let batch_points = writers.batch_points.max(1);
+                tracker.spawn(writer(db, batch_points, Arc::clone(&sinks), rx, shutdown.clone()));
+                tx
+            })
+            .collect();
+        IngestQueue { lanes }
     }
 
-    /// Queues points (and the devices whose `last_data_at` moves) without waiting for their
-    /// commit; waits only while the queue is full. The receipt resolves once they are durably
-    /// committed (resent points count as committed: they were stored before). Jobs are
-    /// committed in the order they were queued, so receipts of one submitter resolve in that
-    /// order too.
-    pub async fn enqueue(&self, points: Vec<Point>, devices: Vec<(String, i64)>) -> Result<Receipt, IngestError> {
+    /// Queues points (and the devices whose `last_data_at` moves) of `submitter` (a gateway's
+    /// id) without waiting for their commit; waits only while its lane's queue is full. The
+    /// receipt resolves once they are durably committed (resent points count as committed:
+    /// they were stored before). A submitter's jobs all go to one lane and are committed in
+    /// the order they were queued, so its receipts resolve in that order too.
+    pub async fn enqueue(
+        &self,
+        submitter: &str,
+        points: Vec<Point>,
+        devices: Vec<(String, i64)>,
+    ) -> Result<Receipt, IngestError> {
         let (done, answer) = oneshot::channel();
-        if let Err(mpsc::error::SendError(mut job)) = self.tx.send(Job::new(points, devices, done)).await {
+        let lane = &self.lanes[lane_of(submitter, self.lanes.len())];
+        if let Err(mpsc::error::SendError(mut job)) = lane.send(Job::new(points, devices, done)).await {
             job.end(Err(IngestError::Stopped));
             return Err(IngestError::Stopped);
         }
         Ok(Receipt(answer))
     }
+}
+
+/// The lane of a submitter: the same one for as long as the process runs.
+fn lane_of(submitter: &str, lanes: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    if lanes <= 1 {
+        return 0;
+    }
+    let mut hasher = std::hash::DefaultHasher::new();
+    submitter.hash(&mut hasher);
+    (hasher.finish() % lanes as u64) as usize
 }
 
 /// A queued job, as a future that resolves once its points are committed (or failed to be).
@@ -323,7 +374,8 @@ struct Sinks {
 
 /// Writes slices with their webhook rows, counts their points (stored or duplicate) once they
 /// are committed, wakes the delivery lanes if they queued any, and hands the new points to the
-/// live stream (commits run one after another, so the stream gets them in commit order).
+/// live stream (a lane's commits run one after another, so the stream gets each gateway's points
+/// in commit order).
 async fn write(db: &Db, sinks: &Sinks, slices: Vec<Batch>) -> Result<(), devicecloud_store::StoreError> {
     let Routed { written, queued, fresh } = ingest::write_slices(db, slices, &sinks.webhooks.routes).await?;
     if queued > 0 {
@@ -354,6 +406,20 @@ mod tests {
         };
         let (done, answer) = oneshot::channel();
         (Job::new(vec![point; points], Vec::new(), done), Receipt(answer))
+    }
+
+    /// A submitter keeps its lane, and submitters spread over every lane.
+    #[test]
+    fn a_submitter_keeps_its_lane() {
+        let lanes = 3;
+        let ids: Vec<String> = (0..60).map(|g| format!("gateway-{g}")).collect();
+        let first: Vec<usize> = ids.iter().map(|id| lane_of(id, lanes)).collect();
+        let again: Vec<usize> = ids.iter().map(|id| lane_of(id, lanes)).collect();
+        assert_eq!(first, again);
+        for lane in 0..lanes {
+            assert!(first.contains(&lane), "no submitter on lane {lane}");
+        }
+        assert_eq!(lane_of("gateway-0", 1), 0);
     }
 
     /// A job dropped unanswered (with a writer task that panicked: a failed batch preparation,
