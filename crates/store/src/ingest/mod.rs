@@ -4,9 +4,9 @@
 //! built beforehand by [`Batch`].
 //!
 //! A resent point (same series, second and microsecond) is stored once and counted once: the
-//! insert ignores it, and when the inserts report fewer rows than they were given, the
-//! transaction is rolled back and redone with the points already stored left out, before any
-//! rollup is touched.
+//! insert skips it (SQLite) or stops at it (PostgreSQL: `OnStored::Abort`), and when the
+//! inserts report fewer rows than they were given, the transaction is rolled back and redone
+//! with the points already stored left out, before any rollup is touched.
 
 mod batch;
 
@@ -199,7 +199,7 @@ async fn write_batch(
         tx = Tx::begin(db).await?;
         let stored = stored_keys(&mut tx, &batch.sorted).await?;
         let mut fresh = batch.without(&stored);
-        if insert(&mut tx, std::mem::take(&mut fresh.inserts)).await? != fresh.sorted.len() as u64 {
+        if insert(&mut tx, std::mem::take(&mut fresh.inserts), OnStored::Skip).await? != fresh.sorted.len() as u64 {
             // Not a resend: a row the database would not take (a NaN value on SQLite).
             return Err(StoreError::Database(sqlx::Error::Protocol(
                 "raw points refused by the database".into(),
@@ -220,7 +220,7 @@ async fn run_new(
     batch: &mut Batch,
     targets: Option<&HashMap<i64, &[String]>>,
 ) -> Result<Option<(Written, usize)>> {
-    if insert(tx, std::mem::take(&mut batch.inserts)).await? != batch.sorted.len() as u64 {
+    if insert(tx, std::mem::take(&mut batch.inserts), OnStored::Abort).await? != batch.sorted.len() as u64 {
         return Ok(None);
     }
     Ok(Some(finish(tx, batch, targets).await?))
@@ -245,14 +245,37 @@ async fn finish(tx: &mut Tx, batch: &mut Batch, targets: Option<&HashMap<i64, &[
     Ok((written, queued))
 }
 
-/// Inserts a batch's raw points, ignoring those stored before; returns how many went in.
-async fn insert(tx: &mut Tx, inserts: Inserts) -> sqlx::Result<u64> {
+/// What an insert does with a point stored before (a resend).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OnStored {
+    /// Skips it: fewer rows go in than were given.
+    Skip,
+    /// On PostgreSQL, stops: no row goes in, and the transaction must be rolled back. A plain
+    /// insert checks the key once, as it adds it to the index; one that skips stored points
+    /// (`ON CONFLICT DO NOTHING`) looks the key up first, inserts speculatively and logs a
+    /// confirmation of every row, which cost PostgreSQL's ingest more than a resend ever saves
+    /// (docs/benchmarks.md, "Ingest"). So the first try of a batch stops at a stored point and
+    /// the retry, knowing the batch holds some, skips them. On SQLite the same as `Skip`
+    /// (`INSERT OR IGNORE` spares SQLite its statement journal).
+    Abort,
+}
+
+/// Inserts a batch's raw points; returns how many went in.
+async fn insert(tx: &mut Tx, inserts: Inserts, on_stored: OnStored) -> sqlx::Result<u64> {
     match (inserts, tx) {
         (Inserts::Statements(statements), tx) => run(tx, statements).await,
         (Inserts::Columns(c), Tx::Postgres(tx)) => {
-            let sql = "INSERT INTO raw_points (container_key, seconds, microseconds, value, session_key) \
-                       SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::float8[], $5::int8[]) \
-                       ON CONFLICT (container_key, seconds, microseconds) DO NOTHING";
+            let sql = match on_stored {
+                OnStored::Abort => {
+                    "INSERT INTO raw_points (container_key, seconds, microseconds, value, session_key) \
+                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::float8[], $5::int8[])"
+                }
+                OnStored::Skip => {
+                    "INSERT INTO raw_points (container_key, seconds, microseconds, value, session_key) \
+                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::float8[], $5::int8[]) \
+                     ON CONFLICT (container_key, seconds, microseconds) DO NOTHING"
+                }
+            };
             let done = sqlx::query(sql)
                 .bind(&c.keys)
                 .bind(&c.seconds)
@@ -260,8 +283,12 @@ async fn insert(tx: &mut Tx, inserts: Inserts) -> sqlx::Result<u64> {
                 .bind(&c.values)
                 .bind(&c.sessions)
                 .execute(&mut **tx)
-                .await?;
-            Ok(done.rows_affected())
+                .await;
+            match done {
+                Ok(done) => Ok(done.rows_affected()),
+                Err(sqlx::Error::Database(e)) if on_stored == OnStored::Abort && e.is_unique_violation() => Ok(0),
+                Err(e) => Err(e),
+            }
         }
         (Inserts::Columns(_), Tx::Sqlite(..)) => {
             Err(sqlx::Error::Protocol("points as columns are for PostgreSQL".into()))
