@@ -77,29 +77,6 @@ macro_rules! values {
 }
 pub(crate) use values;
 
-/// PostgreSQL: a statement that locks, in the byte order of `column`, the rows of `table` whose
-/// `column` is one of `count` bound values (`$1`…), as an update would. The ingest writers
-/// lock the rows of each slice this way before updating them, the keys sorted in the same order
-/// (integers by value, text by bytes), so that two slices updating the same rows (one gateway's
-/// messages committed by two nodes after a take-over) cannot wait for each other: an
-/// `UPDATE … FROM (VALUES …)` locks rows in whatever order its join yields them, and two such
-/// updates deadlocked. SQLite, with one writer at a time, needs none.
-pub(crate) fn lock_in_order(table: &str, column: &str, key: KeyKind, count: usize) -> String {
-    let list = (1..=count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
-    let order = match key {
-        KeyKind::Integer => column.to_string(),
-        KeyKind::Text => format!("{column} COLLATE \"C\""),
-    };
-    format!("SELECT 1 FROM {table} WHERE {column} IN ({list}) ORDER BY {order} FOR NO KEY UPDATE")
-}
-
-/// The type of the key [`lock_in_order`] sorts by.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum KeyKind {
-    Integer,
-    Text,
-}
-
 /// A row type both databases decode.
 pub(crate) trait Row:
     for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin

@@ -15,7 +15,7 @@ use sea_query::{Value, Values};
 use sea_query_sqlx::SqlxValues;
 
 use super::Point;
-use crate::db::{Backend, KeyKind, lock_in_order};
+use crate::db::Backend;
 
 /// Rows per statement: well below SQLite's 32,766 bound parameters.
 pub(super) const CHUNK: usize = 1000;
@@ -337,8 +337,6 @@ fn update_latest(points: &[Point], backend: Backend) -> Vec<Statement> {
         .chunk_by(|a, b| a.container_key == b.container_key)
         .filter_map(|run| run.last().copied())
         .collect();
-    let keys = rows.iter().map(|p| int(p.container_key)).collect();
-    let mut statements = lock_rows("containers", "container_key", KeyKind::Integer, keys, backend);
     let sql = |rows: &str| {
         format!(
             "UPDATE containers SET latest_seconds = v.column2, latest_microseconds = v.column3, latest_value = v.column4 \
@@ -347,10 +345,9 @@ fn update_latest(points: &[Point], backend: Backend) -> Vec<Statement> {
              OR (containers.latest_seconds = v.column2 AND containers.latest_microseconds < v.column3))"
         )
     };
-    statements.extend(chunked(&rows, 4, backend, sql, |p| {
+    chunked(&rows, 4, backend, sql, |p| {
         vec![int(p.container_key), int(p.seconds), int(p.microseconds), real(p.value)]
-    }));
-    statements
+    })
 }
 
 /// Moves `last_data_at` of devices forward (each device once, to its latest time: an update
@@ -362,8 +359,6 @@ fn touch_devices(devices: &[(String, i64)], backend: Backend) -> Vec<Statement> 
         *entry = (*entry).max(*at);
     }
     let rows: Vec<(&str, i64)> = latest.into_iter().collect();
-    let keys = rows.iter().map(|(id, _)| Value::String(Some(id.to_string()))).collect();
-    let mut statements = lock_rows("physical_devices", "id_physical_device", KeyKind::Text, keys, backend);
     let sql = |rows: &str| {
         format!(
             "UPDATE physical_devices SET last_data_at = v.column2 FROM (VALUES {rows}) AS v \
@@ -371,10 +366,9 @@ fn touch_devices(devices: &[(String, i64)], backend: Backend) -> Vec<Statement> 
              AND (physical_devices.last_data_at IS NULL OR physical_devices.last_data_at < v.column2)"
         )
     };
-    statements.extend(chunked(&rows, 2, backend, sql, |(id, at)| {
+    chunked(&rows, 2, backend, sql, |(id, at)| {
         vec![Value::String(Some(id.to_string())), int(*at)]
-    }));
-    statements
+    })
 }
 
 /// Adds the new points of each data session to its `datapoint_count`.
@@ -384,31 +378,13 @@ fn count_session_points(points: &[Point], backend: Backend) -> Vec<Statement> {
         *counts.entry(key).or_default() += 1;
     }
     let rows: Vec<(i64, i64)> = counts.into_iter().collect();
-    let keys = rows.iter().map(|(key, _)| int(*key)).collect();
-    let mut statements = lock_rows("data_sessions", "session_key", KeyKind::Integer, keys, backend);
     let sql = |rows: &str| {
         format!(
             "UPDATE data_sessions SET datapoint_count = datapoint_count + v.column2 FROM (VALUES {rows}) AS v \
              WHERE data_sessions.session_key = v.column1"
         )
     };
-    statements.extend(chunked(&rows, 2, backend, sql, |(key, n)| vec![int(*key), int(*n)]));
-    statements
-}
-
-/// On PostgreSQL, statements that lock the rows of `table` whose `column` is one of `keys`
-/// (sorted as the database sorts them: [`lock_in_order`]) before an update of them; on SQLite,
-/// none.
-fn lock_rows(table: &str, column: &str, kind: KeyKind, keys: Vec<Value>, backend: Backend) -> Vec<Statement> {
-    if backend == Backend::Sqlite {
-        return Vec::new();
-    }
-    keys.chunks(CHUNK)
-        .map(|chunk| Statement {
-            sql: lock_in_order(table, column, kind, chunk.len()),
-            values: SqlxValues(Values(chunk.to_vec())),
-        })
-        .collect()
+    chunked(&rows, 2, backend, sql, |(key, n)| vec![int(*key), int(*n)])
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 mod batch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use sea_query::Values;
 use sea_query_sqlx::SqlxValues;
@@ -113,13 +113,15 @@ pub async fn write_slices(db: &Db, slices: Vec<Batch>, routes: &Routes) -> Resul
         routed.push((slice, targets));
     }
     let mut out = Routed::default();
-    let mut left = routed.into_iter().peekable();
-    while left.peek().is_some() {
+    let mut left = std::collections::VecDeque::from(routed);
+    while !left.is_empty() {
         let mut tx = Tx::begin(db).await?;
+        // On PostgreSQL, which takes no write turn, every slice left runs in this transaction.
+        lock_series(&mut tx, left.iter().flat_map(|(slice, _)| slice.series())).await?;
         let mut ran = Vec::new();
         let mut counted = Vec::new();
         let mut resent = false;
-        for (mut slice, targets) in left.by_ref() {
+        while let Some((mut slice, targets)) = left.pop_front() {
             match run_new(&mut tx, &mut slice, targets.as_ref()).await? {
                 Some(done) => counted.push(done),
                 None => resent = true,
@@ -188,6 +190,7 @@ async fn write_batch(
     targets: Option<&HashMap<i64, &[String]>>,
 ) -> Result<(Written, usize, Vec<Point>)> {
     let mut tx = Tx::begin(db).await?;
+    lock_series(&mut tx, batch.series()).await?;
     let mut batch = if let Some((written, queued)) = run_new(&mut tx, &mut batch, targets).await? {
         tx.commit().await?;
         return Ok((written, queued, batch.sent));
@@ -197,6 +200,7 @@ async fn write_batch(
         // would cost every batch.
         tx.rollback().await?;
         tx = Tx::begin(db).await?;
+        lock_series(&mut tx, batch.series()).await?;
         let stored = stored_keys(&mut tx, &batch.sorted).await?;
         let mut fresh = batch.without(&stored);
         if insert(&mut tx, std::mem::take(&mut fresh.inserts), OnStored::Skip).await? != fresh.sorted.len() as u64 {
@@ -243,6 +247,24 @@ async fn finish(tx: &mut Tx, batch: &mut Batch, targets: Option<&HashMap<i64, &[
         duplicates: batch.submitted - batch.sorted.len(),
     };
     Ok((written, queued))
+}
+
+/// On PostgreSQL, locks the rows of the series a transaction will write, in key order, before it
+/// writes anything: the series row stands for everything under it (its raw points, rollups and
+/// latest value, its device's times and data session), so two transactions writing one series
+/// (one gateway's messages committed by two nodes around a take-over) take their turns there
+/// and never wait for each other's rows in opposite orders, which deadlocked: an
+/// `UPDATE … FROM (VALUES …)` locks rows in whatever order its join yields them, and slices
+/// update theirs one after another. The ingest writers of one node never share a series (a
+/// gateway's messages go to one writer). On SQLite, with one writer at a time, nothing.
+async fn lock_series(tx: &mut Tx, series: impl IntoIterator<Item = i64>) -> Result<()> {
+    let Tx::Postgres(tx) = tx else {
+        return Ok(());
+    };
+    let keys: Vec<i64> = series.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
+    let sql = "SELECT 1 FROM containers WHERE container_key = ANY($1) ORDER BY container_key FOR NO KEY UPDATE";
+    sqlx::query(sql).bind(&keys).execute(&mut **tx).await?;
+    Ok(())
 }
 
 /// What an insert does with a point stored before (a resend).
