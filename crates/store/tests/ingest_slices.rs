@@ -76,3 +76,42 @@ async fn a_writer_that_comes_during_a_sliced_commit_is_served_before_it_ends() {
         (200_000, 200_000, 200_000)
     );
 }
+
+/// Two group commits writing the same two series in opposite orders at once (one gateway's
+/// messages committed by two nodes around a take-over) both succeed: on PostgreSQL each
+/// transaction locks its series in key order before writing, so neither can hold one series'
+/// rows while waiting for the other's (a deadlock, which failed one of them). On SQLite they
+/// take turns.
+#[tokio::test]
+async fn group_commits_writing_series_in_opposite_orders_both_succeed() {
+    let store = common::store("slices_opposite").await;
+    let (_, device_a, a) = common::series(&store, "OPPOSITE-A", "CORE", 1).await;
+    let (_, device_b, b) = common::series(&store, "OPPOSITE-B", "CORE", 1).await;
+    let slice = |key: i64, device: &str, seconds: std::ops::Range<i64>| {
+        let points = seconds.clone().map(|s| point(key, s)).collect();
+        Batch::new(
+            points,
+            vec![(device.to_string(), 1_700_000_000 + seconds.end)],
+            store.backend(),
+        )
+    };
+    let routes = Routes::new(Duration::from_secs(5));
+    let rounds = 20;
+    for round in 0..rounds {
+        // The same minute for both commits, so both update the same rollup rows of each series.
+        let (first, second) = (round * 60..round * 60 + 10, round * 60 + 30..round * 60 + 40);
+        let forward = vec![slice(a, &device_a, first.clone()), slice(b, &device_b, first)];
+        let backward = vec![slice(b, &device_b, second.clone()), slice(a, &device_a, second)];
+        let (one, two) = tokio::join!(
+            ingest::write_slices(&store, forward, &routes),
+            ingest::write_slices(&store, backward, &routes)
+        );
+        one.unwrap();
+        two.unwrap();
+    }
+    for key in [a, b] {
+        let stored = (rounds * 20) as usize;
+        assert_eq!(ingest::series_points(&store, key).await.unwrap().len(), stored);
+        assert_eq!(ingest::rollup_counts(&store, key).await.unwrap().0, stored as i64);
+    }
+}
