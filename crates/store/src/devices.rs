@@ -282,12 +282,17 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
     Ok(())
 }
 
+/// Departures written at once on PostgreSQL, each in a transaction of its own: their commits
+/// share the log's flushes, so thousands of gateways leaving together (a network outage) are
+/// written in a fraction of the time one after another would take.
+const DEPARTURES_AT_ONCE: usize = 8;
+
 /// Marks gateways disconnected (connection lost, clean DISCONNECT or power off) as node
 /// `node_id` saw them go: on SQLite all in one transaction; on PostgreSQL one transaction per
-/// gateway. There an ingest writer's group commit locks the devices of one slice after another,
-/// so a departure locking many devices at once could wait for it while it waits for the
-/// departure (a deadlock, measured with two ingest writers); a transaction that holds one
-/// gateway's rows cannot. `gone` is asked about each once the write turn
+/// gateway, [`DEPARTURES_AT_ONCE`] at a time. There an ingest writer's group commit updates the
+/// devices of one slice after another, so a departure locking many devices at once could wait
+/// for it while it waits for the departure (a deadlock, measured with two ingest writers); a
+/// transaction that holds one gateway's rows cannot. `gone` is asked about each once the write turn
 /// is held: a gateway that connected to this node again meanwhile answers `false` and stays
 /// connected; one whose latest connection is on another node (`iot_devices.node_id`, set by
 /// its hello there) is left as that node has it. Returns how many were asked to be marked.
@@ -298,11 +303,6 @@ pub async fn disconnected(
     now: i64,
     gone: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<usize> {
-    let device = "UPDATE physical_devices SET is_connected = 0, last_disconnect_at = $1 \
-        WHERE id_physical_device = $2 AND NOT EXISTS (SELECT 1 FROM iot_devices i \
-        WHERE i.id_physical_device = $2 AND i.node_id IS NOT NULL AND i.node_id <> $3)";
-    let endpoint = "UPDATE iot_devices SET last_disconnect_at = $1 \
-        WHERE id_physical_device = $2 AND (node_id IS NULL OR node_id = $3)";
     let _turn = db.write_turn().await?;
     let ids: Vec<&str> = ids.iter().copied().filter(|id| gone(id)).collect();
     if ids.is_empty() {
@@ -312,24 +312,37 @@ pub async fn disconnected(
         Backend::Sqlite => ids.len(),
         Backend::Postgres => 1,
     };
-    for part in ids.chunks(per_transaction) {
-        on_pool!(db, |p| async {
-            let mut tx = p.begin().await?;
-            for id in part {
-                for sql in [device, endpoint] {
-                    sqlx::query(sql)
-                        .bind(now)
-                        .bind(id)
-                        .bind(node_id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-            }
-            tx.commit().await
-        }
-        .await)?;
+    let parts: Vec<&[&str]> = ids.chunks(per_transaction).collect();
+    for at_once in parts.chunks(DEPARTURES_AT_ONCE) {
+        let writes = at_once.iter().map(|part| mark_disconnected(db, part, node_id, now));
+        futures::future::try_join_all(writes).await?;
     }
     Ok(ids.len())
+}
+
+/// Marks `ids` disconnected in one transaction (see [`disconnected`]).
+async fn mark_disconnected(db: &Db, ids: &[&str], node_id: &str, now: i64) -> Result<()> {
+    let device = "UPDATE physical_devices SET is_connected = 0, last_disconnect_at = $1 \
+        WHERE id_physical_device = $2 AND NOT EXISTS (SELECT 1 FROM iot_devices i \
+        WHERE i.id_physical_device = $2 AND i.node_id IS NOT NULL AND i.node_id <> $3)";
+    let endpoint = "UPDATE iot_devices SET last_disconnect_at = $1 \
+        WHERE id_physical_device = $2 AND (node_id IS NULL OR node_id = $3)";
+    on_pool!(db, |p| async {
+        let mut tx = p.begin().await?;
+        for id in ids {
+            for sql in [device, endpoint] {
+                sqlx::query(sql)
+                    .bind(now)
+                    .bind(id)
+                    .bind(node_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await
+    }
+    .await)?;
+    Ok(())
 }
 
 /// The node holding the live connection of gateway `id`, as its latest hello recorded it;
