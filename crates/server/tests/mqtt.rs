@@ -394,9 +394,10 @@ async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
 
 /// With several ingest writers (lanes), gateways publishing at once each get their PUBACKs in
 /// publish order, every point is stored and counted once (a resend included), and each series'
-/// latest value is its newest point: a gateway's messages all go through one lane.
+/// latest value is its newest point. (That a gateway keeps its lane is the unit test
+/// `ingest::tests::a_submitter_keeps_its_lane`.)
 #[tokio::test]
-async fn several_ingest_writers_keep_each_gateway_in_order() {
+async fn several_ingest_writers_store_every_gateway_once_and_acknowledge_in_order() {
     let settings = devicecloud_server::Settings {
         ingest_writers: Some(3),
         ..devicecloud_server::Settings::default()

@@ -301,6 +301,30 @@ impl Tx {
         }
     }
 
+    /// On PostgreSQL, locks the rows of `table` whose `column` is one of `keys` as an update
+    /// would, in the column's order; on SQLite, where writers take turns, nothing. Writers that
+    /// update many rows of one table lock them this way first, all in one statement, so that two
+    /// of them can never each hold a row the other waits for (a deadlock): an
+    /// `UPDATE … FROM (VALUES …)` locks rows in whatever order its join yields them, and a group
+    /// commit updates its slices one after another (docs/operations.md, "Several nodes").
+    pub(crate) async fn lock_in_order<K>(&mut self, table: &str, column: &str, keys: &[K]) -> sqlx::Result<()>
+    where
+        K: for<'q> sqlx::Encode<'q, sqlx::Postgres>
+            + sqlx::Type<sqlx::Postgres>
+            + sqlx::postgres::PgHasArrayType
+            + Sync,
+    {
+        let Tx::Postgres(tx) = self else {
+            return Ok(());
+        };
+        let sql = format!("SELECT 1 FROM {table} WHERE {column} = ANY($1) ORDER BY {column} FOR NO KEY UPDATE");
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(keys)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
     /// Runs one statement; returns the rows it affected.
     pub(crate) async fn execute(&mut self, sql: String, values: SqlxValues) -> sqlx::Result<u64> {
         let sql = sqlx::AssertSqlSafe(sql);

@@ -1,7 +1,7 @@
 //! Physical devices: gateways (provisioned through the API, with a device token) and the assets
 //! behind them (created by their gateway). Device tokens are stored as SHA-256 hashes.
 
-use crate::db::{Backend, Db, on_pool, values};
+use crate::db::{Db, Tx, on_pool, values};
 use crate::{Result, StoreError, new_id};
 
 /// A stored physical device with every field of the specification and the service's own; it
@@ -282,20 +282,15 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
     Ok(())
 }
 
-/// Departures written at once on PostgreSQL, each in a transaction of its own: their commits
-/// share the log's flushes, so thousands of gateways leaving together (a network outage) are
-/// written in a fraction of the time one after another would take.
-const DEPARTURES_AT_ONCE: usize = 8;
-
-/// Marks gateways disconnected (connection lost, clean DISCONNECT or power off) as node
-/// `node_id` saw them go: on SQLite all in one transaction; on PostgreSQL one transaction per
-/// gateway, [`DEPARTURES_AT_ONCE`] at a time. There an ingest writer's group commit updates the
-/// devices of one slice after another, so a departure locking many devices at once could wait
-/// for it while it waits for the departure (a deadlock, measured with two ingest writers); a
-/// transaction that holds one gateway's rows cannot. `gone` is asked about each once the write turn
+/// Marks gateways disconnected (connection lost, clean DISCONNECT or power off), all in one
+/// transaction, as node `node_id` saw them go. `gone` is asked about each once the write turn
 /// is held: a gateway that connected to this node again meanwhile answers `false` and stays
 /// connected; one whose latest connection is on another node (`iot_devices.node_id`, set by
 /// its hello there) is left as that node has it. Returns how many were asked to be marked.
+///
+/// On PostgreSQL the devices are locked first in key order, as the ingest writers lock theirs
+/// (`Tx::lock_in_order`): a departure of many gateways deadlocked with ingest transactions
+/// updating some of the same devices in another order.
 pub async fn disconnected(
     db: &Db,
     ids: &[&str],
@@ -303,46 +298,25 @@ pub async fn disconnected(
     now: i64,
     gone: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<usize> {
-    let _turn = db.write_turn().await?;
-    let ids: Vec<&str> = ids.iter().copied().filter(|id| gone(id)).collect();
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    let per_transaction = match db.backend() {
-        Backend::Sqlite => ids.len(),
-        Backend::Postgres => 1,
-    };
-    let parts: Vec<&[&str]> = ids.chunks(per_transaction).collect();
-    for at_once in parts.chunks(DEPARTURES_AT_ONCE) {
-        let writes = at_once.iter().map(|part| mark_disconnected(db, part, node_id, now));
-        futures::future::try_join_all(writes).await?;
-    }
-    Ok(ids.len())
-}
-
-/// Marks `ids` disconnected in one transaction (see [`disconnected`]).
-async fn mark_disconnected(db: &Db, ids: &[&str], node_id: &str, now: i64) -> Result<()> {
     let device = "UPDATE physical_devices SET is_connected = 0, last_disconnect_at = $1 \
         WHERE id_physical_device = $2 AND NOT EXISTS (SELECT 1 FROM iot_devices i \
         WHERE i.id_physical_device = $2 AND i.node_id IS NOT NULL AND i.node_id <> $3)";
     let endpoint = "UPDATE iot_devices SET last_disconnect_at = $1 \
         WHERE id_physical_device = $2 AND (node_id IS NULL OR node_id = $3)";
-    on_pool!(db, |p| async {
-        let mut tx = p.begin().await?;
-        for id in ids {
-            for sql in [device, endpoint] {
-                sqlx::query(sql)
-                    .bind(now)
-                    .bind(id)
-                    .bind(node_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await
+    let mut tx = Tx::begin(db).await?;
+    let ids: Vec<&str> = ids.iter().copied().filter(|id| gone(id)).collect();
+    if ids.is_empty() {
+        tx.rollback().await?;
+        return Ok(0);
     }
-    .await)?;
-    Ok(())
+    tx.lock_in_order("physical_devices", "id_physical_device", &ids).await?;
+    for id in &ids {
+        for sql in [device, endpoint] {
+            tx.execute(sql.to_string(), values![now, *id, node_id]).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(ids.len())
 }
 
 /// The node holding the live connection of gateway `id`, as its latest hello recorded it;

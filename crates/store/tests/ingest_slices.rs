@@ -5,6 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use devicecloud_store::devices;
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Batch, Point};
 use devicecloud_store::webhooks::Routes;
@@ -113,5 +114,47 @@ async fn group_commits_writing_series_in_opposite_orders_both_succeed() {
         let stored = (rounds * 20) as usize;
         assert_eq!(ingest::series_points(&store, key).await.unwrap().len(), stored);
         assert_eq!(ingest::rollup_counts(&store, key).await.unwrap().0, stored as i64);
+    }
+}
+
+/// A group commit touching two gateways' devices in one order and a departure of both at once
+/// both succeed: on PostgreSQL both lock the devices in key order first (a departure of many
+/// gateways deadlocked with the ingest writers before).
+#[tokio::test]
+async fn a_group_commit_and_a_departure_of_the_same_devices_both_succeed() {
+    let store = common::store("slices_departure").await;
+    let (_, device_a, a) = common::series(&store, "DEPART-A", "CORE", 1).await;
+    let (_, device_b, b) = common::series(&store, "DEPART-B", "CORE", 1).await;
+    let routes = Routes::new(Duration::from_secs(5));
+    let rounds = 50;
+    for round in 0..rounds {
+        let seconds = round * 60..round * 60 + 10;
+        // The device last in key order first: the departure locks the other way round.
+        let mut pairs = [(a, &device_a), (b, &device_b)];
+        pairs.sort_by(|x, y| y.1.cmp(x.1));
+        let slices = pairs
+            .into_iter()
+            .map(|(key, device)| {
+                let points = seconds.clone().map(|s| point(key, s)).collect();
+                Batch::new(
+                    points,
+                    vec![(device.clone(), 1_700_000_000 + seconds.end)],
+                    store.backend(),
+                )
+            })
+            .collect();
+        let ids = [device_a.as_str(), device_b.as_str()];
+        let (written, departed) = tokio::join!(
+            ingest::write_slices(&store, slices, &routes),
+            devices::disconnected(&store, &ids, "node", round, &|_| true)
+        );
+        written.unwrap();
+        assert_eq!(departed.unwrap(), 2);
+    }
+    for key in [a, b] {
+        assert_eq!(
+            ingest::series_points(&store, key).await.unwrap().len(),
+            (rounds * 10) as usize
+        );
     }
 }

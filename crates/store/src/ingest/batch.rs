@@ -97,6 +97,11 @@ impl Batch {
         Batch::of_distinct(self.submitted, sent, sorted, self.devices, self.backend)
     }
 
+    /// The devices whose `last_data_at` the batch moves.
+    pub(super) fn devices(&self) -> impl Iterator<Item = &str> {
+        self.devices.iter().map(|(id, _)| id.as_str())
+    }
+
     /// The series the batch writes to.
     pub(super) fn series(&self) -> HashSet<i64> {
         self.sorted.iter().map(|p| p.container_key).collect()

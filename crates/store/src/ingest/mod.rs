@@ -18,7 +18,7 @@ use sea_query_sqlx::SqlxValues;
 pub use batch::Batch;
 use batch::{Inserts, Statement, int, placeholders, queue_points};
 
-use crate::db::{Db, Tx, values};
+use crate::db::{Backend, Db, Tx, values};
 use crate::webhooks::{RouteTable, Routes};
 use crate::{Result, StoreError, new_id};
 
@@ -117,7 +117,7 @@ pub async fn write_slices(db: &Db, slices: Vec<Batch>, routes: &Routes) -> Resul
     while !left.is_empty() {
         let mut tx = Tx::begin(db).await?;
         // On PostgreSQL, which takes no write turn, every slice left runs in this transaction.
-        lock_series(&mut tx, left.iter().flat_map(|(slice, _)| slice.series())).await?;
+        lock_rows(&mut tx, left.iter().map(|(slice, _)| slice)).await?;
         let mut ran = Vec::new();
         let mut counted = Vec::new();
         let mut resent = false;
@@ -190,7 +190,7 @@ async fn write_batch(
     targets: Option<&HashMap<i64, &[String]>>,
 ) -> Result<(Written, usize, Vec<Point>)> {
     let mut tx = Tx::begin(db).await?;
-    lock_series(&mut tx, batch.series()).await?;
+    lock_rows(&mut tx, [&batch]).await?;
     let mut batch = if let Some((written, queued)) = run_new(&mut tx, &mut batch, targets).await? {
         tx.commit().await?;
         return Ok((written, queued, batch.sent));
@@ -200,7 +200,7 @@ async fn write_batch(
         // would cost every batch.
         tx.rollback().await?;
         tx = Tx::begin(db).await?;
-        lock_series(&mut tx, batch.series()).await?;
+        lock_rows(&mut tx, [&batch]).await?;
         let stored = stored_keys(&mut tx, &batch.sorted).await?;
         let mut fresh = batch.without(&stored);
         if insert(&mut tx, std::mem::take(&mut fresh.inserts), OnStored::Skip).await? != fresh.sorted.len() as u64 {
@@ -249,21 +249,27 @@ async fn finish(tx: &mut Tx, batch: &mut Batch, targets: Option<&HashMap<i64, &[
     Ok((written, queued))
 }
 
-/// On PostgreSQL, locks the rows of the series a transaction will write, in key order, before it
-/// writes anything: the series row stands for everything under it (its raw points, rollups and
-/// latest value, its device's times and data session), so two transactions writing one series
-/// (one gateway's messages committed by two nodes around a take-over) take their turns there
-/// and never wait for each other's rows in opposite orders, which deadlocked: an
-/// `UPDATE … FROM (VALUES …)` locks rows in whatever order its join yields them, and slices
-/// update theirs one after another. The ingest writers of one node never share a series (a
+/// On PostgreSQL, locks the rows a transaction of `batches` will update before it writes
+/// anything, each table in key order (`Tx::lock_in_order`): its series, which stand for
+/// everything under them (raw points, rollups, latest values, data sessions), then its devices,
+/// which departures lock in the same order. Two transactions writing one series (one gateway's
+/// messages committed by two nodes around a take-over) then take their turns at the first row
+/// they share instead of deadlocking. The ingest writers of one node never share a series (a
 /// gateway's messages go to one writer). On SQLite, with one writer at a time, nothing.
-async fn lock_series(tx: &mut Tx, series: impl IntoIterator<Item = i64>) -> Result<()> {
-    let Tx::Postgres(tx) = tx else {
+async fn lock_rows<'b>(tx: &mut Tx, batches: impl IntoIterator<Item = &'b Batch>) -> Result<()> {
+    if tx.backend() == Backend::Sqlite {
         return Ok(());
-    };
-    let keys: Vec<i64> = series.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
-    let sql = "SELECT 1 FROM containers WHERE container_key = ANY($1) ORDER BY container_key FOR NO KEY UPDATE";
-    sqlx::query(sql).bind(&keys).execute(&mut **tx).await?;
+    }
+    let (mut series, mut devices) = (BTreeSet::new(), BTreeSet::new());
+    for batch in batches {
+        series.extend(batch.series());
+        devices.extend(batch.devices());
+    }
+    let series: Vec<i64> = series.into_iter().collect();
+    let devices: Vec<&str> = devices.into_iter().collect();
+    tx.lock_in_order("containers", "container_key", &series).await?;
+    tx.lock_in_order("physical_devices", "id_physical_device", &devices)
+        .await?;
     Ok(())
 }
 
