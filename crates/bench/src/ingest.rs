@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId};
-use devicecloud_store::{Db, unix_now};
+use devicecloud_store::{Db, partitions, unix_now};
 
 use devicecloud_server::ingest::BATCH_POINTS as BATCH;
 
@@ -79,6 +79,10 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
     let ms = |d: Option<&Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
     let end_to_end = (acked * per_message) as f64 / elapsed;
 
+    let point_bytes = match &o.database_url {
+        Some(url) => Some(postgres_point_bytes(url).await?),
+        None => None,
+    };
     eprintln!("store alone for {} s…", o.seconds);
     let store_rate = store_only(&o).await?;
     let backend = if o.database_url.is_some() {
@@ -106,10 +110,25 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
         }
         None => println!("store alone: measured on SQLite only (run without --database-url)"),
     }
+    if let Some(bytes) = point_bytes {
+        println!("bytes a stored raw point takes (table and key):  {bytes:>12.1}");
+    }
     if failed > 0 {
         println!("gateways whose connection failed: {failed}");
     }
     Ok(())
+}
+
+/// The bytes a raw point takes in the PostgreSQL store at `url`: its partitions' tables and
+/// indexes over the points they hold.
+async fn postgres_point_bytes(url: &str) -> Result<f64> {
+    let pool = sqlx::PgPool::connect(url).await?;
+    let bytes = partitions::raw_points_bytes(&pool).await?;
+    let points: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM raw_points")
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
+    Ok(bytes as f64 / points.max(1) as f64)
 }
 
 /// Writes the same shape of rows straight through the store's ingest path (transactions as

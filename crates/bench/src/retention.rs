@@ -258,8 +258,8 @@ async fn drop_partition(points: i64, url: &str) -> Result<()> {
     for start in (0..points).step_by(5_000_000) {
         let count = (points - start).min(5_000_000);
         sqlx::query(
-            "INSERT INTO raw_points (container_key, seconds, microseconds, value) \
-             SELECT $1, $2 + n / $3, n % $3, 1.0 FROM generate_series($4::bigint, $5::bigint) AS n",
+            "INSERT INTO raw_points (container_key, time_us, value) \
+             SELECT $1, ($2 + n / $3) * 1000000 + n % $3, 1.0 FROM generate_series($4::bigint, $5::bigint) AS n",
         )
         .bind(key)
         .bind(day)
@@ -274,12 +274,7 @@ async fn drop_partition(points: i64, url: &str) -> Result<()> {
     )))
     .fetch_one(pool)
     .await?;
-    let bytes: i64 = sqlx::query_scalar(
-        "SELECT SUM(pg_total_relation_size(c.oid))::bigint FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-         WHERE i.inhparent = 'raw_points'::regclass",
-    )
-    .fetch_one(pool)
-    .await?;
+    let bytes = partitions::raw_points_bytes(pool).await?;
     eprintln!("filled in {:.0} s", filled.elapsed().as_secs_f64());
     let own = Retention {
         raw_days: Some(1),

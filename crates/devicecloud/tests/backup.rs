@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use devicecloud_protocol::{Measurement, ModuleKind, Timestamp, measurements_payload};
 use devicecloud_simulator::Provisioner;
-use devicecloud_store::Db;
+use devicecloud_store::{Backend, Db};
 use rumqttc::{AsyncClient, ConnectReturnCode, Event, MqttOptions, Packet, QoS};
 use serde_json::Value;
 use tokio::process::Command;
@@ -181,9 +181,15 @@ where
 /// series' minute, hour and day rollups count its raw points. Returns the number of points.
 async fn check_restored(url: &str, acked: &HashSet<Acked>) -> i64 {
     let db = Db::connect(url).await.unwrap();
-    let points_sql = "SELECT d.serial_hardware, c.datatype, r.seconds FROM raw_points r \
-                      JOIN containers c ON c.container_key = r.container_key \
-                      JOIN physical_devices d ON d.id_physical_device = c.source_device";
+    let seconds = match db.backend() {
+        Backend::Sqlite => "r.seconds",
+        Backend::Postgres => "r.time_us / 1000000",
+    };
+    let points_sql = format!(
+        "SELECT d.serial_hardware, c.datatype, {seconds} FROM raw_points r \
+         JOIN containers c ON c.container_key = r.container_key \
+         JOIN physical_devices d ON d.id_physical_device = c.source_device"
+    );
     let counts_sql = "SELECT c.container_key, \
                       (SELECT COUNT(*) FROM raw_points r WHERE r.container_key = c.container_key), \
                       (SELECT CAST(COALESCE(SUM(count_val), 0) AS BIGINT) FROM rollup_minute m WHERE m.container_key = c.container_key), \
@@ -193,11 +199,17 @@ async fn check_restored(url: &str, acked: &HashSet<Acked>) -> i64 {
     type Counts = (i64, i64, i64, i64, i64);
     let (points, counts): (Vec<(String, i64, i64)>, Vec<Counts>) = match &db {
         Db::Sqlite(p) => (
-            sqlx::query_as(points_sql).fetch_all(p).await.unwrap(),
+            sqlx::query_as(sqlx::AssertSqlSafe(points_sql.as_str()))
+                .fetch_all(p)
+                .await
+                .unwrap(),
             sqlx::query_as(counts_sql).fetch_all(p).await.unwrap(),
         ),
         Db::Postgres(p) => (
-            sqlx::query_as(points_sql).fetch_all(p).await.unwrap(),
+            sqlx::query_as(sqlx::AssertSqlSafe(points_sql.as_str()))
+                .fetch_all(p)
+                .await
+                .unwrap(),
             sqlx::query_as(counts_sql).fetch_all(p).await.unwrap(),
         ),
     };

@@ -11,7 +11,7 @@ use devicecloud_server::metrics::{self, Failed, MESSAGES, Outcome, POINTS};
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId, Written};
-use devicecloud_store::{Db, unix_now};
+use devicecloud_store::{Backend, Db, unix_now};
 
 struct Fixture {
     db: Db,
@@ -99,7 +99,12 @@ type Latest = (i64, Option<i64>, Option<i64>, Option<f64>);
 
 /// Asserts that every rollup table equals the aggregation of the raw rows.
 async fn assert_rollups_match_raw(db: &Db) {
-    let raw: Vec<(i64, i64, f64)> = fetch(db, "SELECT container_key, seconds, value FROM raw_points").await;
+    // PostgreSQL keeps a point's time in microseconds (docs/operations.md, "Storage").
+    let sql = match db.backend() {
+        Backend::Sqlite => "SELECT container_key, seconds, value FROM raw_points",
+        Backend::Postgres => "SELECT container_key, time_us / 1000000, value FROM raw_points",
+    };
+    let raw: Vec<(i64, i64, f64)> = fetch(db, sql).await;
     for (table, width) in [("rollup_minute", 60), ("rollup_hour", 3600), ("rollup_day", 86_400)] {
         let mut expected: BTreeMap<(i64, i64), (f64, f64, f64, i64)> = BTreeMap::new();
         for (key, seconds, value) in &raw {

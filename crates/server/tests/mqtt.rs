@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{TestApp, send};
 use devicecloud_protocol::RejectReason;
 use devicecloud_server::metrics::{self, Closed, MESSAGES, Outcome};
-use devicecloud_store::Db;
+use devicecloud_store::{Backend, Db};
 use reqwest::Method;
 use rumqttc::{AsyncClient, ConnectReturnCode, ConnectionError, Event, EventLoop, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
@@ -238,7 +238,15 @@ async fn hello_and_measurements_are_stored_before_the_puback() {
     // PUBACK came after the commit: the points are there now.
     let stored = stored_points(&app, &gw.group).await;
     assert_eq!(stored, 4);
-    let micros = scalar(&app.state.db, "SELECT MAX(microseconds) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1", &gw.group).await;
+    let micros = match app.state.db.backend() {
+        Backend::Sqlite => {
+            "SELECT MAX(r.microseconds) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1"
+        }
+        Backend::Postgres => {
+            "SELECT MAX(r.time_us % 1000000) FROM raw_points r JOIN containers c ON c.container_key = r.container_key WHERE c.id_group = $1"
+        }
+    };
+    let micros = scalar(&app.state.db, micros, &gw.group).await;
     assert_eq!(micros, 500_000);
     assert!(device(&app, &admin, &gw.id).await["last_data_at"].as_i64().is_some());
     // The unknown serial became an asset of the gateway, in its group.
@@ -351,9 +359,13 @@ async fn pipelined_messages_are_acknowledged_in_order_after_their_commit() {
     published.push(None);
 
     let points_at = |second: i64| {
+        let at = match app.state.db.backend() {
+            Backend::Sqlite => format!("r.seconds = {second}"),
+            Backend::Postgres => format!("r.time_us / 1000000 = {second}"),
+        };
         let sql = format!(
             "SELECT COUNT(*) FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
-             WHERE c.id_group = $1 AND r.seconds = {second}"
+             WHERE c.id_group = $1 AND {at}"
         );
         let (db, group) = (app.state.db.clone(), gw.group.clone());
         async move { scalar(&db, &sql, &group).await }

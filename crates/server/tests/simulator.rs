@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::TestApp;
 use devicecloud_protocol::ModuleKind;
 use devicecloud_simulator::{Fleet, FleetOptions, Provisioner};
-use devicecloud_store::Db;
+use devicecloud_store::{Backend, Db};
 
 /// One integer of a query on either database.
 macro_rules! scalar {
@@ -114,7 +114,11 @@ async fn gateways_send_their_history_before_live_data_but_go_modules_do_not() {
     let of_core = "SELECT {} FROM raw_points r JOIN containers c ON c.container_key = r.container_key \
                    WHERE c.source_device = $1 AND c.datatype = 1";
     let count = scalar!(db, sqlx::AssertSqlSafe(of_core.replace("{}", "COUNT(*)")), &core);
-    let oldest = scalar!(db, sqlx::AssertSqlSafe(of_core.replace("{}", "MIN(r.seconds)")), &core);
+    let first = match db.backend() {
+        Backend::Sqlite => "MIN(r.seconds)",
+        Backend::Postgres => "MIN(r.time_us) / 1000000",
+    };
+    let oldest = scalar!(db, sqlx::AssertSqlSafe(of_core.replace("{}", first)), &core);
     assert_eq!(count, 12);
     assert!(
         (now - 3600 - 5..=now - 3600 + 60).contains(&oldest),

@@ -3,7 +3,8 @@
 //! refresh stays bounded by the pair's first grant), its accounts are enabled, and its webhook
 //! credentials, written in clear by the earlier release, are sealed and still sign deliveries.
 //! A store made before retention (0009) keeps every point and rollup; on PostgreSQL they move
-//! into time partitions.
+//! into time partitions. A store of the schema before 0011 keeps every point to the
+//! microsecond; on PostgreSQL its partitions keep their names and days.
 
 mod common;
 
@@ -183,13 +184,9 @@ async fn a_store_of_the_earlier_release_keeps_its_tokens_and_seals_its_webhook_c
 /// The last migration before retention and time partitions.
 const BEFORE_RETENTION: i64 = 8;
 
-#[tokio::test]
-async fn a_store_made_before_retention_keeps_every_point_and_rollup() {
-    let dir = TempDir::new();
-    let url = fresh_db_url(&dir.0).await;
-    schema_up_to(&url, BEFORE_RETENTION).await;
-    let now = unix_now();
-    let mut statements: Vec<(&str, Vec<String>)> = vec![
+/// Statements making group `group-1` with device `device-1` and its series 1 (`series-1`).
+fn one_series() -> Vec<(&'static str, Vec<String>)> {
+    vec![
         (
             "INSERT INTO groups (id_group, label, created_at) VALUES ('group-1', 'Before', 0)",
             vec![],
@@ -204,7 +201,16 @@ async fn a_store_made_before_retention_keeps_every_point_and_rollup() {
              VALUES (1, 'series-1', 'group-1', 'device-1', 12)",
             vec![],
         ),
-    ];
+    ]
+}
+
+#[tokio::test]
+async fn a_store_made_before_retention_keeps_every_point_and_rollup() {
+    let dir = TempDir::new();
+    let url = fresh_db_url(&dir.0).await;
+    schema_up_to(&url, BEFORE_RETENTION).await;
+    let now = unix_now();
+    let mut statements = one_series();
     // A point a day over 40 days, and one from 1999 (older than any partition).
     let mut times: Vec<i64> = (0..40).map(|d| now - d * 86_400).collect();
     times.push(915_148_800);
@@ -278,6 +284,119 @@ async fn a_store_made_before_retention_keeps_every_point_and_rollup() {
             raw_parts > 40,
             "one partition a day with points, the default, and the days ahead: {raw_parts}"
         );
+        pool.close().await;
+    }
+}
+
+/// The last migration before PostgreSQL kept a raw point's time in one column (0011).
+const BEFORE_POINT_TIME: i64 = 10;
+
+/// The (seconds, microseconds) of the points `GET /api/v2/data` lists for `filter`, sorted.
+async fn listed_times(app: &TestApp, admin: &str, filter: &str) -> Vec<(i64, i64)> {
+    let data = send(app.get(
+        &format!("/api/v2/data?filter[id_group]=group-1{filter}&per-page=1000"),
+        admin,
+    ))
+    .await
+    .expect(200)
+    .json();
+    let mut times: Vec<(i64, i64)> = data["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["timestamp_seconds"].as_i64().unwrap(),
+                p["microseconds"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    times.sort_unstable();
+    times
+}
+
+#[tokio::test]
+async fn a_store_of_the_previous_schema_keeps_every_point_to_the_microsecond() {
+    let dir = TempDir::new();
+    let url = fresh_db_url(&dir.0).await;
+    schema_up_to(&url, BEFORE_POINT_TIME).await;
+    let now = unix_now();
+    let recent = now - 3_600;
+    let slot = recent.div_euclid(86_400) * 86_400;
+    let mut times = vec![
+        (recent, 0),
+        (recent, 250_000),
+        (recent, 999_999),
+        (now - 2 * 86_400, 123_456),
+        (915_148_800, 1), // 1999: older than any partition
+    ];
+    let partition = format!(
+        "DO $$ BEGIN EXECUTE format('CREATE TABLE %I PARTITION OF raw_points FOR VALUES FROM (%s) TO (%s)', \
+         'raw_points_' || to_char(to_timestamp({slot}) AT TIME ZONE 'UTC', 'YYYYMMDD'), {slot}, {end}); END $$",
+        end = slot + 86_400
+    );
+    let mut statements = one_series();
+    // The partition a running service made for the day of the recent points.
+    if url.starts_with("postgres") {
+        statements.push((&partition, vec![]));
+    }
+    // The points and their rollups (the data collection counts the day rollups).
+    let mut buckets = std::collections::BTreeMap::new();
+    for (seconds, micros) in &times {
+        statements.push((
+            "INSERT INTO raw_points (container_key, seconds, microseconds, value) \
+             VALUES (1, CAST($1 AS BIGINT), CAST($2 AS BIGINT), 1.5)",
+            vec![seconds.to_string(), micros.to_string()],
+        ));
+        for (table, width) in [("rollup_minute", 60), ("rollup_hour", 3_600), ("rollup_day", 86_400)] {
+            *buckets.entry((table, seconds.div_euclid(width) * width)).or_insert(0) += 1;
+        }
+    }
+    let rollups: Vec<String> = buckets
+        .iter()
+        .map(|((table, bucket), count)| {
+            format!("INSERT INTO {table} VALUES (1, {bucket}, 1.5, 1.5, 1.5 * {count}, {count})")
+        })
+        .collect();
+    statements.extend(rollups.iter().map(|sql| (sql.as_str(), vec![])));
+    execute(&url, &statements).await;
+
+    let app = TestApp::start(dir, url.clone(), Settings::default(), None).await;
+    let (_, admin) = app.admin().await;
+    times.sort_unstable();
+    assert_eq!(listed_times(&app, &admin, "").await, times);
+    // A whole second and a fraction are still found by their filters.
+    assert_eq!(
+        listed_times(&app, &admin, &format!("&filter[timestamp_seconds]={recent}")).await,
+        [(recent, 0), (recent, 250_000), (recent, 999_999)]
+    );
+    assert_eq!(
+        listed_times(&app, &admin, "&filter[microseconds]=123456").await,
+        [(now - 2 * 86_400, 123_456)]
+    );
+
+    if url.starts_with("postgres") {
+        use devicecloud_store::partitions;
+        use devicecloud_store::retention::Kind;
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let raw = partitions::list(&mut pool.acquire().await.unwrap(), Kind::Raw)
+            .await
+            .unwrap();
+        let made = raw
+            .iter()
+            .find(|p| p.start == slot)
+            .unwrap_or_else(|| panic!("the day's partition kept its range: {raw:?}"));
+        assert_eq!(made.end, slot + 86_400);
+        let held: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {}", made.name)))
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(held, 3, "the recent points are in their day's partition");
+        let stray: Vec<i64> = sqlx::query_scalar("SELECT time_us FROM raw_points_default")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        assert_eq!(stray, [915_148_800_000_001]);
         pool.close().await;
     }
 }

@@ -7,7 +7,8 @@
 //! of 1 Hz points costs a page a few hundred rows, not eighty thousand. On SQLite the rows come
 //! back as one JSON array (rows cross a thread one by one in sqlx).
 
-use crate::db::Db;
+use crate::TimePart;
+use crate::db::{Backend, Db};
 use crate::downsampled::Resolution;
 use crate::{Result, StoreError};
 
@@ -60,12 +61,21 @@ pub async fn device_points(
              WHERE c.id_group = $1 AND c.source_device = $2 AND r.bucket > $3 AND r.bucket <= $6 \
              GROUP BY c.datatype, col ORDER BY c.datatype, col"
         ),
-        None => "SELECT c.datatype AS datatype, ((r.seconds - $3) * $4 - 1) / $5 AS col, MIN(r.value) AS min, \
+        None => {
+            let seconds = TimePart::Seconds.sql(db.backend(), "r");
+            // A range of the stored time (`point_time`), which the key serves.
+            let within = match db.backend() {
+                Backend::Sqlite => "r.seconds >= $3 AND r.seconds <= $6",
+                Backend::Postgres => "r.time_us >= $3 * 1000000 AND r.time_us < ($6 + 1) * 1000000",
+            };
+            format!(
+                "SELECT c.datatype AS datatype, (({seconds} - $3) * $4 - 1) / $5 AS col, MIN(r.value) AS min, \
                  MAX(r.value) AS max, AVG(r.value) AS avg \
                  FROM containers c JOIN raw_points r ON r.container_key = c.container_key \
-                 WHERE c.id_group = $1 AND c.source_device = $2 AND r.seconds >= $3 AND r.seconds <= $6 \
+                 WHERE c.id_group = $1 AND c.source_device = $2 AND {within} \
                  GROUP BY c.datatype, col ORDER BY c.datatype, col"
-            .to_string(),
+            )
+        }
     };
     // The parameters of `inner` in its order, bound alike on both databases (the two query
     // types share no trait to bind through).

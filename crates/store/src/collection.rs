@@ -17,6 +17,7 @@ use crate::db::{Backend, Db, on_pool};
 
 mod table;
 
+use crate::point_time::{self, TimePart};
 use crate::scope::GroupScope;
 use crate::{Result, StoreError};
 pub(crate) use table::{GROUP, GROUP_LABEL, Table};
@@ -30,16 +31,25 @@ pub struct Column {
     pub table: &'static str,
     pub column: &'static str,
     pub kind: AttrKind,
+    /// A part of a raw point's time, which the databases store differently (`point_time`):
+    /// `column` then names SQLite's column.
+    pub time: Option<TimePart>,
+}
+
+/// The attribute `attr`, read from `column` of `table`.
+pub(crate) const fn column(attr: &'static str, table: &'static str, column: &'static str, kind: AttrKind) -> Column {
+    Column {
+        attr,
+        table,
+        column,
+        kind,
+        time: None,
+    }
 }
 
 /// A column of `table` whose attribute has the column's own name.
 pub(crate) const fn same_name(table: &'static str, attr: &'static str, kind: AttrKind) -> Column {
-    Column {
-        attr,
-        table,
-        column: attr,
-        kind,
-    }
+    column(attr, table, attr, kind)
 }
 
 /// The filter attributes of a collection's columns, so that one table of columns is the single
@@ -66,15 +76,20 @@ pub const fn names<const N: usize>(columns: &[Column; N]) -> [&'static str; N] {
 }
 
 impl Column {
-    fn expr(&self) -> Expr {
-        Expr::col((self.table, self.column))
+    pub(crate) fn expr(&self, backend: Backend) -> Expr {
+        match self.time {
+            Some(part) => part.expr(backend, self.table),
+            None => Expr::col((self.table, self.column)),
+        }
     }
 
-    /// The expression to order by: text is compared lower-cased on both databases.
-    fn sort_expr(&self) -> Expr {
-        match self.kind {
-            AttrKind::String => Func::lower(self.expr()).into(),
-            _ => self.expr(),
+    /// The expression to order by: text is compared lower-cased on both databases; a point's
+    /// whole seconds are ordered by its stored time, which the key serves.
+    fn sort_expr(&self, backend: Backend) -> Expr {
+        match (self.kind, self.time, backend) {
+            (AttrKind::String, ..) => Func::lower(self.expr(backend)).into(),
+            (_, Some(TimePart::Seconds), Backend::Postgres) => Expr::col((self.table, "time_us")),
+            _ => self.expr(backend),
         }
     }
 }
@@ -200,10 +215,10 @@ where
     let sort = req.sort.unwrap_or(&req.default_sort);
     let order = if sort.descending { Order::Desc } else { Order::Asc };
     if let Some(column) = columns.iter().find(|c| c.attr == sort.attr) {
-        base.order_by_expr(column.sort_expr(), order.clone());
+        base.order_by_expr(column.sort_expr(db.backend()), order.clone());
     }
     for key in req.primary_key {
-        base.order_by_expr(key.expr(), order.clone());
+        base.order_by_expr(key.expr(db.backend()), order.clone());
     }
 
     if let Db::Sqlite(pool) = db {
@@ -340,29 +355,27 @@ fn leaf_expr(filter: &Filter, columns: &[Column], backend: Backend) -> Expr {
     match filter {
         Filter::And(_) | Filter::Or(_) | Filter::Not(_) => Expr::expr(filter_cond(filter, columns, backend)),
         Filter::Never => never(),
-        Filter::Compare { attr, op, value } => match column(attr) {
-            Some(c) => {
-                let (col, val) = (c.expr(), scalar(value));
-                match op {
-                    CompareOp::Eq => col.eq(val),
-                    CompareOp::Neq => col.ne(val),
-                    CompareOp::Lt => col.lt(val),
-                    CompareOp::Lte => col.lte(val),
-                    CompareOp::Gt => col.gt(val),
-                    CompareOp::Gte => col.gte(val),
-                }
-            }
-            None => never(),
+        Filter::Compare { attr, op, value } => match (column(attr), value) {
+            (
+                Some(Column {
+                    table,
+                    time: Some(TimePart::Seconds),
+                    ..
+                }),
+                Scalar::Int(seconds),
+            ) => point_time::compare_seconds(backend, table, *op, *seconds),
+            (Some(c), _) => compare(c.expr(backend), *op, scalar(value)),
+            (None, _) => never(),
         },
         Filter::Like { attr, value } => match (column(attr), backend) {
             // Yii's `like` is a literal substring match, case-insensitive. SQLite's own LIKE
             // and lower() fold ASCII only, so there the match is a case-insensitive regular
             // expression of the escaped literal (sqlx's REGEXP, Unicode-aware).
-            (Some(c), Backend::Sqlite) => c.expr().binary(
+            (Some(c), Backend::Sqlite) => c.expr(backend).binary(
                 sea_query::BinOper::Custom("REGEXP"),
                 Expr::val(format!("(?i){}", regex::escape(value))),
             ),
-            (Some(c), Backend::Postgres) => Expr::expr(Func::lower(c.expr()))
+            (Some(c), Backend::Postgres) => Expr::expr(Func::lower(c.expr(backend)))
                 .like(LikeExpr::new(format!("%{}%", escape_like(&value.to_lowercase()))).escape('\\')),
             (None, _) => never(),
         },
@@ -375,18 +388,30 @@ fn leaf_expr(filter: &Filter, columns: &[Column], backend: Backend) -> Expr {
             Some(c) => {
                 let list = || values.iter().map(scalar).collect::<Vec<_>>();
                 match (values.is_empty(), *or_null, *negated) {
-                    (true, _, false) => c.expr().is_null(),
-                    (true, _, true) => c.expr().is_not_null(),
-                    (false, false, false) => c.expr().is_in(list()),
-                    (false, false, true) => c.expr().is_not_in(list()),
-                    (false, true, false) => c.expr().is_in(list()).or(c.expr().is_null()),
-                    (false, true, true) => c.expr().is_not_in(list()).and(c.expr().is_not_null()),
+                    (true, _, false) => c.expr(backend).is_null(),
+                    (true, _, true) => c.expr(backend).is_not_null(),
+                    (false, false, false) => c.expr(backend).is_in(list()),
+                    (false, false, true) => c.expr(backend).is_not_in(list()),
+                    (false, true, false) => c.expr(backend).is_in(list()).or(c.expr(backend).is_null()),
+                    (false, true, true) => c.expr(backend).is_not_in(list()).and(c.expr(backend).is_not_null()),
                 }
             }
             None => never(),
         },
-        Filter::IsNull { attr } => column(attr).map_or_else(never, |c| c.expr().is_null()),
-        Filter::IsNotNull { attr } => column(attr).map_or_else(never, |c| c.expr().is_not_null()),
+        Filter::IsNull { attr } => column(attr).map_or_else(never, |c| c.expr(backend).is_null()),
+        Filter::IsNotNull { attr } => column(attr).map_or_else(never, |c| c.expr(backend).is_not_null()),
+    }
+}
+
+/// `left <op> right`.
+pub(crate) fn compare(left: Expr, op: CompareOp, right: Expr) -> Expr {
+    match op {
+        CompareOp::Eq => left.eq(right),
+        CompareOp::Neq => left.ne(right),
+        CompareOp::Lt => left.lt(right),
+        CompareOp::Lte => left.lte(right),
+        CompareOp::Gt => left.gt(right),
+        CompareOp::Gte => left.gte(right),
     }
 }
 

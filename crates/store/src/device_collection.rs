@@ -4,7 +4,9 @@
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 
 use crate::Result;
-use crate::collection::{Column, GROUP, GROUP_LABEL, ListArgs, Listing, Relation, Table, attributes, names, same_name};
+use crate::collection::{
+    self, Column, GROUP, GROUP_LABEL, ListArgs, Listing, Relation, Table, attributes, names, same_name,
+};
 use crate::db::{Db, on_pool};
 use crate::devices::{DeviceRow, output};
 use crate::event_collection::{self, EventRow};
@@ -38,12 +40,12 @@ pub const COLUMNS: [Column; 25] = [
     same_name(TABLE, "archived_at", AttrKind::Integer),
     same_name(TABLE, "archived_by", AttrKind::String),
     GROUP_LABEL,
-    Column {
-        attr: "parent.serial_hardware",
-        table: "rel_parent",
-        column: "serial_hardware",
-        kind: AttrKind::String,
-    },
+    collection::column(
+        "parent.serial_hardware",
+        "rel_parent",
+        "serial_hardware",
+        AttrKind::String,
+    ),
 ];
 
 /// The device's group and parent, joined when a filter names their fields.

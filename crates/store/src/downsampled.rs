@@ -7,12 +7,13 @@
 //! derived table, so a `timestamp_seconds` bound reaches the rollup's primary key
 //! (container, bucket).
 
-use devicecloud_query::{AttrKind, Attribute, Filter, Scalar, SortKey};
+use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Scalar, SortKey};
 use sea_query::{Alias, Condition, Expr, ExprTrait, Query, SelectStatement};
 
 use crate::Result;
 use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, names};
 use crate::db::{Backend, Db, on_pool};
+use crate::point_time;
 
 /// How finely a request is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,12 +80,7 @@ fn output() -> &'static [&'static str] {
 }
 
 const fn col(attr: &'static str, kind: AttrKind) -> Column {
-    Column {
-        attr,
-        table: "t",
-        column: attr,
-        kind,
-    }
+    collection::column(attr, "t", attr, kind)
 }
 
 /// The filterable and sortable attributes (`id_data_session` is read apart, see [`list`]).
@@ -195,12 +191,15 @@ fn rollups(table: &str) -> SelectStatement {
 }
 
 /// Raw points as buckets of one, between whole-second bounds (keeps the primary key usable).
-fn raw(lower: Option<f64>, upper: Option<f64>, session_key: Option<i64>) -> SelectStatement {
+fn raw(lower: Option<f64>, upper: Option<f64>, session_key: Option<i64>, backend: Backend) -> SelectStatement {
     let mut select = Query::select();
     container_columns(&mut select);
     select
         .expr_as(
-            Expr::cust("CAST(r.seconds + r.microseconds / 1000000.0 AS DOUBLE PRECISION)"),
+            Expr::cust(format!(
+                "CAST({} AS DOUBLE PRECISION)",
+                point_time::seconds_since(backend, "r", 0)
+            )),
             "timestamp_seconds",
         )
         .expr_as(Expr::col(("r", "value")), "min_val")
@@ -210,10 +209,20 @@ fn raw(lower: Option<f64>, upper: Option<f64>, session_key: Option<i64>) -> Sele
         .from_as("raw_points", "r");
     join_containers(&mut select, "r");
     if let Some(lower) = lower {
-        select.and_where(Expr::col(("r", "seconds")).gte(lower.floor() as i64));
+        select.and_where(point_time::compare_seconds(
+            backend,
+            "r",
+            CompareOp::Gte,
+            lower.floor() as i64,
+        ));
     }
     if let Some(upper) = upper {
-        select.and_where(Expr::col(("r", "seconds")).lte(upper.floor() as i64));
+        select.and_where(point_time::compare_seconds(
+            backend,
+            "r",
+            CompareOp::Lte,
+            upper.floor() as i64,
+        ));
     }
     if let Some(key) = session_key {
         select.and_where(Expr::col(("r", "session_key")).eq(key));
@@ -225,10 +234,7 @@ fn raw(lower: Option<f64>, upper: Option<f64>, session_key: Option<i64>) -> Sele
 /// while active); a point whose time falls outside the span is counted in the nearest bucket.
 fn session_buckets(session: &SessionSpan, backend: Backend) -> SelectStatement {
     let width = Ord::max(session.end - session.start, 1) as f64 / SESSION_BUCKETS as f64;
-    let offset = format!(
-        "(r.seconds - {start} + r.microseconds / 1000000.0) / {width:?}",
-        start = session.start
-    );
+    let offset = format!("{} / {width:?}", point_time::seconds_since(backend, "r", session.start));
     let last = SESSION_BUCKETS - 1;
     let index = match backend {
         Backend::Sqlite => format!("MAX(0, MIN({last}, CAST({offset} AS INTEGER)))"),
@@ -307,13 +313,13 @@ pub async fn list(db: &Db, args: ListArgs<'_>, now: i64) -> Result<Listing<Bucke
         filter.and_then(without_session)
     };
     let inner = match &session {
-        Some(span) if span.datapoint_count < SESSION_BUCKETS => raw(None, None, Some(span.key)),
+        Some(span) if span.datapoint_count < SESSION_BUCKETS => raw(None, None, Some(span.key), db.backend()),
         Some(span) => session_buckets(span, db.backend()),
         None => {
             let (lower, upper) = time_bounds(rest.as_ref());
             match resolution(rest.as_ref(), now as f64).table() {
                 Some(table) => rollups(table),
-                None => raw(lower, upper, None),
+                None => raw(lower, upper, None, db.backend()),
             }
         }
     };

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::db::Backend;
+
 const DAY: i64 = 86_400;
 
 /// Days to keep, per kind of data; `None` keeps forever. The record of
@@ -37,11 +39,14 @@ impl Kind {
         }
     }
 
-    /// The column a row's time is in: a raw point's second, a rollup's bucket start.
-    pub(crate) fn time_column(self) -> &'static str {
-        match self {
-            Kind::Raw => "seconds",
-            _ => "bucket",
+    /// The column a row's time is in on `backend`, and how many of its units make a second:
+    /// a raw point's second on SQLite, its microsecond on PostgreSQL (`point_time`), a rollup's
+    /// bucket start (seconds).
+    pub(crate) fn time_column(self, backend: Backend) -> (&'static str, i64) {
+        match (self, backend) {
+            (Kind::Raw, Backend::Sqlite) => ("seconds", 1),
+            (Kind::Raw, Backend::Postgres) => ("time_us", 1_000_000),
+            _ => ("bucket", 1),
         }
     }
 

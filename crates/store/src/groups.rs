@@ -5,7 +5,7 @@ use sea_query::{Condition, Expr, ExprTrait, Query};
 
 use devicecloud_query::{AttrKind, Attribute};
 
-use crate::collection::{Column, ListArgs, Listing, Table, attributes, names};
+use crate::collection::{self, Column, ListArgs, Listing, Table, attributes, names};
 use crate::db::{Db, on_pool, values};
 use crate::{Result, new_id};
 
@@ -62,12 +62,7 @@ pub const ATTRIBUTES: [Attribute; 8] = attributes(&COLUMNS);
 pub const SORTABLE: [&str; 8] = names(&COLUMNS);
 
 const fn col(attr: &'static str, column: &'static str, kind: AttrKind) -> Column {
-    Column {
-        attr,
-        table: TABLE,
-        column,
-        kind,
-    }
+    collection::column(attr, TABLE, column, kind)
 }
 
 /// Creates a group and returns it.

@@ -7,6 +7,7 @@ mod db;
 mod deadline;
 mod error;
 mod expiry;
+mod point_time;
 mod scope;
 mod write_turn;
 
@@ -39,6 +40,7 @@ pub mod webhooks;
 pub use collection::{Column, ListArgs, ListRequest, Listing, attributes, names};
 pub use db::{Backend, Db};
 pub use error::StoreError;
+pub use point_time::TimePart;
 
 /// Result of every store call.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

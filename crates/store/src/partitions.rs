@@ -4,10 +4,13 @@
 //! The widths and names are those of migration 0009, which made the tables partitioned: a
 //! partition `<table>_<YYYYMMDD>` holds the slot of `width` seconds starting that UTC day
 //! (slots are aligned on the Unix epoch). A row in no partition goes to `<table>_default`.
+//! Raw points' bounds are in microseconds, the unit of their time column (`point_time`);
+//! [`Partition`] gives every range in seconds.
 
 use sqlx::{PgConnection, PgPool};
 
 use crate::Result;
+use crate::db::Backend;
 use crate::expiry::{Kind, Retention, cutoff};
 
 /// Serialises partition changes between the nodes of one service (an arbitrary constant).
@@ -61,15 +64,31 @@ pub async fn list(conn: &mut PgConnection, kind: Kind) -> Result<Vec<Partition>>
     .bind(kind.table())
     .fetch_all(&mut *conn)
     .await?;
+    let (_, unit) = kind.time_column(Backend::Postgres);
     let mut partitions: Vec<Partition> = rows
         .into_iter()
         .filter_map(|(name, bound)| {
             let (start, end) = bounds(&bound)?;
-            Some(Partition { name, start, end })
+            Some(Partition {
+                name,
+                start: start.div_euclid(unit),
+                end: end.div_euclid(unit),
+            })
         })
         .collect();
     partitions.sort_by_key(|p| p.start);
     Ok(partitions)
+}
+
+/// The bytes raw points take on disk, every partition's table and indexes (docs/operations.md,
+/// "Retention", sizes a store by it).
+pub async fn raw_points_bytes(pool: &PgPool) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_inherits i \
+         JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'raw_points'::regclass",
+    )
+    .fetch_one(pool)
+    .await?)
 }
 
 /// The range of `FOR VALUES FROM ('a') TO ('b')`; `None` for `DEFAULT`.
@@ -100,15 +119,15 @@ pub async fn prepare(pool: &PgPool, now: i64, ahead: i64) -> Result<u64> {
         let w = width(kind);
         let current = now.div_euclid(w);
         let mut slots: Vec<i64> = (current - 1..=current + ahead).collect();
+        let (time, unit) = kind.time_column(Backend::Postgres);
         let late = format!(
             "SELECT DISTINCT {time} / $1 FROM {table}_default WHERE {time} >= $2 AND {time} < $3",
-            time = kind.time_column(),
             table = kind.table()
         );
         let found: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(late))
-            .bind(w)
-            .bind(EARLIEST)
-            .bind((current + ahead + 1) * w)
+            .bind(w * unit)
+            .bind(EARLIEST * unit)
+            .bind((current + ahead + 1) * w * unit)
             .fetch_all(pool)
             .await?;
         slots.extend(found);
@@ -148,9 +167,10 @@ async fn make(pool: &PgPool, kind: Kind, start: i64) -> Result<bool> {
     {
         return Ok(false);
     }
-    let (table, time) = (kind.table(), kind.time_column());
-    let end = start + width(kind);
+    let (table, (time, unit)) = (kind.table(), kind.time_column(Backend::Postgres));
     let part = name(kind, start);
+    // The bounds in the time column's units.
+    let (start, end) = (start * unit, (start + width(kind)) * unit);
     let statements = [
         format!("CREATE TABLE {part} (LIKE {table} INCLUDING DEFAULTS)"),
         format!("ALTER TABLE {part} ADD CONSTRAINT {part}_range CHECK ({time} >= {start} AND {time} < {end})"),

@@ -9,12 +9,13 @@
 //! (group, device, datatype, container) comes from the day rollups, which count every stored
 //! point exactly once.
 
-use devicecloud_query::{AttrKind, Attribute, Filter, Page, SortKey};
+use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Page, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Func, Order, Query, SelectStatement};
 
 use crate::Result;
 use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, filter_cond, names};
 use crate::db::Db;
+use crate::point_time::{self, TimePart};
 use crate::scope::GroupScope;
 
 /// A raw data point with every field of the specification; it serializes as the API's record.
@@ -37,29 +38,27 @@ fn output() -> &'static [&'static str] {
     *FIELDS
 }
 
-const fn col(attr: &'static str, table: &'static str, column: &'static str, kind: AttrKind) -> Column {
+const fn col(attr: &'static str, kind: AttrKind) -> Column {
+    collection::column(attr, "c", attr, kind)
+}
+
+/// A part of the point's time (`point_time`): `column` names SQLite's column.
+const fn time(attr: &'static str, column: &'static str, part: TimePart) -> Column {
     Column {
-        attr,
-        table,
-        column,
-        kind,
+        time: Some(part),
+        ..collection::column(attr, "r", column, AttrKind::Integer)
     }
 }
 
 /// The filterable and sortable attributes; `c` is the container, `r` the point.
 pub const COLUMNS: [Column; 7] = [
-    col(
-        "id_container_data_latest",
-        "c",
-        "id_container_data_latest",
-        AttrKind::String,
-    ),
-    col("id_group", "c", "id_group", AttrKind::String),
-    col("datatype", "c", "datatype", AttrKind::Integer),
-    col("source_device", "c", "source_device", AttrKind::String),
-    col("timestamp_seconds", "r", "seconds", AttrKind::Integer),
-    col("microseconds", "r", "microseconds", AttrKind::Integer),
-    col("value", "r", "value", AttrKind::Number),
+    col("id_container_data_latest", AttrKind::String),
+    col("id_group", AttrKind::String),
+    col("datatype", AttrKind::Integer),
+    col("source_device", AttrKind::String),
+    time("timestamp_seconds", "seconds", TimePart::Seconds),
+    time("microseconds", "microseconds", TimePart::Micros),
+    collection::column("value", "r", "value", AttrKind::Number),
 ];
 
 /// The filter attributes of the raw data collection.
@@ -72,9 +71,9 @@ const CONTAINER_ATTRS: [&str; 4] = ["id_container_data_latest", "id_group", "dat
 
 /// Ties of equal times are broken by container, so that pages never overlap.
 const TIE_BREAK: [Column; 3] = [
-    col("timestamp_seconds", "r", "seconds", AttrKind::Integer),
-    col("microseconds", "r", "microseconds", AttrKind::Integer),
-    col("container_key", "r", "container_key", AttrKind::Integer),
+    COLUMNS[4],
+    COLUMNS[5],
+    collection::column("container_key", "r", "container_key", AttrKind::Integer),
 ];
 
 /// The first window holds this many times the rows needed, by the average density, so that
@@ -111,8 +110,8 @@ fn points(db: &Db, containers: SelectStatement, filter: Option<&Filter>) -> Sele
         .column(("c", "id_group"))
         .column(("c", "datatype"))
         .column(("c", "source_device"))
-        .expr_as(Expr::col(("r", "seconds")), "timestamp_seconds")
-        .column(("r", "microseconds"))
+        .expr_as(COLUMNS[4].expr(db.backend()), "timestamp_seconds")
+        .expr_as(COLUMNS[5].expr(db.backend()), "microseconds")
         .column(("r", "value"))
         .from_as("raw_points", "r")
         .inner_join(
@@ -171,17 +170,13 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
     let window = window(db, &keys, &base, &page, descending).await?;
     let mut select = base;
     if let Some(bound) = window {
-        let seconds = Expr::col(("r", "seconds"));
-        select.and_where(if descending {
-            seconds.gte(bound)
-        } else {
-            seconds.lte(bound)
-        });
+        select.and_where(within(db, descending, bound));
     }
     let order = if descending { Order::Desc } else { Order::Asc };
-    for key in TIE_BREAK {
-        select.order_by((key.table, key.column), order.clone());
+    for time in point_time::order(db.backend(), "r") {
+        select.order_by_expr(time, order.clone());
     }
+    select.order_by(("r", "container_key"), order.clone());
     select.limit(page.per_page).offset(page.offset);
     let items = collection::fetch(db, &select, output()).await?;
     Ok(Listing { page, items })
@@ -227,15 +222,10 @@ async fn window(
             return Ok(None);
         }
         let mut probe = base.clone();
-        let seconds = Expr::col(("r", "seconds"));
         probe
             .clear_selects()
             .expr(Expr::val(1))
-            .and_where(if descending {
-                seconds.gte(bound)
-            } else {
-                seconds.lte(bound)
-            })
+            .and_where(within(db, descending, bound))
             .limit(needed);
         let mut count = Query::select();
         count
@@ -248,16 +238,28 @@ async fn window(
     }
 }
 
+/// The points from `bound` (whole seconds, inclusive) towards the newest when `descending`,
+/// else towards the oldest.
+fn within(db: &Db, descending: bool, bound: i64) -> Expr {
+    let op = if descending { CompareOp::Gte } else { CompareOp::Lte };
+    point_time::compare_seconds(db.backend(), "r", op, bound)
+}
+
 /// One day of a series computed straight from its raw rows: (day start, count, min, max, avg).
 pub type DayFromRaw = (i64, i64, f64, f64, f64);
 
 /// The daily downsampled answer of a series by a plain `GROUP BY` over its raw rows: the
 /// reference the day rollups are measured against (`devicecloud-bench read`).
 pub async fn daily_from_raw(db: &Db, container_key: i64) -> Result<Vec<DayFromRaw>> {
-    let sql = "SELECT (seconds / 86400) * 86400 AS day, COUNT(*) AS n, MIN(value), MAX(value), AVG(value) \
-               FROM raw_points WHERE container_key = $1 GROUP BY (seconds / 86400) * 86400 ORDER BY day";
-    Ok(crate::db::on_pool!(db, |p| sqlx::query_as::<_, DayFromRaw>(sql)
-        .bind(container_key)
-        .fetch_all(p)
-        .await)?)
+    let seconds = TimePart::Seconds.sql(db.backend(), "r");
+    let sql = format!(
+        "SELECT ({seconds} / 86400) * 86400 AS day, COUNT(*) AS n, MIN(value), MAX(value), AVG(value) \
+         FROM raw_points r WHERE container_key = $1 GROUP BY ({seconds} / 86400) * 86400 ORDER BY day"
+    );
+    Ok(crate::db::on_pool!(db, |p| sqlx::query_as::<_, DayFromRaw>(
+        sqlx::AssertSqlSafe(sql.as_str())
+    )
+    .bind(container_key)
+    .fetch_all(p)
+    .await)?)
 }

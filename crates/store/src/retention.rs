@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::db::{Db, values};
+use crate::db::{Backend, Db, values};
 use crate::write_turn::{self, Waiter};
 use crate::{Result, partitions};
 
@@ -149,23 +149,27 @@ async fn series_of(db: &Db, id_group: &str) -> Result<Vec<i64>> {
 /// those points go: the record stays and says its points are not all kept (docs/api.md, "Data
 /// sessions"). One look-up per open record in the points' session index.
 async fn mark_sessions(db: &Db, id_group: &str, before: i64, now: i64) -> Result<u64> {
-    let sql = "UPDATE data_sessions SET archived_at = $1 \
-               WHERE id_group = $2 AND archived_at IS NULL AND EXISTS (SELECT 1 FROM raw_points r \
-               WHERE r.session_key = data_sessions.session_key AND r.seconds < $3)";
-    db.execute(sql, values![now, id_group, before]).await
+    let (time, unit) = Kind::Raw.time_column(db.backend());
+    let sql = format!(
+        "UPDATE data_sessions SET archived_at = $1 \
+         WHERE id_group = $2 AND archived_at IS NULL AND EXISTS (SELECT 1 FROM raw_points r \
+         WHERE r.session_key = data_sessions.session_key AND r.{time} < $3)"
+    );
+    db.execute(
+        sqlx::AssertSqlSafe(sql),
+        values![now, id_group, before.saturating_mul(unit)],
+    )
+    .await
 }
 
 /// PostgreSQL: every row of one series older than `before`, in one statement (readers and
 /// writers are not blocked by a delete there).
 async fn delete_all(pool: &sqlx::PgPool, kind: Kind, key: i64, before: i64) -> Result<u64> {
-    let sql = format!(
-        "DELETE FROM {} WHERE container_key = $1 AND {} < $2",
-        kind.table(),
-        kind.time_column()
-    );
+    let (time, unit) = kind.time_column(Backend::Postgres);
+    let sql = format!("DELETE FROM {} WHERE container_key = $1 AND {time} < $2", kind.table());
     Ok(sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(key)
-        .bind(before)
+        .bind(before.saturating_mul(unit))
         .execute(pool)
         .await?
         .rows_affected())
@@ -194,7 +198,7 @@ impl Slicer {
     /// an ingest transaction short), then takes the write lock (`BEGIN IMMEDIATE`), so the time
     /// measured is the time the lock is held, not the wait for it.
     async fn delete(&mut self, pool: &sqlx::SqlitePool, kind: Kind, key: i64, before: i64) -> Result<u64> {
-        let (table, time) = (kind.table(), kind.time_column());
+        let (table, (time, _)) = (kind.table(), kind.time_column(Backend::Sqlite));
         // The slice ends at the time of its `rows`-th row (all of that second included, so
         // each slice removes at least one row), or just before `before` when fewer rows are
         // left. The end is found first and is the delete's one upper bound, so that the delete

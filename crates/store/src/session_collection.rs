@@ -1,11 +1,12 @@
 //! Reading data sessions (`GET /api/v2/data-session`, its expands and the CSV download).
 
-use devicecloud_query::{AttrKind, Attribute, SortKey};
+use devicecloud_query::{AttrKind, Attribute, CompareOp, SortKey};
 use sea_query::{Expr, ExprTrait, Query};
 
 use crate::Result;
 use crate::collection::{self, Column, GROUP, GROUP_LABEL, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::db::{Db, on_pool, values};
+use crate::point_time::{self, TimePart};
 
 const TABLE: &str = "data_sessions";
 
@@ -101,9 +102,16 @@ pub async fn series(db: &Db, session: &SessionRow) -> Result<Vec<SessionSeries>>
 
 /// The first and last whole second of a session's points, if it has any.
 pub async fn time_range(db: &Db, session_key: i64) -> Result<Option<(i64, i64)>> {
-    let sql = "SELECT MIN(seconds), MAX(seconds) FROM raw_points WHERE session_key = $1";
+    let (first, last) = (
+        point_time::seconds_of_aggregate(db.backend(), "MIN", "r"),
+        point_time::seconds_of_aggregate(db.backend(), "MAX", "r"),
+    );
+    let sql = format!("SELECT {first}, {last} FROM raw_points r WHERE session_key = $1");
     let (first, last): (Option<i64>, Option<i64>) =
-        on_pool!(db, |p| sqlx::query_as(sql).bind(session_key).fetch_one(p).await)?;
+        on_pool!(db, |p| sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(session_key)
+            .fetch_one(p)
+            .await)?;
     Ok(first.zip(last))
 }
 
@@ -133,7 +141,8 @@ const CSV_OUTPUT: [&str; 6] = [
 pub async fn points_between(db: &Db, session_key: i64, from: i64, to: i64) -> Result<Vec<CsvPoint>> {
     let mut select = Query::select();
     select
-        .columns([("r", "seconds"), ("r", "microseconds")])
+        .expr_as(TimePart::Seconds.expr(db.backend(), "r"), "seconds")
+        .expr_as(TimePart::Micros.expr(db.backend(), "r"), "microseconds")
         .column(("c", "source_device"))
         .column(("d", "serial_hardware"))
         .column(("c", "datatype"))
@@ -148,10 +157,11 @@ pub async fn points_between(db: &Db, session_key: i64, from: i64, to: i64) -> Re
             Expr::col(("d", "id_physical_device")).equals(("c", "source_device")),
         )
         .and_where(Expr::col(("r", "session_key")).eq(session_key))
-        .and_where(Expr::col(("r", "seconds")).gte(from))
-        .and_where(Expr::col(("r", "seconds")).lt(to))
-        .order_by(("r", "seconds"), sea_query::Order::Asc)
-        .order_by(("r", "microseconds"), sea_query::Order::Asc)
-        .order_by(("r", "container_key"), sea_query::Order::Asc);
+        .and_where(point_time::compare_seconds(db.backend(), "r", CompareOp::Gte, from))
+        .and_where(point_time::compare_seconds(db.backend(), "r", CompareOp::Lt, to));
+    for time in point_time::order(db.backend(), "r") {
+        select.order_by_expr(time, sea_query::Order::Asc);
+    }
+    select.order_by(("r", "container_key"), sea_query::Order::Asc);
     collection::fetch(db, &select, &CSV_OUTPUT).await
 }

@@ -5,7 +5,7 @@
 
 use devicecloud_store::ingest::{self, Point};
 use devicecloud_store::retention::{self, Kind, Retention, cutoff};
-use devicecloud_store::{Db, partitions, sessions};
+use devicecloud_store::{Backend, Db, partitions, sessions};
 use std::time::Duration;
 
 mod common;
@@ -34,11 +34,13 @@ async fn filled_group(db: &Db, name: &str, now: i64, days: i64, step: i64) -> (S
 
 /// The oldest time and the number of rows of one series in one kind's table.
 async fn span(db: &Db, kind: Kind, key: i64) -> (Option<i64>, i64) {
-    let (table, column) = match kind {
-        Kind::Raw => ("raw_points", "seconds"),
-        Kind::Minute => ("rollup_minute", "bucket"),
-        Kind::Hour => ("rollup_hour", "bucket"),
-        Kind::Day => ("rollup_day", "bucket"),
+    let (table, column) = match (kind, db.backend()) {
+        (Kind::Raw, Backend::Sqlite) => ("raw_points", "seconds"),
+        // PostgreSQL keeps a point's time in microseconds.
+        (Kind::Raw, Backend::Postgres) => ("raw_points", "time_us / 1000000"),
+        (Kind::Minute, _) => ("rollup_minute", "bucket"),
+        (Kind::Hour, _) => ("rollup_hour", "bucket"),
+        (Kind::Day, _) => ("rollup_day", "bucket"),
     };
     let sql = format!("SELECT MIN({column}), COUNT(*) FROM {table} WHERE container_key = $1");
     match db {
@@ -125,7 +127,15 @@ async fn defaults_apply_to_groups_without_their_own_and_sessions_say_their_point
     sessions::close(&db, &gateway, now - 4 * DAY).await.unwrap();
     let recent = sessions::open(&db, &id_group, &gateway, now - 600).await.unwrap();
     // The points of each session's span carry its key, as ingest gives them.
-    let tag = "UPDATE raw_points SET session_key = $1 WHERE container_key = $2 AND seconds >= $3 AND seconds < $4";
+    let tag = match db.backend() {
+        Backend::Sqlite => {
+            "UPDATE raw_points SET session_key = $1 WHERE container_key = $2 AND seconds >= $3 AND seconds < $4"
+        }
+        Backend::Postgres => {
+            "UPDATE raw_points SET session_key = $1 WHERE container_key = $2 \
+                              AND time_us >= $3 * 1000000 AND time_us < $4 * 1000000"
+        }
+    };
     for (session, from, to) in [(old, now - 5 * DAY, now - 4 * DAY), (recent, now - 600, now + 1)] {
         execute(&db, tag, &[session, key, from, to]).await;
     }
@@ -167,7 +177,7 @@ async fn postgres_drops_whole_partitions_once_every_group_is_past_them() {
     let late = now - 20 * DAY;
     execute(
         &db,
-        "INSERT INTO raw_points (container_key, seconds, microseconds, value) VALUES ($1, $2, 0, 1.0)",
+        "INSERT INTO raw_points (container_key, time_us, value) VALUES ($1, $2 * 1000000, 1.0)",
         &[key_a, late],
     )
     .await;

@@ -41,9 +41,19 @@ use sqlx::{PgPool, SqlitePool};
 /// PostgreSQL's `0004_device_defaults.sql` made `last_data_at` and `signal` NOT NULL (DEFAULT 0)
 /// after setting the NULLs to 0; SQLite cannot alter a column, so its `0004` only sets the NULLs
 /// to 0 and the store always writes a value (docs/api.md, "Physical devices": both are non-null).
-const EXPECTED_DIFFERENCES: [&str; 2] = [
+///
+/// PostgreSQL's `0011_point_time.sql` keeps a raw point's time in one column of microseconds,
+/// `time_us`, where SQLite keeps `seconds` and `microseconds`: PostgreSQL's fixed-width, aligned
+/// rows are 8 bytes narrower that way, SQLite's variable-length integers are not
+/// (`store/src/point_time.rs` reads both).
+const EXPECTED_DIFFERENCES: [&str; 7] = [
     "physical_devices.last_data_at: nullable on SQLite, NOT NULL on PostgreSQL",
     "physical_devices.signal: nullable on SQLite, NOT NULL on PostgreSQL",
+    "raw_points.microseconds: only on SQLite",
+    "raw_points.seconds: only on SQLite",
+    "raw_points.time_us: only on PostgreSQL",
+    "raw_points: primary key (container_key, seconds, microseconds) on SQLite, (container_key, time_us) on PostgreSQL",
+    "index raw_points_session: Index { table: \"raw_points\", columns: [\"session_key\", \"seconds\"], unique: false, predicate: Some(\"session_keyisnotnull\") } on SQLite, Index { table: \"raw_points\", columns: [\"session_key\", \"time_us\"], unique: false, predicate: Some(\"session_keyisnotnull\") } on PostgreSQL",
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -107,9 +107,4 @@ pub(crate) const GROUP: Relation = Relation {
 };
 
 /// `group.label`, the label of a collection's [`GROUP`].
-pub(crate) const GROUP_LABEL: Column = Column {
-    attr: "group.label",
-    table: GROUP.alias,
-    column: "label",
-    kind: AttrKind::String,
-};
+pub(crate) const GROUP_LABEL: Column = super::column("group.label", GROUP.alias, "label", AttrKind::String);

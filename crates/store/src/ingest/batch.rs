@@ -16,6 +16,7 @@ use sea_query_sqlx::SqlxValues;
 
 use super::Point;
 use crate::db::Backend;
+use crate::point_time;
 
 /// Rows per statement: well below SQLite's 32,766 bound parameters.
 pub(super) const CHUNK: usize = 1000;
@@ -69,7 +70,7 @@ impl Batch {
         backend: Backend,
     ) -> Batch {
         let inserts = match backend {
-            Backend::Sqlite => Inserts::Statements(insert_points(&sorted, backend)),
+            Backend::Sqlite => Inserts::Statements(insert_points(&sorted)),
             Backend::Postgres => Inserts::Columns(PointColumns::of(&sorted)),
         };
         let mut updates = Vec::new();
@@ -168,9 +169,9 @@ fn chunked<T>(
 }
 
 /// How a batch's raw points go in: statements of many rows (SQLite), or the whole batch as
-/// columns (PostgreSQL), inserted by one statement that unnests five arrays. PostgreSQL then
-/// parses and plans one statement with five parameters instead of one per thousand rows with
-/// five thousand parameters.
+/// columns (PostgreSQL), inserted by one statement that unnests four arrays. PostgreSQL then
+/// parses and plans one statement with four parameters instead of one per thousand rows with
+/// four thousand parameters.
 pub(super) enum Inserts {
     Statements(Vec<Statement>),
     Columns(PointColumns),
@@ -182,12 +183,11 @@ impl Default for Inserts {
     }
 }
 
-/// Points as columns, in key order.
+/// Points as PostgreSQL's columns, in key order: the time in microseconds (`point_time`).
 #[derive(Default)]
 pub(super) struct PointColumns {
     pub keys: Vec<i64>,
-    pub seconds: Vec<i64>,
-    pub microseconds: Vec<i64>,
+    pub times: Vec<i64>,
     pub values: Vec<f64>,
     pub sessions: Vec<Option<i64>>,
 }
@@ -197,8 +197,7 @@ impl PointColumns {
         let mut c = PointColumns::default();
         for p in points {
             c.keys.push(p.container_key);
-            c.seconds.push(p.seconds);
-            c.microseconds.push(p.microseconds);
+            c.times.push(point_time::time_us(p.seconds, p.microseconds));
             c.values.push(p.value);
             c.sessions.push(p.session_key);
         }
@@ -206,26 +205,22 @@ impl PointColumns {
     }
 }
 
-/// Inserts points, ignoring any already stored.
+/// SQLite's inserts of points, ignoring any already stored.
 ///
-/// On SQLite `INSERT OR IGNORE` rather than `ON CONFLICT DO NOTHING`: the latter still lets a
+/// `INSERT OR IGNORE` rather than `ON CONFLICT DO NOTHING`: the latter still lets a
 /// NOT NULL violation abort the statement, so SQLite keeps a statement journal of every page
 /// the statement changes; with OR IGNORE no row can abort it and the journal is skipped. The
 /// two differ only for a null in a NOT NULL column, which OR IGNORE skips: keys are integers,
 /// the session may be null, and a value is null only if it is NaN (SQLite binds NaN as NULL;
 /// the protocol refuses non-finite values). A skipped row is not lost silently either: the
 /// write counts the rows each insert took and fails when they fall short of the new points.
-fn insert_points(points: &[Point], backend: Backend) -> Vec<Statement> {
-    let sql = |rows: &str| match backend {
-        Backend::Sqlite => format!(
+fn insert_points(points: &[Point]) -> Vec<Statement> {
+    let sql = |rows: &str| {
+        format!(
             "INSERT OR IGNORE INTO raw_points (container_key, seconds, microseconds, value, session_key) VALUES {rows}"
-        ),
-        Backend::Postgres => format!(
-            "INSERT INTO raw_points (container_key, seconds, microseconds, value, session_key) VALUES {rows} \
-             ON CONFLICT (container_key, seconds, microseconds) DO NOTHING"
-        ),
+        )
     };
-    chunked(points, 5, backend, sql, |p| {
+    chunked(points, 5, Backend::Sqlite, sql, |p| {
         vec![
             int(p.container_key),
             int(p.seconds),

@@ -20,7 +20,7 @@ use batch::{Inserts, Statement, int, placeholders, queue_points};
 
 use crate::db::{Backend, Db, Tx, values};
 use crate::webhooks::{RouteTable, Routes};
-use crate::{Result, StoreError, new_id};
+use crate::{Result, StoreError, TimePart, new_id};
 
 /// One raw point of a series (container).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -295,19 +295,18 @@ async fn insert(tx: &mut Tx, inserts: Inserts, on_stored: OnStored) -> sqlx::Res
         (Inserts::Columns(c), Tx::Postgres(tx)) => {
             let sql = match on_stored {
                 OnStored::Abort => {
-                    "INSERT INTO raw_points (container_key, seconds, microseconds, value, session_key) \
-                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::float8[], $5::int8[])"
+                    "INSERT INTO raw_points (container_key, time_us, value, session_key) \
+                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::float8[], $4::int8[])"
                 }
                 OnStored::Skip => {
-                    "INSERT INTO raw_points (container_key, seconds, microseconds, value, session_key) \
-                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[], $4::float8[], $5::int8[]) \
-                     ON CONFLICT (container_key, seconds, microseconds) DO NOTHING"
+                    "INSERT INTO raw_points (container_key, time_us, value, session_key) \
+                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::float8[], $4::int8[]) \
+                     ON CONFLICT (container_key, time_us) DO NOTHING"
                 }
             };
             let done = sqlx::query(sql)
                 .bind(&c.keys)
-                .bind(&c.seconds)
-                .bind(&c.microseconds)
+                .bind(&c.times)
                 .bind(&c.values)
                 .bind(&c.sessions)
                 .execute(&mut **tx)
@@ -337,9 +336,13 @@ async fn run(tx: &mut Tx, statements: Vec<Statement>) -> sqlx::Result<u64> {
 async fn stored_keys(tx: &mut Tx, points: &[Point]) -> sqlx::Result<HashSet<(i64, i64, i64)>> {
     let mut stored = HashSet::new();
     for chunk in points.chunks(batch::CHUNK) {
+        let same_time = match tx.backend() {
+            Backend::Sqlite => "r.seconds = v.column2 AND r.microseconds = v.column3",
+            Backend::Postgres => "r.time_us = v.column2 * 1000000 + v.column3",
+        };
         let sql = format!(
-            "SELECT r.container_key AS a, r.seconds AS b, r.microseconds AS c FROM raw_points r \
-             JOIN (VALUES {}) AS v ON r.container_key = v.column1 AND r.seconds = v.column2 AND r.microseconds = v.column3",
+            "SELECT v.column1 AS a, v.column2 AS b, v.column3 AS c FROM raw_points r \
+             JOIN (VALUES {}) AS v ON r.container_key = v.column1 AND {same_time}",
             placeholders(chunk.len(), 3, tx.backend())
         );
         let values = chunk
@@ -353,9 +356,13 @@ async fn stored_keys(tx: &mut Tx, points: &[Point]) -> sqlx::Result<HashSet<(i64
 
 /// The stored points of a series as (seconds, microseconds), for verification and export.
 pub async fn series_points(db: &Db, container_key: i64) -> Result<Vec<(i64, i64)>> {
-    let select =
-        "SELECT seconds AS a, microseconds AS b, CAST(0 AS BIGINT) AS c FROM raw_points WHERE container_key = $1"
-            .to_string();
+    let (seconds, micros) = (
+        TimePart::Seconds.sql(db.backend(), "r"),
+        TimePart::Micros.sql(db.backend(), "r"),
+    );
+    let select = format!(
+        "SELECT {seconds} AS a, {micros} AS b, CAST(0 AS BIGINT) AS c FROM raw_points r WHERE container_key = $1"
+    );
     let mut tx = Tx::begin(db).await?;
     let rows = tx.triples(select, SqlxValues(Values(vec![int(container_key)]))).await?;
     tx.commit().await?;

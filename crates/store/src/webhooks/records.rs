@@ -5,7 +5,7 @@
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Expr, ExprTrait, Query};
 
-use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, column, names, same_name};
 use crate::db::{Db, Tx, on_pool, values};
 use crate::{Result, new_id};
 
@@ -70,12 +70,7 @@ const SELECT: &str = "SELECT id_webhook, id_group, label, forwarding_type, forma
 
 /// The filterable and sortable attributes of the webhook collection.
 pub const COLUMNS: [Column; 12] = [
-    Column {
-        attr: "id",
-        table: TABLE,
-        column: "id_webhook",
-        kind: AttrKind::String,
-    },
+    column("id", TABLE, "id_webhook", AttrKind::String),
     same_name(TABLE, "id_webhook", AttrKind::String),
     same_name(TABLE, "id_group", AttrKind::String),
     same_name(TABLE, "label", AttrKind::String),
