@@ -44,31 +44,43 @@ impl Gateway {
         })
     }
 
-    /// The key of a series of `source`, made on first use; a rejection when the device has its
-    /// most datatypes (docs/gateway-protocol.md, "Limits").
-    async fn series_key(
+    /// Makes the series `unknown` names (source device, datatype) in one transaction
+    /// (`ingest::container_keys`) and keeps their keys; a rejection when a device has its most
+    /// datatypes (docs/gateway-protocol.md, "Limits").
+    async fn make_series(
         &mut self,
         state: &AppState,
-        source: &str,
-        datatype: i64,
-    ) -> Result<Result<i64, Rejection>, StoreError> {
-        if let Some(key) = self.series.get(source).and_then(|by_type| by_type.get(&datatype)) {
-            return Ok(Ok(*key));
+        unknown: Vec<(String, i64)>,
+    ) -> Result<Result<(), Rejection>, StoreError> {
+        if unknown.is_empty() {
+            return Ok(Ok(()));
         }
-        let id = SeriesId {
-            id_group: self.id_group.clone(),
-            source_device: source.to_string(),
-            datatype,
-        };
+        let series: Vec<SeriesId> = unknown
+            .into_iter()
+            .map(|(source_device, datatype)| SeriesId {
+                id_group: self.id_group.clone(),
+                source_device,
+                datatype,
+            })
+            .collect();
         let max = state.settings.limits.datatypes_per_device;
-        let Some(key) = ingest::container_key(&state.db, &id, max).await? else {
-            return Ok(Err(Rejection::invalid(
-                RejectReason::OverLimit,
-                format!("device {source} already has {max} datatypes: datatype {datatype} is over the limit"),
-            )));
-        };
-        self.series.entry(source.to_string()).or_default().insert(datatype, key);
-        Ok(Ok(key))
+        let keys = ingest::container_keys(&state.db, &series, max).await?;
+        for (id, key) in series.into_iter().zip(keys) {
+            let Some(key) = key else {
+                return Ok(Err(Rejection::invalid(
+                    RejectReason::OverLimit,
+                    format!(
+                        "device {} already has {max} datatypes: datatype {} is over the limit",
+                        id.source_device, id.datatype
+                    ),
+                )));
+            };
+            self.series
+                .entry(id.source_device)
+                .or_default()
+                .insert(id.datatype, key);
+        }
+        Ok(Ok(()))
     }
 
     /// Measurements (docs/gateway-protocol.md, "Messages"): validated whole, then stored through
@@ -110,18 +122,40 @@ impl Gateway {
             Ok(b) => b,
             Err(r) => return Err(self.reject(state, TOPIC, r).await),
         };
+        let mut sources = Vec::with_capacity(batch.len());
+        for m in &batch {
+            match self.source(state, m.device.as_deref()).await? {
+                Ok(source) => sources.push(source),
+                Err(r) => return Err(self.reject(state, TOPIC, r).await),
+            }
+        }
+        // The series not known yet (none, past a gateway's first message).
+        let mut unknown: Vec<(String, i64)> = Vec::new();
+        for (m, source) in batch.iter().zip(&sources) {
+            let by_type = self.series.get(source);
+            for (datatype, _) in &m.values {
+                let series = (source, i64::from(*datatype));
+                let known = by_type.is_some_and(|t| t.contains_key(&series.1))
+                    || unknown.iter().any(|(s, d)| s == series.0 && *d == series.1);
+                if !known {
+                    unknown.push((source.clone(), series.1));
+                }
+            }
+        }
+        if let Err(r) = self.make_series(state, unknown).await? {
+            return Err(self.reject(state, TOPIC, r).await);
+        }
         let mut points = Vec::new();
         let mut touched = vec![(self.id.clone(), now)];
-        for m in &batch {
-            let source = match self.source(state, m.device.as_deref()).await? {
-                Ok(source) => source,
-                Err(r) => return Err(self.reject(state, TOPIC, r).await),
-            };
+        for (m, source) in batch.iter().zip(sources) {
             let (seconds, microseconds) = m.ts.map_or((now, now_us), |t| (t.seconds, i64::from(t.microseconds)));
+            let by_type = self.series.get(&source);
             for (datatype, value) in &m.values {
-                let container_key = match self.series_key(state, &source, i64::from(*datatype)).await? {
-                    Ok(key) => key,
-                    Err(r) => return Err(self.reject(state, TOPIC, r).await),
+                // Known: `make_series` made every series of the message.
+                let Some(&container_key) = by_type.and_then(|t| t.get(&i64::from(*datatype))) else {
+                    return Err(
+                        StoreError::Decode(format!("series of device {source}, datatype {datatype} not made")).into(),
+                    );
                 };
                 points.push(Point {
                     container_key,

@@ -42,8 +42,9 @@ pub struct Written {
     pub duplicates: usize,
 }
 
-/// The series a (group, source device, datatype) triple is stored under.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// The series a (group, source device, datatype) triple is stored under; ordered as the key of
+/// its table.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeriesId {
     pub id_group: String,
     pub source_device: String,
@@ -53,6 +54,16 @@ pub struct SeriesId {
 /// The integer key of a series, creating the series on first use unless its device already has
 /// `max_per_device` series: then `None` (docs/gateway-protocol.md, "Limits").
 pub async fn container_key(db: &Db, series: &SeriesId, max_per_device: usize) -> Result<Option<i64>> {
+    Ok(container_keys(db, std::slice::from_ref(series), max_per_device)
+        .await?
+        .pop()
+        .flatten())
+}
+
+/// The keys of several series, in their order, as [`container_key`] gives each. The series not
+/// stored yet are made in one transaction: a gateway's first message names all its series, and a
+/// commit each (a flush of the log each) made a fleet's first minute slow.
+pub async fn container_keys(db: &Db, series: &[SeriesId], max_per_device: usize) -> Result<Vec<Option<i64>>> {
     // The count and the insert are one statement, so two connections cannot both pass the
     // limit on their own count; a series that exists is found whatever the count.
     let insert = "INSERT INTO containers (id_container_data_latest, id_group, source_device, datatype) \
@@ -61,14 +72,38 @@ pub async fn container_key(db: &Db, series: &SeriesId, max_per_device: usize) ->
                   ON CONFLICT (id_group, source_device, datatype) DO NOTHING";
     let select = "SELECT container_key FROM containers WHERE id_group = $1 AND source_device = $2 AND datatype = $3";
     let max = i64::try_from(max_per_device).unwrap_or(i64::MAX);
-    let (group, device) = (series.id_group.as_str(), series.source_device.as_str());
-    let key = || db.row::<(i64,)>(select, values![group, device, series.datatype]);
-    if let Some((found,)) = key().await? {
-        return Ok(Some(found));
+    let key = |s: &SeriesId| {
+        let values = values![s.id_group.as_str(), s.source_device.as_str(), s.datatype];
+        async move { Ok::<_, StoreError>(db.row::<(i64,)>(select, values).await?.map(|(found,)| found)) }
+    };
+    let mut keys = Vec::with_capacity(series.len());
+    for s in series {
+        keys.push(key(s).await?);
     }
-    db.execute(insert, values![new_id(), group, device, series.datatype, max])
-        .await?;
-    Ok(key().await?.map(|(found,)| found))
+    if keys.iter().all(Option::is_some) {
+        return Ok(keys);
+    }
+    // Made in key order, so that two transactions making the same series (a gateway taken
+    // over by another node) wait for each other rather than deadlock.
+    let mut missing: Vec<&SeriesId> = series
+        .iter()
+        .zip(&keys)
+        .filter(|(_, k)| k.is_none())
+        .map(|(s, _)| s)
+        .collect();
+    missing.sort();
+    let mut tx = Tx::begin(db).await?;
+    for s in missing {
+        let values = values![new_id(), s.id_group.as_str(), s.source_device.as_str(), s.datatype, max];
+        tx.execute(insert.to_string(), values).await?;
+    }
+    tx.commit().await?;
+    for (s, k) in series.iter().zip(keys.iter_mut()) {
+        if k.is_none() {
+            *k = key(s).await?;
+        }
+    }
+    Ok(keys)
 }
 
 /// Stores points in one transaction; `devices` are the devices whose `last_data_at` moves to
