@@ -169,9 +169,9 @@ fn chunked<T>(
 }
 
 /// How a batch's raw points go in: statements of many rows (SQLite), or the whole batch as
-/// columns (PostgreSQL), inserted by one statement that unnests four arrays. PostgreSQL then
-/// parses and plans one statement with four parameters instead of one per thousand rows with
-/// four thousand parameters.
+/// columns (PostgreSQL), copied in binary (`copy`) or, on the retry of a batch holding resent
+/// points, inserted by one statement that unnests four arrays: one statement with four
+/// parameters either way, instead of one per thousand rows with four thousand parameters.
 pub(super) enum Inserts {
     Statements(Vec<Statement>),
     Columns(PointColumns),

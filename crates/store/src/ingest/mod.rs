@@ -9,6 +9,7 @@
 //! with the points already stored left out, before any rollup is touched.
 
 mod batch;
+mod copy;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -314,7 +315,7 @@ enum OnStored {
     /// Skips it: fewer rows go in than were given.
     Skip,
     /// On PostgreSQL, stops: no row goes in, and the transaction must be rolled back. A plain
-    /// insert checks the key once, as it adds it to the index; one that skips stored points
+    /// `COPY` (`copy`) checks the key once, as it adds it to the index; an insert that skips stored points
     /// (`ON CONFLICT DO NOTHING`) looks the key up first, inserts speculatively and logs a
     /// confirmation of every row, which cost PostgreSQL's ingest more than a resend ever saves
     /// (docs/benchmarks.md, "Ingest"). So the first try of a batch stops at a stored point and
@@ -328,34 +329,40 @@ async fn insert(tx: &mut Tx, inserts: Inserts, on_stored: OnStored) -> sqlx::Res
     match (inserts, tx) {
         (Inserts::Statements(statements), tx) => run(tx, statements).await,
         (Inserts::Columns(c), Tx::Postgres(tx)) => {
-            let sql = match on_stored {
-                OnStored::Abort => {
-                    "INSERT INTO raw_points (container_key, time_us, value, session_key) \
-                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::float8[], $4::int8[])"
-                }
-                OnStored::Skip => {
+            let done = match on_stored {
+                OnStored::Abort => copy_points(tx, &c).await,
+                OnStored::Skip => sqlx::query(
                     "INSERT INTO raw_points (container_key, time_us, value, session_key) \
                      SELECT * FROM unnest($1::int8[], $2::int8[], $3::float8[], $4::int8[]) \
-                     ON CONFLICT (container_key, time_us) DO NOTHING"
-                }
-            };
-            let done = sqlx::query(sql)
+                     ON CONFLICT (container_key, time_us) DO NOTHING",
+                )
                 .bind(&c.keys)
                 .bind(&c.times)
                 .bind(&c.values)
                 .bind(&c.sessions)
                 .execute(&mut **tx)
-                .await;
+                .await
+                .map(|done| done.rows_affected()),
+            };
             match done {
-                Ok(done) => Ok(done.rows_affected()),
                 Err(sqlx::Error::Database(e)) if on_stored == OnStored::Abort && e.is_unique_violation() => Ok(0),
-                Err(e) => Err(e),
+                done => done,
             }
         }
         (Inserts::Columns(_), Tx::Sqlite(..)) => {
             Err(sqlx::Error::Protocol("points as columns are for PostgreSQL".into()))
         }
     }
+}
+
+/// Copies points into PostgreSQL (`copy`); returns how many went in.
+async fn copy_points(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    points: &batch::PointColumns,
+) -> sqlx::Result<u64> {
+    let mut copy = tx.copy_in_raw(copy::STATEMENT).await?;
+    copy.send(copy::binary(points)).await?;
+    copy.finish().await
 }
 
 /// Runs statements in order; returns the rows they affected.
