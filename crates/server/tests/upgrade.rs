@@ -4,7 +4,8 @@
 //! credentials, written in clear by the earlier release, are sealed and still sign deliveries.
 //! A store made before retention (0009) keeps every point and rollup; on PostgreSQL they move
 //! into time partitions. A store of the schema before 0011 keeps every point to the
-//! microsecond; on PostgreSQL its partitions keep their names and days.
+//! microsecond; on PostgreSQL its partitions keep their names and days, and the rows ingest
+//! updates leave room on their pages.
 
 mod common;
 
@@ -397,6 +398,28 @@ async fn a_store_of_the_previous_schema_keeps_every_point_to_the_microsecond() {
             .await
             .unwrap();
         assert_eq!(stray, [915_148_800_000_001]);
+        // Rows updated by every ingest transaction leave room for their next version: the
+        // tables the migration altered and the rollup partitions the service made at start.
+        let filled_to = |table: String| {
+            let pool = pool.clone();
+            async move {
+                let options: Option<Vec<String>> =
+                    sqlx::query_scalar("SELECT reloptions::text[] FROM pg_class WHERE relname = $1")
+                        .bind(&table)
+                        .fetch_one(&pool)
+                        .await
+                        .unwrap();
+                (table, options.unwrap_or_default())
+            }
+        };
+        let minute = partitions::list(&mut pool.acquire().await.unwrap(), Kind::Minute)
+            .await
+            .unwrap();
+        let made_at_start = minute.last().expect("minute partitions made at start").name.clone();
+        for table in ["containers".to_string(), "physical_devices".to_string(), made_at_start] {
+            let (table, options) = filled_to(table).await;
+            assert_eq!(options, ["fillfactor=50"], "{table}");
+        }
         pool.close().await;
     }
 }

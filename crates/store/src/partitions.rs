@@ -33,6 +33,17 @@ pub fn width(kind: Kind) -> i64 {
     }
 }
 
+/// How full a partition's pages are filled by inserts, in percent. Raw points are never updated:
+/// full pages. A rollup row is updated by every ingest transaction that brings its series a
+/// point of its bucket: half of each page stays free, so that the new version fits on its page
+/// and the update writes no index entry (a heap-only update; migration 0011 sets the same).
+fn fillfactor(kind: Kind) -> u32 {
+    match kind {
+        Kind::Raw => 100,
+        Kind::Minute | Kind::Hour | Kind::Day => 50,
+    }
+}
+
 /// The name of the partition of `kind` starting at `start`.
 fn name(kind: Kind, start: i64) -> String {
     let day = time::OffsetDateTime::from_unix_timestamp(start)
@@ -172,7 +183,10 @@ async fn make(pool: &PgPool, kind: Kind, start: i64) -> Result<bool> {
     // The bounds in the time column's units.
     let (start, end) = (start * unit, (start + width(kind)) * unit);
     let statements = [
-        format!("CREATE TABLE {part} (LIKE {table} INCLUDING DEFAULTS)"),
+        format!(
+            "CREATE TABLE {part} (LIKE {table} INCLUDING DEFAULTS) WITH (fillfactor = {})",
+            fillfactor(kind)
+        ),
         format!("ALTER TABLE {part} ADD CONSTRAINT {part}_range CHECK ({time} >= {start} AND {time} < {end})"),
         format!(
             "WITH moved AS (DELETE FROM {table}_default WHERE {time} >= {start} AND {time} < {end} RETURNING *) \

@@ -42,7 +42,7 @@ use sqlx::{PgPool, SqlitePool};
 /// after setting the NULLs to 0; SQLite cannot alter a column, so its `0004` only sets the NULLs
 /// to 0 and the store always writes a value (docs/api.md, "Physical devices": both are non-null).
 ///
-/// PostgreSQL's `0011_point_time.sql` keeps a raw point's time in one column of microseconds,
+/// PostgreSQL's `0011_ingest_layout.sql` keeps a raw point's time in one column of microseconds,
 /// `time_us`, where SQLite keeps `seconds` and `microseconds`: PostgreSQL's fixed-width, aligned
 /// rows are 8 bytes narrower that way, SQLite's variable-length integers are not
 /// (`store/src/point_time.rs` reads both).

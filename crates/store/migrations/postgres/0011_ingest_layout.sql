@@ -45,3 +45,22 @@ DROP TABLE raw_points_wide;
 
 ALTER TABLE raw_points ADD PRIMARY KEY (container_key, time_us) WITH (fillfactor = 100);
 CREATE INDEX raw_points_session ON raw_points (session_key, time_us) WHERE session_key IS NOT NULL;
+
+-- Rows every ingest transaction updates (a series' latest value, a device's last data, the
+-- rollups of the current minute, hour and day) leave half of each page free, so that their next
+-- version fits on the same page: a heap-only update then writes no index entry
+-- (store/src/partitions.rs makes new rollup partitions the same way).
+ALTER TABLE containers SET (fillfactor = 50);
+ALTER TABLE physical_devices SET (fillfactor = 50);
+DO $$
+DECLARE
+    part text;
+BEGIN
+    FOR part IN
+        SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent IN ('rollup_minute'::regclass, 'rollup_hour'::regclass, 'rollup_day'::regclass)
+    LOOP
+        EXECUTE format('ALTER TABLE %I SET (fillfactor = 50)', part);
+    END LOOP;
+END
+$$;
