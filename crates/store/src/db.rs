@@ -132,8 +132,11 @@ impl Db {
         match &db {
             Db::Sqlite(pool) => drop(tokio::spawn(crate::wal::checkpointer(pool.clone()))),
             // Rows written before the service's first retention pass land in their partition.
+            // A failure (the table stayed locked) is left to that pass, which tries again.
             Db::Postgres(pool) => {
-                crate::partitions::prepare(pool, crate::unix_now(), crate::partitions::AHEAD).await?;
+                if let Err(e) = crate::partitions::prepare(pool, crate::unix_now(), crate::partitions::AHEAD).await {
+                    tracing::warn!(error = %e, "time partitions could not be made at start");
+                }
             }
         }
         Ok(db)

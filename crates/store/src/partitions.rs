@@ -15,8 +15,8 @@ use crate::expiry::{Kind, Retention, cutoff};
 
 /// Serialises partition changes between the nodes of one service (an arbitrary constant).
 const LOCK: i64 = 0x6463_7061_7274; // "dcpart"
-/// How long a drop may wait for the table lock before it gives up until the next pass: while
-/// it waits, writes to the table queue behind it.
+/// How long a drop, or a make that moves rows, may wait for the table lock before it gives up
+/// until the next pass: while it waits, reads and writes of the table queue behind it.
 const LOCK_TIMEOUT: &str = "2s";
 
 /// How many slots past the current one [`prepare`] makes: two days of raw points at least.
@@ -165,6 +165,14 @@ const EARLIEST: i64 = 946_684_800;
 /// The table is made apart, filled from the default partition, and attached: attaching locks
 /// the parent only against other schema changes, not against writes, and the check
 /// constraint spares the attach a scan of the new table.
+///
+/// Rows moved out of the default partition would be missing, for a moment, from a query that
+/// started planning before the attach committed: it still knows the parent's old partitions,
+/// and the default no longer holds them. So when there are rows to move (points sent late, for
+/// a slot without a partition), the parent is locked against readers and writers until the
+/// commit, at most [`LOCK_TIMEOUT`] long, after which the next pass tries again. A partition
+/// made ahead moves nothing and locks nothing; should a late row arrive between the look and
+/// the attach, the attach fails on it and the next pass moves it.
 async fn make(pool: &PgPool, kind: Kind, start: i64) -> Result<bool> {
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -182,19 +190,32 @@ async fn make(pool: &PgPool, kind: Kind, start: i64) -> Result<bool> {
     let part = name(kind, start);
     // The bounds in the time column's units.
     let (start, end) = (start * unit, (start + width(kind)) * unit);
-    let statements = [
-        format!(
-            "CREATE TABLE {part} (LIKE {table} INCLUDING DEFAULTS) WITH (fillfactor = {})",
-            fillfactor(kind)
-        ),
-        format!("ALTER TABLE {part} ADD CONSTRAINT {part}_range CHECK ({time} >= {start} AND {time} < {end})"),
-        format!(
+    let late = format!("SELECT EXISTS (SELECT 1 FROM {table}_default WHERE {time} >= {start} AND {time} < {end})");
+    let late: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(late))
+        .fetch_one(&mut *tx)
+        .await?;
+    let mut statements = Vec::new();
+    if late {
+        statements.push(format!("SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"));
+        statements.push(format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"));
+    }
+    statements.push(format!(
+        "CREATE TABLE {part} (LIKE {table} INCLUDING DEFAULTS) WITH (fillfactor = {})",
+        fillfactor(kind)
+    ));
+    statements.push(format!(
+        "ALTER TABLE {part} ADD CONSTRAINT {part}_range CHECK ({time} >= {start} AND {time} < {end})"
+    ));
+    if late {
+        statements.push(format!(
             "WITH moved AS (DELETE FROM {table}_default WHERE {time} >= {start} AND {time} < {end} RETURNING *) \
              INSERT INTO {part} SELECT * FROM moved"
-        ),
-        format!("ALTER TABLE {table} ATTACH PARTITION {part} FOR VALUES FROM ({start}) TO ({end})"),
-        format!("ALTER TABLE {part} DROP CONSTRAINT {part}_range"),
-    ];
+        ));
+    }
+    statements.push(format!(
+        "ALTER TABLE {table} ATTACH PARTITION {part} FOR VALUES FROM ({start}) TO ({end})"
+    ));
+    statements.push(format!("ALTER TABLE {part} DROP CONSTRAINT {part}_range"));
     for sql in statements {
         sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
     }

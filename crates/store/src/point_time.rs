@@ -121,5 +121,19 @@ mod tests {
         assert!(render(CompareOp::Gt).ends_with(r#"WHERE "r"."time_us" >= 8000000"#));
         assert!(render(CompareOp::Lt).ends_with(r#"WHERE "r"."time_us" < 7000000"#));
         assert_eq!(time_us(7, 250_000), 7_250_000);
+        // "Not this second" stays one condition beside others.
+        let mut select = sea_query::Query::select();
+        select
+            .expr(Expr::val(1))
+            .from("raw_points")
+            .and_where(Expr::col(("r", "container_key")).eq(1))
+            .and_where(compare_seconds(Backend::Postgres, "r", CompareOp::Neq, 7));
+        assert!(
+            select.to_string(sea_query::PostgresQueryBuilder).ends_with(
+                r#"WHERE "r"."container_key" = 1 AND ("r"."time_us" < 7000000 OR "r"."time_us" >= 8000000)"#
+            ),
+            "{}",
+            select.to_string(sea_query::PostgresQueryBuilder)
+        );
     }
 }

@@ -315,12 +315,12 @@ enum OnStored {
     /// Skips it: fewer rows go in than were given.
     Skip,
     /// On PostgreSQL, stops: no row goes in, and the transaction must be rolled back. A plain
-    /// `COPY` (`copy`) checks the key once, as it adds it to the index; an insert that skips stored points
-    /// (`ON CONFLICT DO NOTHING`) looks the key up first, inserts speculatively and logs a
-    /// confirmation of every row, which cost PostgreSQL's ingest more than a resend ever saves
-    /// (docs/benchmarks.md, "Ingest"). So the first try of a batch stops at a stored point and
-    /// the retry, knowing the batch holds some, skips them. On SQLite the same as `Skip`
-    /// (`INSERT OR IGNORE` spares SQLite its statement journal).
+    /// `COPY` (`copy`) checks the key once, as it adds it to the index; an insert that skips
+    /// stored points (`ON CONFLICT DO NOTHING`) looks the key up first, inserts speculatively
+    /// and logs a confirmation of every row, which cost PostgreSQL's ingest more than a resend
+    /// ever saves (docs/benchmarks.md, "Ingest"). So the first try of a batch stops at a stored
+    /// point and the retry, knowing the batch holds some, skips them. On SQLite the same as
+    /// `Skip` (`INSERT OR IGNORE` spares SQLite its statement journal).
     Abort,
 }
 
