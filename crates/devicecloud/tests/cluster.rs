@@ -377,7 +377,8 @@ async fn the_gateways_of_a_killed_node_are_marked_disconnected_within_the_lease(
 }
 
 /// One webhook while three nodes ingest, each from its own gateway: every acknowledged point
-/// reaches the receiver once, in batches each posted once (one node works the webhook's lane).
+/// reaches the receiver once, in batches each posted once, each series in the order it was sent
+/// (one node works the webhook's lane).
 #[tokio::test]
 async fn one_webhook_gets_every_record_once_while_every_node_ingests() {
     let Some(cluster) = nodes(3, "cluster_webhook").await else {
@@ -429,6 +430,17 @@ async fn one_webhook_gets_every_record_once_while_every_node_ingests() {
     deliveries.sort();
     deliveries.dedup();
     assert_eq!(deliveries.len(), posted, "a delivery was posted twice");
+    // One node works the lane and posts its batches one after another, in the queue's order:
+    // each series' points arrive in the order its gateway sent them.
+    let mut last: std::collections::HashMap<(String, i64), i64> = std::collections::HashMap::new();
+    for (device, second, datatype) in receiver.points() {
+        if let Some(before) = last.insert((device.clone(), datatype), second) {
+            assert!(
+                before < second,
+                "{device}, datatype {datatype}: {second} arrived after {before}"
+            );
+        }
+    }
     eprintln!("{expected} points in {posted} deliveries");
 
     cluster.stop().await;
