@@ -2,7 +2,7 @@
 //! validated whole (every source this gateway's to use, every series within the limits) and
 //! then queued for the group-committing writer (`crate::ingest`).
 
-use devicecloud_protocol::{RejectReason, Rejection, parse_measurements};
+use devicecloud_protocol::{Measurement, RejectReason, Rejection, parse_measurements};
 use devicecloud_store::StoreError;
 use devicecloud_store::devices::{self, Asset, Child};
 use devicecloud_store::ingest::{self, Point, SeriesId};
@@ -52,9 +52,6 @@ impl Gateway {
         state: &AppState,
         unknown: Vec<(String, i64)>,
     ) -> Result<Result<(), Rejection>, StoreError> {
-        if unknown.is_empty() {
-            return Ok(Ok(()));
-        }
         let series: Vec<SeriesId> = unknown
             .into_iter()
             .map(|(source_device, datatype)| SeriesId {
@@ -81,6 +78,40 @@ impl Gateway {
                 .insert(id.datatype, key);
         }
         Ok(Ok(()))
+    }
+
+    /// The points of `batch`, whose measurements come from `sources`, with the keys of their
+    /// series; the series not known yet (source device, datatype) when there are any. One
+    /// look-up a value: this is every message's path.
+    fn points_of(
+        &self,
+        batch: &[Measurement],
+        sources: &[String],
+        (now, now_us): (i64, i64),
+    ) -> Result<Vec<Point>, Vec<(String, i64)>> {
+        let mut points = Vec::new();
+        let mut unknown: Vec<(String, i64)> = Vec::new();
+        for (m, source) in batch.iter().zip(sources) {
+            let (seconds, microseconds) = m.ts.map_or((now, now_us), |t| (t.seconds, i64::from(t.microseconds)));
+            let by_type = self.series.get(source);
+            for (datatype, value) in &m.values {
+                let datatype = i64::from(*datatype);
+                match by_type.and_then(|t| t.get(&datatype)) {
+                    Some(&container_key) => points.push(Point {
+                        container_key,
+                        seconds,
+                        microseconds,
+                        value: *value,
+                        session_key: self.session_key,
+                    }),
+                    None if !unknown.iter().any(|(s, d)| s == source && *d == datatype) => {
+                        unknown.push((source.clone(), datatype));
+                    }
+                    None => {}
+                }
+            }
+        }
+        if unknown.is_empty() { Ok(points) } else { Err(unknown) }
     }
 
     /// Measurements (docs/gateway-protocol.md, "Messages"): validated whole, then stored through
@@ -129,42 +160,20 @@ impl Gateway {
                 Err(r) => return Err(self.reject(state, TOPIC, r).await),
             }
         }
-        // The series not known yet (none, past a gateway's first message).
-        let mut unknown: Vec<(String, i64)> = Vec::new();
-        for (m, source) in batch.iter().zip(&sources) {
-            let by_type = self.series.get(source);
-            for (datatype, _) in &m.values {
-                let series = (source, i64::from(*datatype));
-                let known = by_type.is_some_and(|t| t.contains_key(&series.1))
-                    || unknown.iter().any(|(s, d)| s == series.0 && *d == series.1);
-                if !known {
-                    unknown.push((source.clone(), series.1));
+        // A gateway's first message names series not made yet: they are made, all at once,
+        // and the points looked up again.
+        let points = match self.points_of(&batch, &sources, (now, now_us)) {
+            Ok(points) => points,
+            Err(unknown) => {
+                if let Err(r) = self.make_series(state, unknown).await? {
+                    return Err(self.reject(state, TOPIC, r).await);
                 }
+                self.points_of(&batch, &sources, (now, now_us))
+                    .map_err(|unknown| StoreError::Decode(format!("series not made: {unknown:?}")))?
             }
-        }
-        if let Err(r) = self.make_series(state, unknown).await? {
-            return Err(self.reject(state, TOPIC, r).await);
-        }
-        let mut points = Vec::new();
+        };
         let mut touched = vec![(self.id.clone(), now)];
-        for (m, source) in batch.iter().zip(sources) {
-            let (seconds, microseconds) = m.ts.map_or((now, now_us), |t| (t.seconds, i64::from(t.microseconds)));
-            let by_type = self.series.get(&source);
-            for (datatype, value) in &m.values {
-                // Known: `make_series` made every series of the message.
-                let Some(&container_key) = by_type.and_then(|t| t.get(&i64::from(*datatype))) else {
-                    return Err(
-                        StoreError::Decode(format!("series of device {source}, datatype {datatype} not made")).into(),
-                    );
-                };
-                points.push(Point {
-                    container_key,
-                    seconds,
-                    microseconds,
-                    value: *value,
-                    session_key: self.session_key,
-                });
-            }
+        for source in sources {
             if source != self.id && !touched.iter().any(|(id, _)| *id == source) {
                 touched.push((source, now));
             }
