@@ -7,9 +7,9 @@
 //! of 1 Hz points costs a page a few hundred rows, not eighty thousand. On SQLite the rows come
 //! back as one JSON array (rows cross a thread one by one in sqlx).
 
-use crate::TimePart;
-use crate::db::{Backend, Db};
+use crate::db::Db;
 use crate::downsampled::Resolution;
+use crate::point_time::{self, TimePart};
 use crate::{Result, StoreError};
 
 /// One point: its datatype, time (the middle of its pixel column), min, max and average.
@@ -63,11 +63,7 @@ pub async fn device_points(
         ),
         None => {
             let seconds = TimePart::Seconds.sql(db.backend(), "r");
-            // A range of the stored time (`point_time`), which the key serves.
-            let within = match db.backend() {
-                Backend::Sqlite => "r.seconds >= $3 AND r.seconds <= $6",
-                Backend::Postgres => "r.time_us >= $3 * 1000000 AND r.time_us < ($6 + 1) * 1000000",
-            };
+            let within = point_time::seconds_within_sql(db.backend(), "r", "$3", "$6");
             format!(
                 "SELECT c.datatype AS datatype, (({seconds} - $3) * $4 - 1) / $5 AS col, MIN(r.value) AS min, \
                  MAX(r.value) AS max, AVG(r.value) AS avg \

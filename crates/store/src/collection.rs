@@ -86,9 +86,9 @@ impl Column {
     /// The expression to order by: text is compared lower-cased on both databases; a point's
     /// whole seconds are ordered by its stored time, which the key serves.
     fn sort_expr(&self, backend: Backend) -> Expr {
-        match (self.kind, self.time, backend) {
-            (AttrKind::String, ..) => Func::lower(self.expr(backend)).into(),
-            (_, Some(TimePart::Seconds), Backend::Postgres) => Expr::col((self.table, "time_us")),
+        match (self.kind, self.time) {
+            (AttrKind::String, _) => Func::lower(self.expr(backend)).into(),
+            (_, Some(part)) => part.sort_expr(backend, self.table),
             _ => self.expr(backend),
         }
     }

@@ -45,7 +45,7 @@ impl Kind {
     pub(crate) fn time_column(self, backend: Backend) -> (&'static str, i64) {
         match (self, backend) {
             (Kind::Raw, Backend::Sqlite) => ("seconds", 1),
-            (Kind::Raw, Backend::Postgres) => ("time_us", 1_000_000),
+            (Kind::Raw, Backend::Postgres) => ("time_us", crate::point_time::MICROS),
             _ => ("bucket", 1),
         }
     }

@@ -44,6 +44,34 @@ impl TimePart {
     pub(crate) fn expr(self, backend: Backend, table: &str) -> Expr {
         Expr::cust(self.sql(backend, table))
     }
+
+    /// What to order points by this part: whole seconds by the stored time, which the key
+    /// serves (the tie-breakers after it order the fraction alike).
+    pub(crate) fn sort_expr(self, backend: Backend, table: &'static str) -> Expr {
+        match (self, backend) {
+            (TimePart::Seconds, Backend::Postgres) => Expr::col((table, "time_us")),
+            _ => self.expr(backend, table),
+        }
+    }
+}
+
+/// SQL for "the point aliased `table` lies in the whole seconds `from` to `to`, both included",
+/// the bounds being SQL expressions (parameters): a range of the stored time.
+pub(crate) fn seconds_within_sql(backend: Backend, table: &str, from: &str, to: &str) -> String {
+    match backend {
+        Backend::Sqlite => format!("{table}.seconds >= {from} AND {table}.seconds <= {to}"),
+        Backend::Postgres => {
+            format!("{table}.time_us >= {from} * {MICROS} AND {table}.time_us < ({to} + 1) * {MICROS}")
+        }
+    }
+}
+
+/// SQL for "the point aliased `table` is at `seconds` and `micros`" (SQL expressions).
+pub(crate) fn at_sql(backend: Backend, table: &str, seconds: &str, micros: &str) -> String {
+    match backend {
+        Backend::Sqlite => format!("{table}.seconds = {seconds} AND {table}.microseconds = {micros}"),
+        Backend::Postgres => format!("{table}.time_us = {seconds} * {MICROS} + {micros}"),
+    }
 }
 
 /// The expressions that order points of `table` by time, earliest first.

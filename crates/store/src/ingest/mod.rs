@@ -20,8 +20,9 @@ pub use batch::Batch;
 use batch::{Inserts, Statement, int, placeholders, queue_points};
 
 use crate::db::{Backend, Db, Tx, values};
+use crate::point_time::{self, TimePart};
 use crate::webhooks::{RouteTable, Routes};
-use crate::{Result, StoreError, TimePart, new_id};
+use crate::{Result, StoreError, new_id};
 
 /// One raw point of a series (container).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -378,10 +379,7 @@ async fn run(tx: &mut Tx, statements: Vec<Statement>) -> sqlx::Result<u64> {
 async fn stored_keys(tx: &mut Tx, points: &[Point]) -> sqlx::Result<HashSet<(i64, i64, i64)>> {
     let mut stored = HashSet::new();
     for chunk in points.chunks(batch::CHUNK) {
-        let same_time = match tx.backend() {
-            Backend::Sqlite => "r.seconds = v.column2 AND r.microseconds = v.column3",
-            Backend::Postgres => "r.time_us = v.column2 * 1000000 + v.column3",
-        };
+        let same_time = point_time::at_sql(tx.backend(), "r", "v.column2", "v.column3");
         let sql = format!(
             "SELECT v.column1 AS a, v.column2 AS b, v.column3 AS c FROM raw_points r \
              JOIN (VALUES {}) AS v ON r.container_key = v.column1 AND {same_time}",
