@@ -19,7 +19,7 @@ use crate::gateway::rejections::RejectionLog;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;
 use crate::page_cache::PageCache;
-use crate::peers::Peers;
+use crate::peers::{self, Ears, Peers};
 use crate::stream::LiveFeed;
 use crate::webhooks::WebhookHub;
 use crate::webhooks::address::{CheckedResolver, SystemLookup};
@@ -308,15 +308,20 @@ impl AppState {
         let ingest = db.dedicated();
         let login_limiter = LoginLimiter::new(limits.signin_failures_max, limits.signin_window);
         let account_limiter = AccountLimiter::new(settings.rate_limit);
+        let node_id = settings.node_id.clone().unwrap_or_else(default_node_id);
+        let mut ears = Ears::new(&db);
+        let stream_heard = ears.hear(&crate::stream::CHANNELS);
+        let peers_heard = ears.hear(&[peers::CHANNEL, &peers::node_channel(&node_id)]);
+        ears.start(tracker, shutdown);
         let stream = LiveFeed::start(
             db.clone(),
+            stream_heard,
             limits.stream_buffer_bytes,
             settings.stream_retention,
             tracker,
             shutdown.clone(),
         );
-        let node_id = settings.node_id.clone().unwrap_or_else(default_node_id);
-        let peers = Peers::start(&db, &node_id, tracker, shutdown);
+        let peers = Peers::start(&db, &node_id, peers_heard, tracker, shutdown);
         // With other nodes to tell, requests are counted for them too.
         let account_limiter = account_limiter.map(|l| if peers.reaches_others() { l.reporting() } else { l });
         AppState(Arc::new(Services {

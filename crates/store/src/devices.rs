@@ -84,22 +84,29 @@ fn select_sql(where_clause: &str) -> String {
     )
 }
 
-/// A device with the deletion time of its group: what the ownership check of a device needs,
-/// read in one query (a command's rights check is on the path of every ping).
+/// A device with the deletion time of its group and, for a connected gateway, the node holding
+/// its connection: what the ownership check of a device and a command need, read in one query
+/// (a command's rights check is on the path of every ping).
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct OwnedDevice {
     #[sqlx(flatten)]
     pub device: DeviceRow,
     pub group_deleted_at: Option<i64>,
+    /// The node whose connection with the gateway is live (`None` when it is not connected,
+    /// and for a device behind a gateway).
+    pub connected_node: Option<String>,
 }
 
-/// One device, archived or not, with its group's deletion time.
+/// One device, archived or not, with its group's deletion time and the node of its connection.
 pub async fn get_owned(db: &Db, id: &str) -> Result<Option<OwnedDevice>> {
     static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         let columns: Vec<String> = output().iter().map(|c| format!("d.{c}")).collect();
         format!(
-            "SELECT {}, g.deleted_at AS group_deleted_at FROM physical_devices d \
-             JOIN groups g ON g.id_group = d.id_group WHERE d.id_physical_device = $1",
+            "SELECT {}, g.deleted_at AS group_deleted_at, \
+             CASE WHEN d.is_connected = 1 THEN i.node_id END AS connected_node \
+             FROM physical_devices d JOIN groups g ON g.id_group = d.id_group \
+             LEFT JOIN iot_devices i ON i.id_physical_device = d.id_physical_device \
+             WHERE d.id_physical_device = $1",
             columns.join(", ")
         )
     });
@@ -317,16 +324,6 @@ pub async fn disconnected(
     }
     tx.commit().await?;
     Ok(ids.len())
-}
-
-/// The node holding the live connection of gateway `id`, as its latest hello recorded it;
-/// `None` when it is not connected.
-pub async fn connected_node(db: &Db, id: &str) -> Result<Option<String>> {
-    let sql = "SELECT i.node_id FROM iot_devices i \
-        JOIN physical_devices p ON p.id_physical_device = i.id_physical_device \
-        WHERE i.id_physical_device = $1 AND p.is_connected = 1";
-    let node: Option<Option<String>> = on_pool!(db, |p| sqlx::query_scalar(sql).bind(id).fetch_optional(p).await)?;
-    Ok(node.flatten())
 }
 
 /// An asset behind a gateway, found by serial.

@@ -32,6 +32,23 @@ pub async fn send(db: &Db, channel: &str, payloads: &[String]) -> Result<(), Sto
     Ok(())
 }
 
+/// Sends each `(channel, payload)` of `notes`, in order, in one statement (one transaction).
+pub async fn send_each(db: &Db, notes: &[(String, String)]) -> Result<(), StoreError> {
+    let Db::Postgres(pool) = db else {
+        return Ok(());
+    };
+    if notes.is_empty() {
+        return Ok(());
+    }
+    let (channels, payloads): (Vec<&str>, Vec<&str>) = notes.iter().map(|(c, p)| (c.as_str(), p.as_str())).unzip();
+    sqlx::query("SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, n) ORDER BY n")
+        .bind(channels)
+        .bind(payloads)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// What a subscription heard.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Heard {
@@ -47,7 +64,7 @@ pub struct Subscription(PgListener);
 impl Subscription {
     /// Listens on `channels`, on a connection of its own (not one of `db`'s pool, which it
     /// would hold for good); `None` on SQLite.
-    pub async fn open(db: &Db, channels: &[&str]) -> Result<Option<Subscription>, StoreError> {
+    pub async fn open(db: &Db, channels: &[String]) -> Result<Option<Subscription>, StoreError> {
         let Db::Postgres(pool) = db else {
             return Ok(None);
         };
@@ -57,7 +74,7 @@ impl Subscription {
             .idle_timeout(None)
             .connect_lazy_with((*pool.connect_options()).clone());
         let mut listener = PgListener::connect_with(&own).await?;
-        listener.listen_all(channels.iter().copied()).await?;
+        listener.listen_all(channels.iter().map(String::as_str)).await?;
         Ok(Some(Subscription(listener)))
     }
 

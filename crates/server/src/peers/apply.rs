@@ -3,7 +3,7 @@
 
 use devicecloud_store::notify::Heard;
 
-use super::{CHANNEL, Change, Envelope, Hearing, commands};
+use super::{Change, Envelope, commands};
 use crate::state::AppState;
 
 impl Change {
@@ -61,9 +61,10 @@ pub fn tell(state: &AppState, change: Change) {
 
 /// Applies what the other nodes tell, until shutdown (nothing on SQLite).
 pub async fn listen(state: AppState) {
-    let shutdown = state.shutdown.clone();
-    let mut hearing = Hearing::new(&state.db, &[CHANNEL], "changes");
-    while let Some(heard) = hearing.next(&shutdown).await {
+    let Some(mut heard) = state.peers.take_heard() else {
+        return;
+    };
+    while let Some(heard) = heard.recv().await {
         match heard {
             Heard::Notice { payload, .. } => match serde_json::from_str::<Envelope>(&payload) {
                 Ok(envelope) if envelope.from != state.node_id => envelope.change.apply(&state),

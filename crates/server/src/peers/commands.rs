@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use devicecloud_protocol::{CommandRequest, CommandResponse};
 use devicecloud_store::notify::MAX_PAYLOAD;
-use devicecloud_store::{StoreError, devices};
 use tokio::sync::oneshot;
 
 use super::apply;
@@ -20,19 +19,20 @@ use crate::state::AppState;
 /// Room kept in a notification for the envelope around an answer.
 const ENVELOPE: usize = 256;
 
-/// Sends `request` to gateway `device` through the node holding its connection, and waits for
-/// the answer at most the command timeout. [`CommandError::Offline`] when no other node holds
-/// it (or there are no other nodes).
+/// Sends `request` to gateway `device` through `node`, the node holding its connection (as
+/// read with the caller's rights check), and waits for the answer at most the command timeout.
+/// [`CommandError::Offline`] when no other node holds it (or there are no other nodes).
 pub async fn call(
     state: &AppState,
     device: &str,
+    node: Option<&str>,
     request_id: String,
     request: &CommandRequest,
-) -> Result<Result<CommandResponse, CommandError>, StoreError> {
+) -> Result<CommandResponse, CommandError> {
     let limit = state.settings.command_timeout;
-    let node = match devices::connected_node(&state.db, device).await? {
-        Some(node) if node != state.node_id && state.peers.reaches_others() => node,
-        _ => return Ok(Err(CommandError::Offline)),
+    let node = match node {
+        Some(node) if node != state.node_id && state.peers.reaches_others() => node.to_string(),
+        _ => return Err(CommandError::Offline),
     };
     let (reply, answer) = oneshot::channel();
     state.peers.wait(&request_id, reply);
@@ -47,11 +47,11 @@ pub async fn call(
     apply::tell(state, command);
     let answer = tokio::time::timeout(limit, answer).await;
     state.peers.forget(&request_id);
-    Ok(match answer {
+    match answer {
         Ok(Ok(answer)) => outcome(answer, limit),
         // The other node never answered (it died, or its answer was lost).
         Ok(Err(_)) | Err(_) => Err(CommandError::Timeout(limit)),
-    })
+    }
 }
 
 /// The caller's outcome of an answer.

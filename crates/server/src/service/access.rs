@@ -2,7 +2,7 @@
 //! A record whose group the caller cannot see is "not found", never "forbidden", so that ids of
 //! other tenants cannot be probed (docs/api.md, "Rights").
 
-use devicecloud_store::devices::{self, DeviceRow};
+use devicecloud_store::devices::{self, DeviceRow, OwnedDevice};
 use devicecloud_store::groups::{self, GroupRow};
 use devicecloud_store::session_collection::{self, SessionRow};
 use devicecloud_store::webhooks::{self, WebhookRow};
@@ -72,12 +72,18 @@ pub async fn groups(state: &AppState, caller: &Caller, ids: &[String], need: Rol
 /// The device `id` as the caller may act on it with `need`: read with its group's deletion
 /// time in one query, the same answers as [`owned`].
 pub async fn device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<DeviceRow> {
+    Ok(owned_device(state, caller, id, need).await?.device)
+}
+
+/// The device `id` as the caller may act on it with `need`, with the node holding its
+/// connection when it is a connected gateway (a command's target).
+pub async fn owned_device(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<OwnedDevice> {
     let not_found = || ServiceError::not_found("Physical device", id);
     let row = devices::get_owned(&state.db, id).await?.ok_or_else(not_found)?;
     match caller.role_in_record(&row.device.id_group, row.group_deleted_at.is_some()) {
         None => Err(not_found()),
         Some(role) if role < need => Err(ServiceError::NotAllowed),
-        Some(_) => Ok(row.device),
+        Some(_) => Ok(row),
     }
 }
 

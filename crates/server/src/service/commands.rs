@@ -21,6 +21,9 @@ pub struct Target {
     pub device: DeviceRow,
     pub gateway: DeviceRow,
     kind: Option<ModuleKind>,
+    /// The node holding the gateway's connection, as read with the rights check (`None`: not
+    /// connected).
+    node: Option<String>,
 }
 
 impl Target {
@@ -34,15 +37,23 @@ impl Target {
 
 /// The device `id` as the caller may command it (operator at least).
 pub async fn target(state: &AppState, caller: &Caller, id: &str) -> Result<Target> {
-    let device = access::device(state, caller, id, Role::Operator).await?;
-    let gateway = match &device.id_parent {
-        Some(parent) => devices::get(&state.db, parent)
-            .await?
-            .ok_or_else(|| ServiceError::not_found("Physical device", id))?,
-        None => device.clone(),
+    let owned = access::owned_device(state, caller, id, Role::Operator).await?;
+    let (device, gateway) = match &owned.device.id_parent {
+        Some(parent) => {
+            let gateway = devices::get_owned(&state.db, parent)
+                .await?
+                .ok_or_else(|| ServiceError::not_found("Physical device", id))?;
+            (owned.device, gateway)
+        }
+        None => (owned.device.clone(), owned),
     };
-    let kind = gateway.kind.as_deref().and_then(|k| k.parse().ok());
-    Ok(Target { device, gateway, kind })
+    let kind = gateway.device.kind.as_deref().and_then(|k| k.parse().ok());
+    Ok(Target {
+        device,
+        gateway: gateway.device,
+        kind,
+        node: gateway.connected_node,
+    })
 }
 
 /// The Wi-Fi connect request from `{ssid, password?}`: a missing or empty `ssid`, or a
@@ -113,7 +124,7 @@ pub async fn run(
     // A gateway connected to another node gets the command through that node.
     let outcome = match state.gateways.commands(gateway) {
         Some(queue) => commands::send(Some(queue), state.settings.command_timeout, request_id, &request).await,
-        None => peers::commands::call(state, gateway, request_id, &request).await?,
+        None => peers::commands::call(state, gateway, target.node.as_deref(), request_id, &request).await,
     };
     record.outcome = match &outcome {
         Ok(response) => response.status.to_string(),

@@ -34,8 +34,9 @@ use tokio_util::task::TaskTracker;
 
 use super::ring::Kind;
 use super::{Item, LiveFeed, Rendered};
-use crate::peers::Hearing;
 
+/// The channels the live stream hears.
+pub(crate) const CHANNELS: [&str; 2] = [STREAM_CHANNEL, INTEREST_CHANNEL];
 /// Where nodes forward what they commit.
 const STREAM_CHANNEL: &str = "devicecloud_stream";
 /// Where a node that records says so (the payload: its id).
@@ -145,11 +146,12 @@ struct Envelope {
     r: Vec<(String, String, String, String)>,
 }
 
-/// Starts forwarding and listening when the store is PostgreSQL; the feed task's end of the
-/// forwarding, `None` on SQLite (one node).
+/// Starts forwarding, and listening to what is heard on [`CHANNELS`], when the store is
+/// PostgreSQL; the feed task's end of the forwarding, `None` on SQLite (one node).
 pub(super) fn start(
     feed: &Arc<LiveFeed>,
     db: &Db,
+    heard: mpsc::UnboundedReceiver<Heard>,
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
 ) -> Option<Forward> {
@@ -158,7 +160,7 @@ pub(super) fn start(
     }
     let (queue, payloads) = mpsc::channel(SEND_BACKLOG);
     tracker.spawn(send(db.clone(), payloads, shutdown.clone()));
-    tracker.spawn(listen(Arc::clone(feed), db.clone(), shutdown.clone()));
+    tracker.spawn(listen(Arc::clone(feed), heard));
     tracker.spawn(announce(Arc::clone(feed), db.clone(), shutdown.clone()));
     Some(Forward {
         node: feed.epoch.clone(),
@@ -209,14 +211,13 @@ async fn announce(feed: Arc<LiveFeed>, db: Db, shutdown: CancellationToken) {
     }
 }
 
-/// Listens to the other nodes: their interest, and what they forward.
-async fn listen(feed: Arc<LiveFeed>, db: Db, shutdown: CancellationToken) {
+/// Listens to the other nodes: their interest, and what they forward (until shutdown ends
+/// `heard`).
+async fn listen(feed: Arc<LiveFeed>, mut heard: mpsc::UnboundedReceiver<Heard>) {
     let mut last: HashMap<String, u64> = HashMap::new();
-    let channels = [STREAM_CHANNEL, INTEREST_CHANNEL];
-    let mut hearing = Hearing::new(&db, &channels, "live stream");
     // Whether another node records is not known before it says so: forward meanwhile.
     feed.forward_for(INTEREST_TTL);
-    while let Some(heard) = hearing.next(&shutdown).await {
+    while let Some(heard) = heard.recv().await {
         match heard {
             Heard::Notice { channel, payload } if channel == INTEREST_CHANNEL => {
                 if payload != feed.epoch {

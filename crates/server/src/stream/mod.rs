@@ -22,6 +22,7 @@
 
 pub mod client;
 mod cluster;
+pub(crate) use cluster::CHANNELS;
 mod feed;
 pub mod ring;
 
@@ -33,6 +34,7 @@ use devicecloud_store::Db;
 use devicecloud_store::event_collection::EventRow;
 use devicecloud_store::events::NewEvent;
 use devicecloud_store::ingest::Point;
+use devicecloud_store::notify::Heard;
 use serde::Serialize;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -102,8 +104,10 @@ pub struct LiveFeed {
 impl LiveFeed {
     /// The feed, with its task started on `tracker` (reading series from `db`); the buffer
     /// holds at most `max_bytes`, and recording lasts `retention` after the last client left.
+    /// `heard` is what the other nodes say on [`CHANNELS`].
     pub fn start(
         db: Db,
+        heard: mpsc::UnboundedReceiver<Heard>,
         max_bytes: usize,
         retention: Duration,
         tracker: &TaskTracker,
@@ -124,7 +128,7 @@ impl LiveFeed {
             forward_until_ms: AtomicU64::new(0),
             announce: Notify::new(),
         });
-        let forward = cluster::start(&feed, &db, tracker, &shutdown);
+        let forward = cluster::start(&feed, &db, heard, tracker, &shutdown);
         tracker.spawn(feed::run(Arc::clone(&feed), db, items, forward, shutdown));
         feed
     }
