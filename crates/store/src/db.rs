@@ -229,6 +229,15 @@ impl Db {
         }
     }
 
+    /// The turn of the ingest writer: after the bulk gate (`write_turn::Gate`) that a log
+    /// checkpoint closes against it alone.
+    pub(crate) async fn bulk_turn(&self) -> Result<Turn> {
+        match self {
+            Db::Sqlite(pool) => write_turn::of_pool_in_bulk(pool).await,
+            Db::Postgres(_) => Ok(Turn::NONE),
+        }
+    }
+
     /// Runs a writing statement with its [`values!`] in its turn; returns the rows it changed.
     pub(crate) async fn execute(&self, sql: impl sqlx::SqlSafeStr, values: SqlxValues) -> Result<u64> {
         let _turn = self.write_turn().await?;
@@ -282,6 +291,16 @@ impl Tx {
     /// Takes the write turn, then begins.
     pub(crate) async fn begin(db: &Db) -> Result<Tx> {
         let turn = db.write_turn().await?;
+        Tx::begin_in(db, turn).await
+    }
+
+    /// Takes the ingest writer's turn ([`Db::bulk_turn`]), then begins.
+    pub(crate) async fn begin_bulk(db: &Db) -> Result<Tx> {
+        let turn = db.bulk_turn().await?;
+        Tx::begin_in(db, turn).await
+    }
+
+    async fn begin_in(db: &Db, turn: Turn) -> Result<Tx> {
         Ok(match db {
             Db::Sqlite(p) => Tx::Sqlite(p.begin().await?, turn),
             Db::Postgres(p) => Tx::Postgres(p.begin().await?),

@@ -10,11 +10,14 @@
 //!
 //! A checkpoint beside the writers never catches up with them: by the time it ends, more has
 //! been committed, and the log starts over only once a checkpoint copied all of it. So when the
-//! log passes [`RESET_BYTES`], the task takes its write turn like any writer and checkpoints
-//! there: with nothing committed meanwhile it copies the last pages (those since its previous
-//! pass, a quarter of a second's worth) and the next commit writes the log from its start. A
-//! reader still on the old log keeps it from starting over; past [`RESTART_BYTES`] the task
-//! makes a `RESTART` checkpoint in its turn, which waits for those readers.
+//! log passes [`RESET_BYTES`], the task closes the bulk gate (`write_turn::Gate`) against the
+//! ingest writer, which writes nearly all of the log, and checkpoints then: it copies the last
+//! pages (those since its previous pass, a quarter of a second's worth) and the next commit
+//! writes the log from its start. Small writes (API calls, device status) do not wait for it:
+//! one that commits during the pass leaves a few pages behind it, and the log starts over at a
+//! later pass instead. A reader still on the old log keeps it from starting over too; past
+//! [`RESTART_BYTES`] the task makes a `RESTART` checkpoint in the write turn, which waits for
+//! those readers and keeps out every writer.
 
 use std::time::Duration;
 
@@ -43,8 +46,8 @@ pub const KEEP_BYTES: &str = "67108864";
 pub enum Mode {
     /// Beside the writers (`PASSIVE`, no turn).
     Beside,
-    /// In the write turn (`PASSIVE`): copies all of the log, which starts over at the next commit
-    /// unless a reader is still on it.
+    /// With the bulk gate closed (`PASSIVE`): copies all of the log, which starts over at the
+    /// next commit unless a reader is still on it or a small write committed meanwhile.
     InTurn,
     /// In the write turn (`RESTART`): also waits for the readers of the log.
     Restart,
@@ -67,9 +70,10 @@ pub async fn checkpoint(pool: &SqlitePool, mode: Mode) -> Result<Checkpoint> {
         Mode::Beside | Mode::InTurn => "PRAGMA wal_checkpoint(PASSIVE)",
         Mode::Restart => "PRAGMA wal_checkpoint(RESTART)",
     };
-    let _turn = match mode {
-        Mode::Beside => None,
-        Mode::InTurn | Mode::Restart => Some(write_turn::of_pool(pool, Waiter::Patient).await?),
+    let (_gate, _turn) = match mode {
+        Mode::Beside => (None, None),
+        Mode::InTurn => (Some(write_turn::gate_of_pool(pool).await?), None),
+        Mode::Restart => (None, Some(write_turn::of_pool(pool, Waiter::Patient).await?)),
     };
     Ok(sqlx::query_as(sql).fetch_one(pool).await?)
 }

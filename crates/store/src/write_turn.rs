@@ -26,7 +26,14 @@ use crate::{Result, StoreError};
 /// The right to write, held until dropped (after the commit or rollback of the transaction it
 /// was taken for). On PostgreSQL it holds nothing.
 #[must_use = "the turn ends when it is dropped"]
-pub(crate) struct Turn(Option<(OwnedMutexGuard<()>, Arc<Queue>)>);
+pub(crate) struct Turn(Option<Held>);
+
+/// A turn taken: the lock, its queue and, for a bulk writer, the [`Gate`] taken before it.
+struct Held {
+    _lock: OwnedMutexGuard<()>,
+    queue: Arc<Queue>,
+    _gate: Option<Gate>,
+}
 
 impl Turn {
     /// No turn: PostgreSQL writes do not queue.
@@ -37,15 +44,26 @@ impl Turn {
     pub(crate) fn others_waiting(&self) -> bool {
         self.0
             .as_ref()
-            .is_some_and(|(_, queue)| queue.waiting.load(Ordering::Relaxed) > 0)
+            .is_some_and(|held| held.queue.waiting.load(Ordering::Relaxed) > 0)
     }
 }
 
-/// The line of one file: the lock and how many wait for it.
+/// The bulk gate of one file, held until dropped: the ingest writer takes it before each turn,
+/// and a checkpoint that must find the log with no ingest transaction committing into it
+/// (`wal`) takes it alone, keeping out the ingest writer only. Small writes take no gate and go
+/// on while such a checkpoint runs: waiting for its two `fsync`s was most of their latency tail
+/// under full ingest (docs/benchmarks.md, "API during full ingest").
+#[must_use = "the gate opens when it is dropped"]
+pub(crate) struct Gate {
+    _guard: OwnedMutexGuard<()>,
+}
+
+/// The line of one file: the lock, how many wait for it, and the bulk [`Gate`].
 #[derive(Default)]
 struct Queue {
     lock: Arc<tokio::sync::Mutex<()>>,
     waiting: AtomicUsize,
+    gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Counts a writer in the line while it waits, however its wait ends.
@@ -81,17 +99,48 @@ pub(crate) async fn of_pool(pool: &sqlx::SqlitePool, waiter: Waiter) -> Result<T
     take(pool.connect_options().get_filename(), patience, waiter).await
 }
 
+/// The bulk gate of the file `pool` opens, waited for as long as the pool waits for a
+/// connection.
+pub(crate) async fn gate_of_pool(pool: &sqlx::SqlitePool) -> Result<Gate> {
+    let patience = pool.options().get_acquire_timeout();
+    gate(&queue(pool.connect_options().get_filename()), patience).await
+}
+
+/// The turn of a bulk writer (the ingest writer): the [`Gate`] of the file first, then the turn
+/// as a [`Waiter::Prompt`], each waited for at most `patience`.
+pub(crate) async fn of_pool_in_bulk(pool: &sqlx::SqlitePool) -> Result<Turn> {
+    let patience = pool.options().get_acquire_timeout();
+    let options = pool.connect_options();
+    let file = options.get_filename();
+    let gate = gate(&queue(file), patience).await?;
+    let mut turn = take(file, patience, Waiter::Prompt).await?;
+    if let Some(held) = &mut turn.0 {
+        held._gate = Some(gate);
+    }
+    Ok(turn)
+}
+
+async fn gate(queue: &Queue, patience: Duration) -> Result<Gate> {
+    match tokio::time::timeout(patience, Arc::clone(&queue.gate).lock_owned()).await {
+        Ok(guard) => Ok(Gate { _guard: guard }),
+        Err(_) => Err(no_turn(patience)),
+    }
+}
+
+/// The queue of `file`.
+fn queue(file: &Path) -> Arc<Queue> {
+    let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    match queues.get(file) {
+        Some(queue) => Arc::clone(queue),
+        // The file's name is copied once, on its first write.
+        None => Arc::clone(queues.entry(file.to_path_buf()).or_default()),
+    }
+}
+
 /// Waits for the turn to write `file`, at most `patience`, then fails with
 /// [`StoreError::Timeout`].
 pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Result<Turn> {
-    let queue = {
-        let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match queues.get(file) {
-            Some(queue) => Arc::clone(queue),
-            // The file's name is copied once, on its first write.
-            None => Arc::clone(queues.entry(file.to_path_buf()).or_default()),
-        }
-    };
+    let queue = queue(file);
     let started = std::time::Instant::now();
     let guard = {
         let _waiting = (waiter == Waiter::Prompt).then(|| {
@@ -106,12 +155,17 @@ pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Res
     };
     metrics::histogram!(WAIT_METRIC, "waiter" => label).record(started.elapsed().as_secs_f64());
     match guard {
-        Ok(guard) => Ok(Turn(Some((guard, queue)))),
-        Err(_) => Err(StoreError::Timeout(format!(
-            "no turn to write the store within {} ms",
-            patience.as_millis()
-        ))),
+        Ok(guard) => Ok(Turn(Some(Held {
+            _lock: guard,
+            queue,
+            _gate: None,
+        }))),
+        Err(_) => Err(no_turn(patience)),
     }
+}
+
+fn no_turn(patience: Duration) -> StoreError {
+    StoreError::Timeout(format!("no turn to write the store within {} ms", patience.as_millis()))
 }
 
 #[cfg(test)]
@@ -172,6 +226,24 @@ mod tests {
         assert!(!first.others_waiting(), "upkeep waits unannounced");
         drop(first);
         patient.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_closed_gate_keeps_out_the_bulk_writer_only() {
+        let file = file();
+        let queue = queue(&file);
+        let gate = gate(&queue, Duration::from_secs(1)).await.unwrap();
+        let small = take(&file, Duration::from_millis(200), Waiter::Prompt).await;
+        assert!(small.is_ok(), "a small write goes on while the gate is closed");
+        drop(small);
+        let bulk = {
+            let queue = Arc::clone(&queue);
+            tokio::spawn(async move { super::gate(&queue, Duration::from_secs(5)).await.map(drop) })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!bulk.is_finished(), "the bulk writer waits for the gate");
+        drop(gate);
+        bulk.await.unwrap().unwrap();
     }
 
     #[tokio::test]

@@ -152,7 +152,7 @@ pub async fn write_slices(db: &Db, slices: Vec<Batch>, routes: &Routes) -> Resul
     let mut out = Routed::default();
     let mut left = std::collections::VecDeque::from(routed);
     while !left.is_empty() {
-        let mut tx = Tx::begin(db).await?;
+        let mut tx = Tx::begin_bulk(db).await?;
         // On PostgreSQL, which takes no write turn, every slice left runs in this transaction.
         lock_rows(&mut tx, left.iter().map(|(slice, _)| slice)).await?;
         let mut ran = Vec::new();
@@ -226,7 +226,7 @@ async fn write_batch(
     mut batch: Batch,
     targets: Option<&HashMap<i64, &[String]>>,
 ) -> Result<(Written, usize, Vec<Point>)> {
-    let mut tx = Tx::begin(db).await?;
+    let mut tx = Tx::begin_bulk(db).await?;
     lock_rows(&mut tx, [&batch]).await?;
     let mut batch = if let Some((written, queued)) = run_new(&mut tx, &mut batch, targets).await? {
         tx.commit().await?;
@@ -236,7 +236,7 @@ async fn write_batch(
         // new ones. A whole new transaction rather than a savepoint, whose statement journal
         // would cost every batch.
         tx.rollback().await?;
-        tx = Tx::begin(db).await?;
+        tx = Tx::begin_bulk(db).await?;
         lock_rows(&mut tx, [&batch]).await?;
         let stored = stored_keys(&mut tx, &batch.sorted).await?;
         let mut fresh = batch.without(&stored);
