@@ -97,20 +97,32 @@ pub struct OwnedDevice {
     pub connected_node: Option<String>,
 }
 
-/// One device, archived or not, with its group's deletion time and the node of its connection.
+/// One device, archived or not, with its group's deletion time and, on PostgreSQL, the node of
+/// its connection (SQLite serves one node: `connected_node` is `None` there, and the lookup
+/// would cost every command's rights check).
 pub async fn get_owned(db: &Db, id: &str) -> Result<Option<OwnedDevice>> {
-    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    static SQL: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
         let columns: Vec<String> = output().iter().map(|c| format!("d.{c}")).collect();
-        format!(
-            "SELECT {}, g.deleted_at AS group_deleted_at, \
-             CASE WHEN d.is_connected = 1 THEN i.node_id END AS connected_node \
-             FROM physical_devices d JOIN groups g ON g.id_group = d.id_group \
-             LEFT JOIN iot_devices i ON i.id_physical_device = d.id_physical_device \
-             WHERE d.id_physical_device = $1",
-            columns.join(", ")
-        )
+        let columns = columns.join(", ");
+        let from = "FROM physical_devices d JOIN groups g ON g.id_group = d.id_group";
+        [
+            format!(
+                "SELECT {columns}, g.deleted_at AS group_deleted_at, CAST(NULL AS TEXT) AS connected_node \
+                 {from} WHERE d.id_physical_device = $1"
+            ),
+            format!(
+                "SELECT {columns}, g.deleted_at AS group_deleted_at, \
+                 CASE WHEN d.is_connected = 1 THEN i.node_id END AS connected_node {from} \
+                 LEFT JOIN iot_devices i ON i.id_physical_device = d.id_physical_device \
+                 WHERE d.id_physical_device = $1"
+            ),
+        ]
     });
-    db.row::<OwnedDevice>(sqlx::AssertSqlSafe(SQL.as_str()), values![id])
+    let sql = match db.backend() {
+        crate::Backend::Sqlite => &SQL[0],
+        crate::Backend::Postgres => &SQL[1],
+    };
+    db.row::<OwnedDevice>(sqlx::AssertSqlSafe(sql.as_str()), values![id])
         .await
 }
 
