@@ -48,7 +48,7 @@ pub enum Mode {
     Beside,
     /// With the bulk gate closed (`PASSIVE`): copies all of the log, which starts over at the
     /// next commit unless a reader is still on it or a small write committed meanwhile.
-    InTurn,
+    Gated,
     /// In the write turn (`RESTART`): also waits for the readers of the log.
     Restart,
 }
@@ -67,12 +67,12 @@ pub struct Checkpoint {
 /// Copies the log's committed pages into the database now.
 pub async fn checkpoint(pool: &SqlitePool, mode: Mode) -> Result<Checkpoint> {
     let sql = match mode {
-        Mode::Beside | Mode::InTurn => "PRAGMA wal_checkpoint(PASSIVE)",
+        Mode::Beside | Mode::Gated => "PRAGMA wal_checkpoint(PASSIVE)",
         Mode::Restart => "PRAGMA wal_checkpoint(RESTART)",
     };
     let (_gate, _turn) = match mode {
         Mode::Beside => (None, None),
-        Mode::InTurn => (Some(write_turn::gate_of_pool(pool).await?), None),
+        Mode::Gated => (Some(write_turn::gate_of_pool(pool).await?), None),
         Mode::Restart => (None, Some(write_turn::of_pool(pool, Waiter::Patient).await?)),
     };
     Ok(sqlx::query_as(sql).fetch_one(pool).await?)
@@ -114,7 +114,42 @@ pub(crate) async fn checkpointer(pool: SqlitePool) {
 fn next(mode: Mode, bytes: i64) -> Mode {
     match mode {
         Mode::Beside if bytes > RESTART_BYTES => Mode::Restart,
-        Mode::Beside if bytes > RESET_BYTES => Mode::InTurn,
+        Mode::Beside if bytes > RESET_BYTES => Mode::Gated,
         _ => Mode::Beside,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+    use super::*;
+
+    async fn pool() -> (SqlitePool, std::path::PathBuf) {
+        let file = std::env::temp_dir().join(format!("dc-wal-{}.db", crate::new_id()));
+        let options = SqliteConnectOptions::new()
+            .filename(&file)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        sqlx::query("CREATE TABLE t (v INTEGER)").execute(&pool).await.unwrap();
+        (pool, file)
+    }
+
+    #[tokio::test]
+    async fn the_checkpoint_that_resets_the_log_does_not_wait_for_a_small_write() {
+        let (pool, file) = pool().await;
+        let turn = write_turn::of_pool(&pool, Waiter::Prompt).await.unwrap();
+        let gated = tokio::time::timeout(Duration::from_secs(2), checkpoint(&pool, Mode::Gated)).await;
+        assert!(gated.is_ok(), "a gated checkpoint ran while a write held its turn");
+        let restart = tokio::time::timeout(Duration::from_millis(200), checkpoint(&pool, Mode::Restart)).await;
+        assert!(restart.is_err(), "a RESTART checkpoint waits for the write turn");
+        drop(turn);
+        pool.close().await;
+        let _ = std::fs::remove_file(&file);
     }
 }

@@ -41,6 +41,7 @@ pub fn node_channel(node_id: &str) -> String {
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("devicecloud_node_{hex}")
 }
+
 /// How long to wait before listening again after the database refused.
 const RETRY: Duration = Duration::from_secs(1);
 /// Changes sent in one statement at most.
@@ -236,8 +237,8 @@ async fn send(db: Db, node_id: String, mut changes: mpsc::UnboundedReceiver<Chan
 /// Every channel this node listens on, heard through one connection: PostgreSQL wakes every
 /// connection listening in a database at each notification, whatever its channels, so a second
 /// listening connection per node would cost every notification of every node one more wake-up
-/// (measured: a relayed command 15 % faster with one connection per node than with two). What is
-/// heard goes to the task that asked for its channel; a loss of the connection to every task.
+/// (docs/benchmarks.md, "Several nodes"). What is heard goes to the task that asked for its
+/// channel; a loss of the connection to every task.
 pub struct Ears {
     db: Db,
     routes: Vec<(Vec<String>, mpsc::UnboundedSender<Heard>)>,
