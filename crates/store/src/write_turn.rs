@@ -84,8 +84,9 @@ pub(crate) enum Waiter {
     /// A write someone waits for (a request, a gateway's status): the ingest writer cuts its
     /// transaction short to let it in ([`Turn::others_waiting`]).
     Prompt,
-    /// Background upkeep (retention, a `RESTART` checkpoint): waits for the ingest writer's transaction to
-    /// end on its own, so that ingest does not pay for it in shorter transactions.
+    /// Background upkeep (retention, a `RESTART` checkpoint): waits for the ingest writer's
+    /// transaction to end on its own, so that ingest does not pay for it in shorter
+    /// transactions.
     Patient,
 }
 
