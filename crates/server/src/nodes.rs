@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use devicecloud_store::{Backend, nodes};
 
-use crate::gateway::departures;
+use crate::gateway::losses;
 use crate::state::AppState;
 
 fn now_ms() -> i64 {
@@ -68,7 +68,7 @@ pub async fn keep(state: AppState) {
                     count = marked.len(),
                     "gateways of nodes that are gone marked disconnected"
                 );
-                departures::abandoned(&state, &marked).await;
+                losses::abandoned(&state, &marked).await;
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot mark the gateways of nodes that are gone"),

@@ -14,7 +14,7 @@ use crate::auth::login_limit::LoginLimiter;
 use crate::auth::rate_limit::AccountLimiter;
 pub use crate::auth::rate_limit::RateLimit;
 use crate::commands::CommandLog;
-use crate::gateway::Departures;
+use crate::gateway::departures::Departures;
 use crate::gateway::rejections::RejectionLog;
 use crate::ingest::IngestQueue;
 use crate::mqtt::registry::GatewayRegistry;

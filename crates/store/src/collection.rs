@@ -6,14 +6,16 @@
 //! visibility scope) to [`list`]; ties are always broken by the primary key so that pages never
 //! overlap (docs/api.md, "Collections").
 
-use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Page, PageRequest, Scalar, SortKey};
+use devicecloud_query::{AttrKind, Attribute, Filter, Page, PageRequest, Scalar, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Func, LikeExpr, Order, SelectStatement};
 use sea_query_sqlx::SqlxValues;
 use serde::de::DeserializeOwned;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
-use crate::db::{Backend, Db, on_pool};
+use crate::backend::Backend;
+use crate::comparison::compare;
+use crate::db::{Db, on_pool};
 
 mod table;
 
@@ -400,18 +402,6 @@ fn leaf_expr(filter: &Filter, columns: &[Column], backend: Backend) -> Expr {
         },
         Filter::IsNull { attr } => column(attr).map_or_else(never, |c| c.expr(backend).is_null()),
         Filter::IsNotNull { attr } => column(attr).map_or_else(never, |c| c.expr(backend).is_not_null()),
-    }
-}
-
-/// `left <op> right`.
-pub(crate) fn compare(left: Expr, op: CompareOp, right: Expr) -> Expr {
-    match op {
-        CompareOp::Eq => left.eq(right),
-        CompareOp::Neq => left.ne(right),
-        CompareOp::Lt => left.lt(right),
-        CompareOp::Lte => left.lte(right),
-        CompareOp::Gt => left.gt(right),
-        CompareOp::Gte => left.gte(right),
     }
 }
 

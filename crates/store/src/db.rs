@@ -14,6 +14,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 
+use crate::backend::Backend;
 use crate::write_turn::{self, Turn, Waiter};
 use crate::{Result, StoreError};
 
@@ -42,13 +43,6 @@ fn postgres_pool() -> PgPoolOptions {
                 Ok(true)
             })
         })
-}
-
-/// Which database a [`Db`] talks to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
 }
 
 /// A pool on SQLite or PostgreSQL; cheap to clone.

@@ -11,8 +11,9 @@ use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Scalar, SortKey}
 use sea_query::{Alias, Condition, Expr, ExprTrait, Query, SelectStatement};
 
 use crate::Result;
+use crate::backend::Backend;
 use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, names};
-use crate::db::{Backend, Db, on_pool};
+use crate::db::{Db, on_pool};
 use crate::point_time;
 
 /// How finely a request is answered.

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::db::Backend;
+use crate::backend::Backend;
 
 const DAY: i64 = 86_400;
 

@@ -2,7 +2,9 @@
 //! (multi-node), with migrations for both, one module per table family, and the translation of
 //! collection queries (the `query` crate's AST) into SQL through sea-query.
 
+mod backend;
 mod collection;
+mod comparison;
 mod db;
 mod deadline;
 mod error;
@@ -37,8 +39,9 @@ pub mod tokens;
 pub mod wal;
 pub mod webhooks;
 
+pub use backend::Backend;
 pub use collection::{Column, ListArgs, ListRequest, Listing, attributes, names};
-pub use db::{Backend, Db};
+pub use db::Db;
 pub use error::StoreError;
 pub use point_time::TimePart;
 

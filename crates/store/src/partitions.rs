@@ -10,7 +10,7 @@
 use sqlx::{PgConnection, PgPool};
 
 use crate::Result;
-use crate::db::Backend;
+use crate::backend::Backend;
 use crate::expiry::{Kind, Retention, cutoff};
 
 /// Serialises partition changes between the nodes of one service (an arbitrary constant).

@@ -14,8 +14,8 @@
 use devicecloud_query::CompareOp;
 use sea_query::{Expr, ExprTrait};
 
-use crate::collection;
-use crate::db::Backend;
+use crate::backend::Backend;
+use crate::comparison;
 
 /// Microseconds in a second.
 pub(crate) const MICROS: i64 = 1_000_000;
@@ -86,7 +86,7 @@ pub(crate) fn order(backend: Backend, table: &'static str) -> Vec<Expr> {
 /// second column): on PostgreSQL a whole second is the range `[value, value + 1)` of `time_us`.
 pub(crate) fn compare_seconds(backend: Backend, table: &'static str, op: CompareOp, value: i64) -> Expr {
     if backend == Backend::Sqlite {
-        return collection::compare(Expr::col((table, "seconds")), op, Expr::val(value));
+        return comparison::compare(Expr::col((table, "seconds")), op, Expr::val(value));
     }
     let time = || Expr::col((table, "time_us"));
     // Saturating: a filter value far outside i64 microseconds matches as the nearest bound.

@@ -9,7 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::db::{Backend, Db, values};
+use crate::backend::Backend;
+use crate::db::{Db, values};
 use crate::write_turn::{self, Waiter};
 use crate::{Result, partitions};
 

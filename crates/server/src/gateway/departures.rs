@@ -6,16 +6,11 @@
 //! the ones that end while it writes wait, and the next of them writes all of theirs in a few
 //! transactions (group commit). Every caller returns once its departure is written (or its
 //! write failed), so a shutdown that waits for its connections also waits for these writes.
+//!
+//! The queue knows nothing of how a batch is written (`gateway::losses` writes it), so the
+//! service state that holds it does not depend on what it writes with.
 
 use std::sync::Mutex;
-
-use devicecloud_store::devices;
-use devicecloud_store::events::NewEvent;
-use devicecloud_store::nodes::Abandoned;
-
-use super::{now_parts, record_events};
-use crate::event_types;
-use crate::state::AppState;
 
 /// Departures written per transaction: a batch holds the write turn for a few milliseconds.
 const CHUNK: usize = 500;
@@ -39,70 +34,37 @@ pub struct Departures {
 }
 
 impl Departures {
-    /// Writes `departure`, together with any that came meanwhile; returns once it is written.
-    pub async fn record(&self, state: &AppState, departure: Departure) {
+    /// Queues `departure` and waits for the turn to write: the batch then holds it, with every
+    /// departure that came meanwhile, until it is dropped. The caller writes the batch's
+    /// [`Batch::chunks`] before dropping it, so it returns once its departure is written.
+    pub async fn queue(&self, departure: Departure) -> Batch<'_> {
         if let Ok(mut waiting) = self.waiting.lock() {
             waiting.push(departure);
         }
         // First come, first served: whoever holds the turn takes everything waiting, so once
         // this caller has the turn its departure is either written or in its hands.
-        let _turn = self.writer.lock().await;
-        let batch = self
+        let turn = self.writer.lock().await;
+        let departures = self
             .waiting
             .lock()
             .map(|mut w| std::mem::take(&mut *w))
             .unwrap_or_default();
-        for chunk in batch.chunks(CHUNK) {
-            write(state, chunk).await;
+        Batch {
+            _turn: turn,
+            departures,
         }
     }
 }
 
-/// The event first, then the status: whoever sees a gateway disconnected also finds the event.
-/// Event 208 with value 0: the gateway's connection was lost.
-fn loss<'a>(id_group: &'a str, id: &'a str, now: i64) -> NewEvent<'a> {
-    NewEvent {
-        id_group,
-        source_device: id,
-        from_device: Some(0),
-        event_type: event_types::CONNECTIVITY,
-        occurred_at: now,
-        value: "0",
-        datatype: None,
-        value_description: None,
-    }
+/// Departures to write now, and the turn to write them (until dropped).
+pub struct Batch<'a> {
+    _turn: tokio::sync::MutexGuard<'a, ()>,
+    departures: Vec<Departure>,
 }
 
-async fn write(state: &AppState, departures: &[Departure]) {
-    let now = now_parts().0;
-    let events: Vec<NewEvent> = departures
-        .iter()
-        .filter(|d| d.event)
-        .map(|d| loss(&d.id_group, &d.id, now))
-        .collect();
-    if !events.is_empty()
-        && let Err(e) = record_events(state, &state.writer, &events, now).await
-    {
-        tracing::warn!(error = %e, count = events.len(), "cannot record connection losses");
-    }
-    let ids: Vec<&str> = departures.iter().map(|d| d.id.as_str()).collect();
-    // A gateway that already has a new connection on this node stays connected.
-    let gone = |id: &str| !state.gateways.is_connected(id);
-    if let Err(e) = devices::disconnected(&state.writer, &ids, &state.node_id, now, &gone).await {
-        let serials: Vec<&str> = departures.iter().map(|d| d.serial.as_str()).collect();
-        tracing::warn!(error = %e, gateways = ?serials, "cannot mark gateways disconnected");
-    }
-}
-
-/// Records the loss (event 208, value 0) of gateways another node held when its lease ran out,
-/// already marked disconnected (`store::nodes::abandoned`).
-pub async fn abandoned(state: &AppState, gateways: &[Abandoned]) {
-    let now = now_parts().0;
-    let events: Vec<NewEvent> = gateways
-        .iter()
-        .map(|g| loss(&g.id_group, &g.id_physical_device, now))
-        .collect();
-    if let Err(e) = record_events(state, &state.writer, &events, now).await {
-        tracing::warn!(error = %e, count = events.len(), "cannot record the connection losses of a node that is gone");
+impl Batch<'_> {
+    /// The departures, [`CHUNK`] a transaction.
+    pub fn chunks(&self) -> std::slice::Chunks<'_, Departure> {
+        self.departures.chunks(CHUNK)
     }
 }

@@ -4,6 +4,7 @@
 
 mod auth;
 pub mod departures;
+pub mod losses;
 mod measurements;
 pub mod rejections;
 
@@ -407,6 +408,9 @@ impl Gateway {
             serial: self.serial.clone(),
             event: !self.powered_off,
         };
-        state.departures.record(state, departure).await;
+        let batch = state.departures.queue(departure).await;
+        for chunk in batch.chunks() {
+            losses::write(state, chunk).await;
+        }
     }
 }

@@ -10,7 +10,6 @@ use devicecloud_protocol::{CommandRequest, CommandResponse};
 use devicecloud_store::notify::MAX_PAYLOAD;
 use tokio::sync::oneshot;
 
-use super::apply;
 use super::{Answer, Change};
 use crate::commands::{self, CommandError};
 
@@ -44,7 +43,7 @@ pub async fn call(
         request_id: request_id.clone(),
         payload,
     };
-    apply::tell(state, command);
+    state.peers.tell(command);
     let answer = tokio::time::timeout(limit, answer).await;
     state.peers.forget(&request_id);
     match answer {
@@ -92,14 +91,11 @@ pub(super) fn relay(state: &AppState, reply_to: &str, device: &str, request_id: 
             },
         };
         let answer = fitting(answer);
-        apply::tell(
-            &state,
-            Change::Answer {
-                to: reply_to,
-                request_id,
-                answer,
-            },
-        );
+        state.peers.tell(Change::Answer {
+            to: reply_to,
+            request_id,
+            answer,
+        });
     });
 }
 

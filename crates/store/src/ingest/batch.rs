@@ -15,7 +15,7 @@ use sea_query::{Value, Values};
 use sea_query_sqlx::SqlxValues;
 
 use super::Point;
-use crate::db::Backend;
+use crate::backend::Backend;
 use crate::point_time;
 
 /// Rows per statement: well below SQLite's 32,766 bound parameters.

@@ -19,7 +19,8 @@ use sea_query_sqlx::SqlxValues;
 pub use batch::Batch;
 use batch::{Inserts, Statement, int, placeholders, queue_points};
 
-use crate::db::{Backend, Db, Tx, values};
+use crate::backend::Backend;
+use crate::db::{Db, Tx, values};
 use crate::point_time::{self, TimePart};
 use crate::webhooks::{RouteTable, Routes};
 use crate::{Result, StoreError, new_id};
