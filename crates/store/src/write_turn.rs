@@ -108,17 +108,14 @@ pub(crate) async fn gate_of_pool(pool: &sqlx::SqlitePool) -> Result<Gate> {
 }
 
 /// The turn of a bulk writer (the ingest writer): the [`Gate`] of the file first, then the turn
-/// as a [`Waiter::Prompt`], each waited for at most `patience`.
+/// as a [`Waiter::Prompt`], each waited for at most `patience`; the wait for both is the one
+/// the metric counts.
 pub(crate) async fn of_pool_in_bulk(pool: &sqlx::SqlitePool) -> Result<Turn> {
     let patience = pool.options().get_acquire_timeout();
-    let options = pool.connect_options();
-    let file = options.get_filename();
-    let gate = gate(&queue(file), patience).await?;
-    let mut turn = take(file, patience, Waiter::Prompt).await?;
-    if let Some(held) = &mut turn.0 {
-        held._gate = Some(gate);
-    }
-    Ok(turn)
+    let queue = queue(pool.connect_options().get_filename());
+    let started = std::time::Instant::now();
+    let gate = gate(&queue, patience).await?;
+    wait_for_turn(queue, patience, Waiter::Prompt, started, Some(gate)).await
 }
 
 async fn gate(queue: &Queue, patience: Duration) -> Result<Gate> {
@@ -141,8 +138,17 @@ fn queue(file: &Path) -> Arc<Queue> {
 /// Waits for the turn to write `file`, at most `patience`, then fails with
 /// [`StoreError::Timeout`].
 pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Result<Turn> {
-    let queue = queue(file);
-    let started = std::time::Instant::now();
+    wait_for_turn(queue(file), patience, waiter, std::time::Instant::now(), None).await
+}
+
+/// Waits in `queue` for the turn, holding `gate` with it; the metric counts from `started`.
+async fn wait_for_turn(
+    queue: Arc<Queue>,
+    patience: Duration,
+    waiter: Waiter,
+    started: std::time::Instant,
+    gate: Option<Gate>,
+) -> Result<Turn> {
     let guard = {
         let _waiting = (waiter == Waiter::Prompt).then(|| {
             queue.waiting.fetch_add(1, Ordering::Relaxed);
@@ -159,7 +165,7 @@ pub(crate) async fn take(file: &Path, patience: Duration, waiter: Waiter) -> Res
         Ok(guard) => Ok(Turn(Some(Held {
             _lock: guard,
             queue,
-            _gate: None,
+            _gate: gate,
         }))),
         Err(_) => Err(no_turn(patience)),
     }
