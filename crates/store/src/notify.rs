@@ -17,30 +17,25 @@ pub const MAX_PAYLOAD: usize = 7_900;
 
 /// Sends `payloads` on `channel`, in order, in one statement (one transaction).
 pub async fn send(db: &Db, channel: &str, payloads: &[String]) -> Result<(), StoreError> {
+    let channels = vec![channel; payloads.len()];
+    notify(db, channels, payloads.iter().map(String::as_str).collect()).await
+}
+
+/// Sends each `(channel, payload)` of `notes`, in order, in one statement (one transaction).
+pub async fn send_each(db: &Db, notes: &[(String, String)]) -> Result<(), StoreError> {
+    let (channels, payloads) = notes.iter().map(|(c, p)| (c.as_str(), p.as_str())).unzip();
+    notify(db, channels, payloads).await
+}
+
+/// `payloads[i]` on `channels[i]`; `WITH ORDINALITY` and the ORDER BY keep their order (the
+/// order they were queued).
+async fn notify(db: &Db, channels: Vec<&str>, payloads: Vec<&str>) -> Result<(), StoreError> {
     let Db::Postgres(pool) = db else {
         return Ok(());
     };
     if payloads.is_empty() {
         return Ok(());
     }
-    // `WITH ORDINALITY` and the ORDER BY keep the payloads' order (the order they are queued).
-    sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, n) ORDER BY n")
-        .bind(channel)
-        .bind(payloads)
-        .execute(pool)
-        .await?;
-    Ok(())
-}
-
-/// Sends each `(channel, payload)` of `notes`, in order, in one statement (one transaction).
-pub async fn send_each(db: &Db, notes: &[(String, String)]) -> Result<(), StoreError> {
-    let Db::Postgres(pool) = db else {
-        return Ok(());
-    };
-    if notes.is_empty() {
-        return Ok(());
-    }
-    let (channels, payloads): (Vec<&str>, Vec<&str>) = notes.iter().map(|(c, p)| (c.as_str(), p.as_str())).unzip();
     sqlx::query("SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, n) ORDER BY n")
         .bind(channels)
         .bind(payloads)
