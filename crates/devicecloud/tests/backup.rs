@@ -198,7 +198,7 @@ async fn check_restored(url: &str, acked: &HashSet<Acked>) -> i64 {
                       FROM containers c ORDER BY c.container_key";
     type Counts = (i64, i64, i64, i64, i64);
     let (points, counts): (Vec<(String, i64, i64)>, Vec<Counts>) = match &db {
-        Db::Sqlite(p) => (
+        Db::Sqlite(p, ..) => (
             sqlx::query_as(sqlx::AssertSqlSafe(points_sql.as_str()))
                 .fetch_all(p)
                 .await

@@ -74,7 +74,7 @@ fn id(spec: &GatewaySpec) -> &str {
 macro_rules! rows {
     ($db:expr, $t:ty, $sql:expr, $($bind:expr),*) => {
         match $db {
-            Db::Sqlite(pool) => sqlx::query_as::<_, $t>($sql)$(.bind($bind))*.fetch_all(pool).await.unwrap(),
+            Db::Sqlite(pool, ..) => sqlx::query_as::<_, $t>($sql)$(.bind($bind))*.fetch_all(pool).await.unwrap(),
             Db::Postgres(pool) => sqlx::query_as::<_, $t>($sql)$(.bind($bind))*.fetch_all(pool).await.unwrap(),
         }
     };

@@ -15,7 +15,7 @@ const GATEWAYS: usize = 150;
 async fn count(db: &Db, sql: &str) -> i64 {
     let sql = sqlx::AssertSqlSafe(sql.to_string());
     match db {
-        Db::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
+        Db::Sqlite(p, ..) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
         Db::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
     }
 }

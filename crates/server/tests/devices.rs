@@ -252,7 +252,7 @@ async fn device_status_follows_expectation_and_silence() {
     // Silent for longer than the interval: expected on, device off.
     let silence = "UPDATE physical_devices SET created_at = created_at - 3600 WHERE id_physical_device = $1";
     match &app.state.db {
-        devicecloud_store::Db::Sqlite(p) => sqlx::query(silence).bind(&id).execute(p).await.map(drop).unwrap(),
+        devicecloud_store::Db::Sqlite(p, ..) => sqlx::query(silence).bind(&id).execute(p).await.map(drop).unwrap(),
         devicecloud_store::Db::Postgres(p) => sqlx::query(silence).bind(&id).execute(p).await.map(drop).unwrap(),
     };
     assert_eq!(

@@ -266,7 +266,7 @@ enum Lock {
 
 async fn lock_groups(db: &Db) -> Lock {
     match db {
-        Db::Sqlite(pool) => {
+        Db::Sqlite(pool, ..) => {
             let mut conn = pool.acquire().await.unwrap();
             sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.unwrap();
             Lock::Sqlite(conn)
@@ -330,7 +330,7 @@ fn count_to(n: u64) -> String {
 /// Runs `sqlite` or `postgres` on the pool of `db`'s backend.
 async fn run(db: &Db, sqlite: &str, postgres: &str) -> sqlx::Result<()> {
     match db {
-        Db::Sqlite(pool) => sqlx::query(sqlx::AssertSqlSafe(sqlite.to_string()))
+        Db::Sqlite(pool, ..) => sqlx::query(sqlx::AssertSqlSafe(sqlite.to_string()))
             .execute(pool)
             .await
             .map(|_| ()),

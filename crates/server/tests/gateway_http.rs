@@ -12,7 +12,7 @@ use serde_json::json;
 
 async fn count(db: &Db, sql: &'static str, bind: &str) -> i64 {
     match db {
-        Db::Sqlite(p) => sqlx::query_scalar(sql).bind(bind).fetch_one(p).await.unwrap(),
+        Db::Sqlite(p, ..) => sqlx::query_scalar(sql).bind(bind).fetch_one(p).await.unwrap(),
         Db::Postgres(p) => sqlx::query_scalar(sql).bind(bind).fetch_one(p).await.unwrap(),
     }
 }

@@ -88,7 +88,7 @@ where
         + Unpin,
 {
     match db {
-        Db::Sqlite(p) => sqlx::query_as(sql).fetch_all(p).await.unwrap(),
+        Db::Sqlite(p, ..) => sqlx::query_as(sql).fetch_all(p).await.unwrap(),
         Db::Postgres(p) => sqlx::query_as(sql).fetch_all(p).await.unwrap(),
     }
 }
@@ -263,7 +263,7 @@ async fn points_count_towards_their_data_session() {
     let insert = "INSERT INTO data_sessions (id_data_session, id_group, id_physical_device, start, created_at, updated_at) \
                   VALUES ('s-1', $1, $2, 0, 0, 0)";
     let key: i64 = match &f.db {
-        Db::Sqlite(p) => {
+        Db::Sqlite(p, ..) => {
             sqlx::query(insert)
                 .bind(&group)
                 .bind(&f.device)
@@ -309,7 +309,7 @@ fn counted(family: &str, outcome: Outcome) -> u64 {
 /// Makes the database refuse raw points of value -666 (a trigger), as it may refuse a write.
 async fn refuse_value(db: &Db) {
     match db {
-        Db::Sqlite(p) => {
+        Db::Sqlite(p, ..) => {
             let trigger = "CREATE TRIGGER refuse_point BEFORE INSERT ON raw_points WHEN NEW.value = -666 \
                            BEGIN SELECT RAISE(ABORT, 'refused'); END";
             sqlx::raw_sql(trigger).execute(p).await.unwrap();

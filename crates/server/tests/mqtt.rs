@@ -104,7 +104,7 @@ async fn publish(client: &AsyncClient, events: &mut EventLoop, topic: &str, payl
 async fn scalar(db: &Db, sql: &str, bind: &str) -> i64 {
     let sql = sqlx::AssertSqlSafe(sql.to_string());
     match db {
-        Db::Sqlite(p) => sqlx::query_scalar(sql).bind(bind).fetch_one(p).await.unwrap(),
+        Db::Sqlite(p, ..) => sqlx::query_scalar(sql).bind(bind).fetch_one(p).await.unwrap(),
         Db::Postgres(p) => sqlx::query_scalar(sql).bind(bind).fetch_one(p).await.unwrap(),
     }
 }
@@ -165,7 +165,7 @@ async fn device(app: &TestApp, admin: &str, id: &str) -> Value {
 async fn events_of(db: &Db, id: &str) -> Vec<(i64, String, Option<i64>)> {
     let sql = "SELECT event_type, value, from_device FROM events WHERE source_device = $1 ORDER BY id_event";
     match db {
-        Db::Sqlite(p) => sqlx::query_as(sql).bind(id).fetch_all(p).await.unwrap(),
+        Db::Sqlite(p, ..) => sqlx::query_as(sql).bind(id).fetch_all(p).await.unwrap(),
         Db::Postgres(p) => sqlx::query_as(sql).bind(id).fetch_all(p).await.unwrap(),
     }
 }

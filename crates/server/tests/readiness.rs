@@ -12,11 +12,11 @@ use devicecloud_store::Db;
 /// Makes the store refuse the probe's writes, or take them again.
 async fn refuse_writes(db: &Db, refuse: bool) {
     let statements: &[&str] = match (db, refuse) {
-        (Db::Sqlite(_), true) => &[
+        (Db::Sqlite(..), true) => &[
             "CREATE TRIGGER refuse_probe BEFORE INSERT ON readiness_probe BEGIN SELECT RAISE(ABORT, 'disk full'); END",
             "CREATE TRIGGER refuse_probe_update BEFORE UPDATE ON readiness_probe BEGIN SELECT RAISE(ABORT, 'disk full'); END",
         ],
-        (Db::Sqlite(_), false) => &["DROP TRIGGER refuse_probe", "DROP TRIGGER refuse_probe_update"],
+        (Db::Sqlite(..), false) => &["DROP TRIGGER refuse_probe", "DROP TRIGGER refuse_probe_update"],
         (Db::Postgres(_), true) => &[
             "CREATE FUNCTION refuse_probe() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$",
             "CREATE TRIGGER refuse_probe BEFORE INSERT OR UPDATE ON readiness_probe FOR EACH ROW EXECUTE FUNCTION refuse_probe()",
@@ -28,7 +28,7 @@ async fn refuse_writes(db: &Db, refuse: bool) {
     };
     for sql in statements {
         match db {
-            Db::Sqlite(p) => sqlx::raw_sql(sqlx::AssertSqlSafe(*sql)).execute(p).await.map(|_| ()),
+            Db::Sqlite(p, ..) => sqlx::raw_sql(sqlx::AssertSqlSafe(*sql)).execute(p).await.map(|_| ()),
             Db::Postgres(p) => sqlx::raw_sql(sqlx::AssertSqlSafe(*sql)).execute(p).await.map(|_| ()),
         }
         .unwrap();

@@ -15,7 +15,7 @@ use devicecloud_store::{Backend, Db};
 macro_rules! scalar {
     ($db:expr, $sql:expr, $($bind:expr),*) => {
         match $db {
-            Db::Sqlite(pool) => sqlx::query_scalar::<_, i64>($sql)$(.bind($bind))*.fetch_one(pool).await.unwrap(),
+            Db::Sqlite(pool, ..) => sqlx::query_scalar::<_, i64>($sql)$(.bind($bind))*.fetch_one(pool).await.unwrap(),
             Db::Postgres(pool) => sqlx::query_scalar::<_, i64>($sql)$(.bind($bind))*.fetch_one(pool).await.unwrap(),
         }
     };

@@ -5,7 +5,8 @@
 //! A store made before retention (0009) keeps every point and rollup; on PostgreSQL they move
 //! into time partitions. A store of the schema before 0011 keeps every point to the
 //! microsecond; on PostgreSQL its partitions keep their names and days, and the rows ingest
-//! updates leave room on their pages.
+//! updates leave room on their pages. Memberships made before they carried their group's times
+//! (0013) list the same groups, in the same order.
 
 mod common;
 
@@ -422,4 +423,74 @@ async fn a_store_of_the_previous_schema_keeps_every_point_to_the_microsecond() {
         }
         pool.close().await;
     }
+}
+
+/// The last migration before memberships carried their group's times.
+const BEFORE_MEMBERSHIP_TIMES: i64 = 12;
+
+/// The ids of a group page, in order, and its total count.
+async fn group_page(app: &TestApp, path: &str, token: &str) -> (Vec<String>, String) {
+    let page = send(app.get(path, token)).await.expect(200);
+    let ids = page.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id_group"].as_str().unwrap().to_string())
+        .collect();
+    (
+        ids,
+        page.header("x-pagination-total-count").unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test]
+async fn a_member_sees_the_same_groups_after_memberships_carry_their_group_times() {
+    let dir = TempDir::new();
+    let url = fresh_db_url(&dir.0).await;
+    schema_up_to(&url, BEFORE_MEMBERSHIP_TIMES).await;
+    let mut statements: Vec<(&str, Vec<String>)> = vec![(
+        "INSERT INTO accounts (id_user, username, password_hash, is_admin, created_at) VALUES ('user-1', 'member@example.com', $1, 0, 0)",
+        vec![hash_password("member-password").unwrap()],
+    )];
+    // Created out of key order; `g-c` deleted; the user holds no role in `g-d`.
+    for (id, created) in [("g-a", 300), ("g-b", 100), ("g-c", 200), ("g-d", 50)] {
+        statements.push((
+            "INSERT INTO groups (id_group, label, created_at) VALUES ($1, $1, CAST($2 AS BIGINT))",
+            vec![id.to_string(), created.to_string()],
+        ));
+    }
+    statements.push(("UPDATE groups SET deleted_at = 250 WHERE id_group = 'g-c'", vec![]));
+    for id in ["g-a", "g-b", "g-c"] {
+        statements.push((
+            "INSERT INTO memberships (id_group, id_user, role) VALUES ($1, 'user-1', 'viewer')",
+            vec![id.to_string()],
+        ));
+    }
+    execute(&url, &statements).await;
+
+    let app = TestApp::start(dir, url, Settings::default(), None).await;
+    let (_, admin) = app.admin().await;
+    let member = app.token("member@example.com", "member-password").await;
+
+    // Carried forward: oldest first, the deleted group left out, counted alike.
+    let (ids, total) = group_page(&app, "/api/v2/group", &member).await;
+    assert_eq!((ids, total.as_str()), (vec!["g-b".to_string(), "g-a".to_string()], "2"));
+    let (ids, _) = group_page(&app, "/api/v2/group?sort=-created_at", &member).await;
+    assert_eq!(ids, ["g-a", "g-b"]);
+    let (ids, total) = group_page(&app, "/api/v2/group?filter[label]=g-a", &member).await;
+    assert_eq!((ids, total.as_str()), (vec!["g-a".to_string()], "1"));
+
+    // Kept up to date: a role granted now, and a group deleted now.
+    app.grant(&admin, "g-d", "user-1", "viewer").await;
+    let (ids, total) = group_page(&app, "/api/v2/group", &member).await;
+    assert_eq!(
+        (ids, total.as_str()),
+        (vec!["g-d".to_string(), "g-b".to_string(), "g-a".to_string()], "3")
+    );
+    send(app.request(Method::DELETE, "/api/v2/group/g-b", &admin))
+        .await
+        .expect(204);
+    let (ids, total) = group_page(&app, "/api/v2/group?per-page=1&page=2", &member).await;
+    assert_eq!((ids, total.as_str()), (vec!["g-a".to_string()], "2"));
+    send(app.get("/api/v2/group/g-b", &member)).await.expect(404);
 }

@@ -47,7 +47,7 @@ type Result<T> = std::result::Result<T, BackupError>;
 /// Copies the SQLite store behind `db` into the new file `to` while the store stays in use;
 /// returns the size of the copy in bytes. Fails without touching anything when `to` exists.
 pub async fn sqlite_backup(db: &Db, to: &Path) -> Result<u64> {
-    let Db::Sqlite(pool) = db else {
+    let Db::Sqlite(pool, ..) = db else {
         return Err(BackupError::NotSqlite);
     };
     refuse_existing(to)?;

@@ -87,7 +87,7 @@ pub async fn device_points(
         };
     }
     let rows: Vec<(i64, i64, f64, f64, f64)> = match db {
-        Db::Sqlite(pool) => {
+        Db::Sqlite(pool, ..) => {
             let sql = format!(
                 "SELECT COALESCE(json_group_array(json_array(datatype, col, min, max, avg)), '[]') FROM ({inner})"
             );

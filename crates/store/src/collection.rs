@@ -135,6 +135,7 @@ impl<'a> ListArgs<'a> {
             primary_key,
             page: self.page,
             count_only: self.count_only,
+            count_base: None,
         }
     }
 }
@@ -151,6 +152,9 @@ pub struct ListRequest<'a> {
     pub page: PageRequest,
     /// Count only (HEAD): the rows are not fetched.
     pub count_only: bool,
+    /// The rows to count when they can be counted from fewer tables than the page reads (the
+    /// filter is added to it too); `None` counts the page's own select.
+    pub count_base: Option<SelectStatement>,
 }
 
 /// One page of a collection with its pagination facts.
@@ -201,10 +205,12 @@ pub(crate) async fn list<T>(
 where
     T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + DeserializeOwned + Send + Unpin,
 {
+    let mut count = req.count_base.clone().unwrap_or_else(|| base.clone());
     if let Some(filter) = req.filter {
-        base.cond_where(filter_cond(filter, columns, db.backend()));
+        let condition = filter_cond(filter, columns, db.backend());
+        count.cond_where(condition.clone());
+        base.cond_where(condition);
     }
-    let mut count = base.clone();
     count.clear_selects().expr(Func::count(Expr::col(sea_query::Asterisk)));
     if req.count_only {
         let total = count_rows(db, &count).await?;
@@ -223,7 +229,7 @@ where
         base.order_by_expr(key.expr(db.backend()), order.clone());
     }
 
-    if let Db::Sqlite(pool) = db {
+    if let Db::Sqlite(pool, quick) = db {
         // The page asked for; a page past the end is clamped after the count is known.
         let requested = u64::try_from(Ord::max(req.page.page, 1) - 1).unwrap_or(0);
         // Kept within SQLite's signed 64-bit integers.
@@ -240,9 +246,17 @@ where
             );
             // `?` placeholders are positional: the count's values come first, as in the text.
             let values = SqlxValues(sea_query::Values([count_values.0.0, page_values.0.0].concat()));
-            let (total, items): (i64, String) = sqlx::query_as_with(sqlx::AssertSqlSafe(sql), values)
-                .fetch_one(pool)
-                .await?;
+            let quick = quick
+                .as_deref()
+                .and_then(|q| q.read(&sql, &values.0.0, first_row::<(i64, String)>));
+            let (total, items): (i64, String) = match quick {
+                Some(row) => row,
+                None => {
+                    sqlx::query_as_with(sqlx::AssertSqlSafe(sql), values)
+                        .fetch_one(pool)
+                        .await?
+                }
+            };
             let page = req.page.resolve(u64::try_from(total).unwrap_or(0));
             if page.offset == offset || page.total == 0 {
                 let items = serde_json::from_str(&items).map_err(|e| StoreError::Decode(e.to_string()))?;
@@ -275,18 +289,34 @@ where
 {
     let (sql, values) = db.build(select);
     match db {
-        Db::Sqlite(pool) => {
+        Db::Sqlite(pool, quick) => {
             let pairs = json_pairs(output);
             let sql = format!("SELECT json_group_array(json_object({pairs})) FROM ({sql}) AS t");
-            let items: String = sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
-                .fetch_one(pool)
-                .await?;
+            let quick = quick
+                .as_deref()
+                .and_then(|q| q.read(&sql, &values.0.0, first_row::<(String,)>));
+            let items: String = match quick {
+                Some((items,)) => items,
+                None => {
+                    sqlx::query_scalar_with(sqlx::AssertSqlSafe(sql), values)
+                        .fetch_one(pool)
+                        .await?
+                }
+            };
             serde_json::from_str(&items).map_err(|e| StoreError::Decode(e.to_string()))
         }
         Db::Postgres(pool) => Ok(sqlx::query_as_with::<_, T, _>(sqlx::AssertSqlSafe(sql), values)
             .fetch_all(pool)
             .await?),
     }
+}
+
+/// The first row of a short read (`quick_read`), as a tuple of its columns.
+fn first_row<T: for<'a> TryFrom<&'a rusqlite::Row<'a>, Error = rusqlite::Error>>(
+    rows: &mut rusqlite::Rows<'_>,
+) -> rusqlite::Result<T> {
+    let row = rows.next()?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    T::try_from(row)
 }
 
 /// The `json_object` arguments of a row of `t` on SQLite. SQLite writes a REAL into JSON with

@@ -5,6 +5,7 @@
 //! at hand. `on_pool!` expands the same body for each pool type so rows decode natively.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sea_query::{PostgresQueryBuilder, SqliteQueryBuilder};
@@ -15,6 +16,7 @@ use sqlx::sqlite::{
 };
 
 use crate::backend::Backend;
+use crate::quick_read::QuickReads;
 use crate::write_turn::{self, Turn, Waiter};
 use crate::{Result, StoreError};
 
@@ -48,7 +50,9 @@ fn postgres_pool() -> PgPoolOptions {
 /// A pool on SQLite or PostgreSQL; cheap to clone.
 #[derive(Clone, Debug)]
 pub enum Db {
-    Sqlite(SqlitePool),
+    /// The pool, and for the request pool, the connections that serve short reads on the
+    /// calling thread (`quick_read`).
+    Sqlite(SqlitePool, Option<Arc<QuickReads>>),
     Postgres(PgPool),
 }
 
@@ -56,7 +60,7 @@ pub enum Db {
 macro_rules! on_pool {
     ($db:expr, |$pool:ident| $body:expr) => {
         match $db {
-            $crate::db::Db::Sqlite($pool) => $body,
+            $crate::db::Db::Sqlite($pool, ..) => $body,
             $crate::db::Db::Postgres($pool) => $body,
         }
     };
@@ -111,7 +115,7 @@ impl Db {
                 .min_connections(1)
                 .connect_with(options)
                 .await?;
-            Db::Sqlite(pool)
+            Db::Sqlite(pool, None)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool = postgres_pool()
                 .max_connections(16)
@@ -124,7 +128,7 @@ impl Db {
         };
         db.migrate().await?;
         match &db {
-            Db::Sqlite(pool) => drop(tokio::spawn(crate::wal::checkpointer(pool.clone()))),
+            Db::Sqlite(pool, ..) => drop(tokio::spawn(crate::wal::checkpointer(pool.clone()))),
             // Rows written before the service's first retention pass land in their partition.
             // A failure (the table stayed locked) is left to that pass, which tries again.
             Db::Postgres(pool) => {
@@ -145,17 +149,18 @@ impl Db {
     /// `timeout`.
     pub fn for_requests(&self, timeout: Duration, max_connections: u32) -> Db {
         match self {
-            Db::Sqlite(pool) => {
+            Db::Sqlite(pool, ..) => {
                 // A write waiting for the write lock gives up at the same time, so a request
                 // answered 503 never writes afterwards.
                 let options = (*pool.connect_options()).clone().busy_timeout(timeout);
+                let quick = QuickReads::new(options.get_filename());
                 let pool = sqlite_pool()
                     .max_connections(max_connections)
                     .min_connections(0)
                     .acquire_timeout(timeout)
                     .after_connect(move |conn, _| Box::pin(crate::deadline::install(conn, timeout)))
                     .connect_lazy_with(options);
-                Db::Sqlite(pool)
+                Db::Sqlite(pool, quick)
             }
             Db::Postgres(pool) => {
                 let millis = timeout.as_millis().max(1).to_string();
@@ -178,11 +183,12 @@ impl Db {
     /// server keeps the cache, this pool.
     pub fn dedicated(&self) -> Db {
         match self {
-            Db::Sqlite(pool) => Db::Sqlite(
+            Db::Sqlite(pool, ..) => Db::Sqlite(
                 sqlite_pool()
                     .max_connections(1)
                     .min_connections(0)
                     .connect_lazy_with((*pool.connect_options()).clone()),
+                None,
             ),
             Db::Postgres(_) => self.clone(),
         }
@@ -191,7 +197,7 @@ impl Db {
     /// Applies the migrations of this backend that are not applied yet.
     async fn migrate(&self) -> Result<()> {
         match self {
-            Db::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await?,
+            Db::Sqlite(pool, ..) => SQLITE_MIGRATIONS.run(pool).await?,
             Db::Postgres(pool) => sqlx::migrate!("./migrations/postgres").run(pool).await?,
         }
         Ok(())
@@ -200,7 +206,7 @@ impl Db {
     /// The backend of this pool.
     pub fn backend(&self) -> Backend {
         match self {
-            Db::Sqlite(_) => Backend::Sqlite,
+            Db::Sqlite(..) => Backend::Sqlite,
             Db::Postgres(_) => Backend::Postgres,
         }
     }
@@ -208,7 +214,7 @@ impl Db {
     /// Renders a sea-query statement in this backend's dialect.
     pub(crate) fn build<S: SqlxBinder>(&self, statement: &S) -> (String, SqlxValues) {
         match self {
-            Db::Sqlite(_) => statement.build_sqlx(SqliteQueryBuilder),
+            Db::Sqlite(..) => statement.build_sqlx(SqliteQueryBuilder),
             Db::Postgres(_) => statement.build_sqlx(PostgresQueryBuilder),
         }
     }
@@ -218,7 +224,7 @@ impl Db {
     /// turn while holding one: the queue would wait for itself.
     pub(crate) async fn write_turn(&self) -> Result<Turn> {
         match self {
-            Db::Sqlite(pool) => write_turn::of_pool(pool, Waiter::Prompt).await,
+            Db::Sqlite(pool, ..) => write_turn::of_pool(pool, Waiter::Prompt).await,
             Db::Postgres(_) => Ok(Turn::NONE),
         }
     }
@@ -227,7 +233,7 @@ impl Db {
     /// checkpoint closes against it alone.
     pub(crate) async fn bulk_turn(&self) -> Result<Turn> {
         match self {
-            Db::Sqlite(pool) => write_turn::of_pool_in_bulk(pool).await,
+            Db::Sqlite(pool, ..) => write_turn::of_pool_in_bulk(pool).await,
             Db::Postgres(_) => Ok(Turn::NONE),
         }
     }
@@ -296,7 +302,7 @@ impl Tx {
 
     async fn begin_in(db: &Db, turn: Turn) -> Result<Tx> {
         Ok(match db {
-            Db::Sqlite(p) => Tx::Sqlite(p.begin().await?, turn),
+            Db::Sqlite(p, ..) => Tx::Sqlite(p.begin().await?, turn),
             Db::Postgres(p) => Tx::Postgres(p.begin().await?),
         })
     }

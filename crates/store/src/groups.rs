@@ -112,24 +112,60 @@ pub async fn get_many(db: &Db, ids: &[String]) -> Result<Vec<GroupRow>> {
 /// The groups, oldest first.
 static GROUPS: Table<GroupRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("created_at"), &[COLUMNS[0]]);
 
+/// The same attributes for a normal user, read from the user's memberships where a membership
+/// holds them (its group's key, creation and deletion, kept by triggers, migration 0013): the
+/// count and the first page in the default order are then one range of the index
+/// `memberships_visible`.
+const MEMBER_COLUMNS: [Column; 8] = [
+    collection::column("id", "memberships", "id_group", AttrKind::String),
+    collection::column("id_group", "memberships", "id_group", AttrKind::String),
+    COLUMNS[2],
+    COLUMNS[3],
+    COLUMNS[4],
+    COLUMNS[5],
+    collection::column("created_at", "memberships", "group_created_at", AttrKind::Integer),
+    collection::column("deleted_at", "memberships", "group_deleted_at", AttrKind::Integer),
+];
+
+/// The groups of one normal user, oldest first.
+static MEMBER_GROUPS: Table<GroupRow> = Table::new(
+    TABLE,
+    &MEMBER_COLUMNS,
+    &[],
+    SortKey::asc("created_at"),
+    &[MEMBER_COLUMNS[0]],
+);
+
 /// A page of the groups `scope` allows, filtered and sorted as asked.
+///
+/// A normal user's groups are read from their memberships, the group joined for its other
+/// fields; they are counted from the memberships alone unless the filter names one of those
+/// fields (every membership's group exists: foreign key).
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
-    let mut select = GROUPS.select();
-    if let GroupScope::MemberOf(id_user) = args.scope {
-        // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
-        select.cond_where(
-            Condition::all().add(Expr::col((TABLE, "deleted_at")).is_null()).add(
-                Expr::col((TABLE, "id_group")).in_subquery(
-                    Query::select()
-                        .column("id_group")
-                        .from("memberships")
-                        .and_where(Expr::col("id_user").eq(id_user))
-                        .to_owned(),
-                ),
-            ),
+    let GroupScope::MemberOf(id_user) = args.scope else {
+        return GROUPS.list(db, GROUPS.select(), &args).await;
+    };
+    let of_group = |attr: &str| MEMBER_COLUMNS.iter().any(|c| c.attr == attr && c.table == TABLE);
+    let join = |select: &mut sea_query::SelectStatement| {
+        select.inner_join(
+            TABLE,
+            Expr::col((TABLE, "id_group")).equals(("memberships", "id_group")),
         );
+    };
+    let mut count = Query::select();
+    count.from("memberships").cond_where(
+        // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
+        Condition::all()
+            .add(Expr::col(("memberships", "id_user")).eq(id_user))
+            .add(Expr::col(("memberships", "group_deleted_at")).is_null()),
+    );
+    let mut select = count.clone();
+    select.columns(GROUPS.output().iter().map(|c| (TABLE, *c)));
+    join(&mut select);
+    if args.filter.is_some_and(|f| f.mentions(&of_group)) {
+        join(&mut count);
     }
-    GROUPS.list(db, select, &args).await
+    MEMBER_GROUPS.list_counting(db, select, count, &args).await
 }
 
 /// Applies `changes` and returns the updated group (`None` if it does not exist).

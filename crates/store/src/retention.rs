@@ -130,7 +130,7 @@ async fn prune_all(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> 
             let before = cutoff(days, now);
             for key in &keys {
                 pruned.rows[i] += match db {
-                    Db::Sqlite(pool) => slicer.delete(pool, kind, *key, before).await?,
+                    Db::Sqlite(pool, ..) => slicer.delete(pool, kind, *key, before).await?,
                     Db::Postgres(pool) => delete_all(pool, kind, *key, before).await?,
                 };
             }

@@ -25,16 +25,13 @@ impl GroupScope<'_> {
     }
 }
 
-/// The groups a user holds a role in, deleted ones left out (docs/api.md, "Rights").
+/// The groups a user holds a role in, deleted ones left out (docs/api.md, "Rights"): one
+/// range of the index `memberships_visible`, since a membership carries its group's deletion.
 pub fn visible_groups(id_user: &str) -> sea_query::SelectStatement {
     Query::select()
         .column(("memberships", "id_group"))
         .from("memberships")
-        .inner_join(
-            "groups",
-            Expr::col(("groups", "id_group")).equals(("memberships", "id_group")),
-        )
         .and_where(Expr::col(("memberships", "id_user")).eq(id_user))
-        .and_where(Expr::col(("groups", "deleted_at")).is_null())
+        .and_where(Expr::col(("memberships", "group_deleted_at")).is_null())
         .to_owned()
 }

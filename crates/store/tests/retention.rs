@@ -44,7 +44,7 @@ async fn span(db: &Db, kind: Kind, key: i64) -> (Option<i64>, i64) {
     };
     let sql = format!("SELECT MIN({column}), COUNT(*) FROM {table} WHERE container_key = $1");
     match db {
-        Db::Sqlite(p) => sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Db::Sqlite(p, ..) => sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(key)
             .fetch_one(p)
             .await

@@ -443,7 +443,7 @@ async fn sqlite_and_postgres_migrations_build_the_same_schema() {
     let db = Db::connect(&format!("sqlite://{}", dir.join("schema.db").display()))
         .await
         .unwrap();
-    let Db::Sqlite(pool) = &db else {
+    let Db::Sqlite(pool, ..) = &db else {
         unreachable!("a sqlite: URL opens SQLite")
     };
     let sqlite = sqlite_schema(pool).await;

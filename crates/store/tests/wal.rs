@@ -11,7 +11,7 @@ use devicecloud_store::{Db, wal};
 #[tokio::test]
 async fn commits_never_checkpoint_and_the_background_task_copies_the_log() {
     let store = common::store("wal").await;
-    let Db::Sqlite(pool) = &store.db else {
+    let Db::Sqlite(pool, ..) = &store.db else {
         return;
     };
     let automatic: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")

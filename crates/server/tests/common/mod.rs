@@ -422,7 +422,7 @@ impl TestApp {
     /// Number of rows of the `groups` table, read straight from the store.
     pub async fn group_rows(&self) -> i64 {
         match &self.state.db {
-            Db::Sqlite(pool) => sqlx::query_scalar("SELECT COUNT(*) FROM groups")
+            Db::Sqlite(pool, ..) => sqlx::query_scalar("SELECT COUNT(*) FROM groups")
                 .fetch_one(pool)
                 .await
                 .unwrap(),
@@ -448,7 +448,7 @@ impl TestApp {
         let hash = token_hash(token);
         let sql = format!("UPDATE access_tokens SET {column} = $1 WHERE token_hash = $2");
         let done = match &self.state.db {
-            Db::Sqlite(pool) => sqlx::query(sqlx::AssertSqlSafe(sql))
+            Db::Sqlite(pool, ..) => sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(value)
                 .bind(&hash)
                 .execute(pool)

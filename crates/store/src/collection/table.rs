@@ -75,6 +75,19 @@ impl<T: Row + DeserializeOwned> Table<T> {
         .await
     }
 
+    /// [`Table::list`], counting the rows of `count` (the same rows, from fewer tables).
+    pub(crate) async fn list_counting(
+        &self,
+        db: &Db,
+        select: SelectStatement,
+        count: SelectStatement,
+        args: &ListArgs<'_>,
+    ) -> Result<Listing<T>> {
+        let mut req = args.request(self.order.clone(), self.key);
+        req.count_base = Some(count);
+        list(db, select, self.output(), self.columns, req).await
+    }
+
     /// The page `args` asks for of the rows whose `id_group` names a group the caller's scope
     /// allows: the list of every collection a group owns (devices, events, data sessions,
     /// webhooks). Each relation is joined (many to one, so no row is repeated) only when the

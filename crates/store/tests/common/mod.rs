@@ -72,7 +72,7 @@ pub async fn execute(db: &Db, sql: &str, values: &[i64]) {
         }};
     }
     match db {
-        Db::Sqlite(p) => run!(p),
+        Db::Sqlite(p, ..) => run!(p),
         Db::Postgres(p) => run!(p),
     }
 }
@@ -89,7 +89,7 @@ pub async fn integer(db: &Db, sql: &str, values: &[i64]) -> Option<i64> {
         }};
     }
     match db {
-        Db::Sqlite(p) => run!(p),
+        Db::Sqlite(p, ..) => run!(p),
         Db::Postgres(p) => run!(p),
     }
 }
