@@ -64,6 +64,81 @@ pub fn group_links(id: &str) -> Value {
     })
 }
 
+/// The group records of a page asked for with no `fields` and no `expand`, as JSON text:
+/// exactly what [`group_fields`] and [`group_links`] give through `Selection::render`, written
+/// straight from the rows instead of through a map per record, which took about a fifth of
+/// the server's time for a page of groups (docs/benchmarks.md, "API").
+pub fn groups_json(rows: &[GroupRow]) -> String {
+    #[derive(serde::Serialize)]
+    struct Record<'a> {
+        id: &'a str,
+        id_group: &'a str,
+        label: &'a str,
+        r#type: &'a str,
+        type_label: &'static str,
+        subtype: &'a str,
+        id_country: Option<&'a str>,
+        created_at: i64,
+        deleted_at: Option<i64>,
+        _links: Links<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Links<'a> {
+        #[serde(rename = "self")]
+        this: Href<'a>,
+        index: Href<'a>,
+        data: Href<'a>,
+        downsampled_data: Href<'a>,
+        raw_data: Href<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Href<'a> {
+        href: Joined<'a>,
+    }
+    /// A path and the group's id after it, written without an intermediate string.
+    struct Joined<'a>(&'static str, &'a str);
+    impl serde::Serialize for Joined<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.collect_str(&format_args!("{}{}", self.0, self.1))
+        }
+    }
+    let records: Vec<Record> = rows
+        .iter()
+        .map(|row| {
+            let id = row.id_group.as_str();
+            Record {
+                id,
+                id_group: id,
+                label: &row.label,
+                r#type: &row.r#type,
+                type_label: type_label(&row.r#type),
+                subtype: &row.subtype,
+                id_country: row.id_country.as_deref(),
+                created_at: row.created_at,
+                deleted_at: row.deleted_at,
+                _links: Links {
+                    this: Href {
+                        href: Joined("/api/v2/group/", id),
+                    },
+                    index: Href {
+                        href: Joined("/api/v2/group/index", ""),
+                    },
+                    data: Href {
+                        href: Joined("/api/v2/data?filter%5Bid_group%5D=", id),
+                    },
+                    downsampled_data: Href {
+                        href: Joined("/api/v2/data-downsampled?filter%5Bid_group%5D=", id),
+                    },
+                    raw_data: Href {
+                        href: Joined("/api/v2/data/index?filter%5Bid_group%5D=", id),
+                    },
+                },
+            }
+        })
+        .collect();
+    serde_json::to_string(&records).unwrap_or_else(|_| "[]".into())
+}
+
 /// A device record with every field of the specification, in its order.
 pub fn device_fields(row: &DeviceRow) -> Map<String, Value> {
     record_fields(row)

@@ -67,6 +67,13 @@ pub trait Listed: Sync {
         selection: &Selection,
     ) -> impl Future<Output = Rendered> + Send;
 
+    /// The records of a page asked for with no `fields` and no `expand`, written straight to
+    /// JSON text when the collection knows how: the same text as [`Listed::render`] gives,
+    /// without a map per record. `None`: rendered through [`Listed::render`].
+    fn plain_json(&self, _rows: &[Self::Row]) -> Option<String> {
+        None
+    }
+
     /// Top-level keys after `expand` (`labels`, `deviceStatuses`).
     fn extra(&self) -> Vec<(&'static str, Value)> {
         Vec::new()
@@ -111,12 +118,18 @@ impl CollectionGet {
             None => {
                 let version = state.pages.version();
                 let listing = collection.list(&state, raw.list_args(&caller, &query)).await?;
-                let items = collection
-                    .render(&state, &listing.items, &Selection::of(&query))
-                    .await?;
+                let plain = query.fields.is_none() && query.expand.is_empty();
+                let items = match plain.then(|| collection.plain_json(&listing.items)).flatten() {
+                    Some(text) => text.into(),
+                    None => items_json(
+                        &collection
+                            .render(&state, &listing.items, &Selection::of(&query))
+                            .await?,
+                    ),
+                };
                 let page = Arc::new(CachedPage {
                     page: listing.page,
-                    items: items_json(&items),
+                    items,
                 });
                 // HEAD counts only (no rows fetched): such a page is not remembered.
                 if let Some(key) = key.filter(|_| !raw.head) {

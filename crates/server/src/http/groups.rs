@@ -37,6 +37,10 @@ impl Listed for Groups {
     async fn render(&self, _: &AppState, rows: &[GroupRow], selection: &Selection) -> Rendered {
         Ok(rows.iter().map(|row| render(row, selection)).collect())
     }
+
+    fn plain_json(&self, rows: &[GroupRow]) -> Option<String> {
+        Some(crate::render::groups_json(rows))
+    }
 }
 
 /// The routes of this resource.
@@ -116,4 +120,35 @@ pub async fn remove_member(
 ) -> Result<StatusCode, ApiError> {
     memberships::remove(&state, &caller, &id, &id_user).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::render::{group_fields, group_links, groups_json};
+    #[test]
+    fn group_pages_written_straight_match_the_records_rendered_through_maps() {
+        let row = |id: &str, label: &str, kind: &str, country: Option<&str>, deleted: Option<i64>| GroupRow {
+            id_group: id.into(),
+            label: label.into(),
+            r#type: kind.into(),
+            subtype: "sub \"quoted\"".into(),
+            id_country: country.map(Into::into),
+            created_at: 1_763_726_400,
+            deleted_at: deleted,
+        };
+        let rows = vec![
+            row("0b9a-1", "Plain", "0", Some("FR"), None),
+            row("0b9a-2", "Ünïcode \\ \u{1}", "3", None, Some(1_763_726_401)),
+            row("0b9a-3", "", "unknown code", Some(""), None),
+        ];
+        let through_maps: Vec<Value> = rows
+            .iter()
+            .map(|r| Selection::default().render(group_fields(r), Vec::new(), Some(group_links(&r.id_group))))
+            .collect();
+        assert_eq!(groups_json(&rows), serde_json::to_string(&through_maps).unwrap());
+        assert_eq!(groups_json(&[]), "[]");
+    }
 }
