@@ -6,7 +6,8 @@
 //! into time partitions. A store of the schema before 0011 keeps every point to the
 //! microsecond; on PostgreSQL its partitions keep their names and days, and the rows ingest
 //! updates leave room on their pages. Memberships made before they carried their group's times
-//! (0013) list the same groups, in the same order.
+//! (0013) and were counted per user (0014) list the same groups, in the same order, with the
+//! same count, which every later grant, removal and deletion keeps right.
 
 mod common;
 
@@ -493,4 +494,21 @@ async fn a_member_sees_the_same_groups_after_memberships_carry_their_group_times
     let (ids, total) = group_page(&app, "/api/v2/group?per-page=1&page=2", &member).await;
     assert_eq!((ids, total.as_str()), (vec!["g-a".to_string()], "2"));
     send(app.get("/api/v2/group/g-b", &member)).await.expect(404);
+    // A role removed, then given again.
+    send(app.request(Method::DELETE, "/api/v2/group/g-d/member/user-1", &admin))
+        .await
+        .expect(204);
+    let (ids, total) = group_page(&app, "/api/v2/group", &member).await;
+    assert_eq!((ids, total.as_str()), (vec!["g-a".to_string()], "1"));
+    app.grant(&admin, "g-d", "user-1", "operator").await;
+    app.grant(&admin, "g-d", "user-1", "viewer").await;
+    let (ids, total) = group_page(
+        &app,
+        "/api/v2/group?filter[label][in][]=g-d&filter[label][in][]=g-b",
+        &member,
+    )
+    .await;
+    assert_eq!((ids, total.as_str()), (vec!["g-d".to_string()], "1"));
+    let (_, total) = group_page(&app, "/api/v2/group", &member).await;
+    assert_eq!(total, "2");
 }

@@ -135,7 +135,7 @@ impl<'a> ListArgs<'a> {
             primary_key,
             page: self.page,
             count_only: self.count_only,
-            count_base: None,
+            count: None,
         }
     }
 }
@@ -152,9 +152,9 @@ pub struct ListRequest<'a> {
     pub page: PageRequest,
     /// Count only (HEAD): the rows are not fetched.
     pub count_only: bool,
-    /// The rows to count when they can be counted from fewer tables than the page reads (the
-    /// filter is added to it too); `None` counts the page's own select.
-    pub count_base: Option<SelectStatement>,
+    /// A statement that gives the number of rows (the filter already in it), for a collection
+    /// that knows a cheaper way than counting the page's select; `None` counts that select.
+    pub count: Option<SelectStatement>,
 }
 
 /// One page of a collection with its pagination facts.
@@ -205,13 +205,10 @@ pub(crate) async fn list<T>(
 where
     T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + DeserializeOwned + Send + Unpin,
 {
-    let mut count = req.count_base.clone().unwrap_or_else(|| base.clone());
     if let Some(filter) = req.filter {
-        let condition = filter_cond(filter, columns, db.backend());
-        count.cond_where(condition.clone());
-        base.cond_where(condition);
+        base.cond_where(filter_cond(filter, columns, db.backend()));
     }
-    count.clear_selects().expr(Func::count(Expr::col(sea_query::Asterisk)));
+    let count = req.count.clone().unwrap_or_else(|| count_of(&base));
     if req.count_only {
         let total = count_rows(db, &count).await?;
         return Ok(Listing {
@@ -279,6 +276,13 @@ where
         .fetch_all(p)
         .await)?;
     Ok(Listing { page, items })
+}
+
+/// `SELECT COUNT(*)` of the rows `select` keeps.
+pub(crate) fn count_of(select: &SelectStatement) -> SelectStatement {
+    let mut count = select.clone();
+    count.clear_selects().expr(Func::count(Expr::col(sea_query::Asterisk)));
+    count
 }
 
 /// Fetches the rows of a finished select (ordered and limited by the caller). On SQLite they

@@ -366,7 +366,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>, now: i64) -> Result<Listing<Bucke
         ],
         page,
         count_only,
-        count_base: None,
+        count: None,
     };
     collection::list(db, select, output(), &COLUMNS, req).await
 }

@@ -1,7 +1,7 @@
 //! Groups: the data containers every gateway and every record belongs to.
 
 use devicecloud_query::SortKey;
-use sea_query::{Condition, Expr, ExprTrait, Query};
+use sea_query::{Condition, Expr, ExprTrait, Func, Query};
 
 use devicecloud_query::{AttrKind, Attribute};
 
@@ -139,32 +139,46 @@ static MEMBER_GROUPS: Table<GroupRow> = Table::new(
 /// A page of the groups `scope` allows, filtered and sorted as asked.
 ///
 /// A normal user's groups are read from their memberships, the group joined for its other
-/// fields; they are counted from the memberships alone unless the filter names one of those
-/// fields (every membership's group exists: foreign key).
+/// fields. Without a filter their number is the user's row of `member_group_counts` (kept by
+/// triggers, migration 0014); with one they are counted from the memberships, joined to the
+/// groups only when the filter names a field of the group.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
     let GroupScope::MemberOf(id_user) = args.scope else {
         return GROUPS.list(db, GROUPS.select(), &args).await;
     };
-    let of_group = |attr: &str| MEMBER_COLUMNS.iter().any(|c| c.attr == attr && c.table == TABLE);
     let join = |select: &mut sea_query::SelectStatement| {
         select.inner_join(
             TABLE,
             Expr::col((TABLE, "id_group")).equals(("memberships", "id_group")),
         );
     };
-    let mut count = Query::select();
-    count.from("memberships").cond_where(
+    let mut memberships = Query::select();
+    memberships.from("memberships").cond_where(
         // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
         Condition::all()
             .add(Expr::col(("memberships", "id_user")).eq(id_user))
             .add(Expr::col(("memberships", "group_deleted_at")).is_null()),
     );
-    let mut select = count.clone();
+    let mut select = memberships.clone();
     select.columns(GROUPS.output().iter().map(|c| (TABLE, *c)));
     join(&mut select);
-    if args.filter.is_some_and(|f| f.mentions(&of_group)) {
-        join(&mut count);
-    }
+    let count = match args.filter {
+        None => Query::select()
+            .expr(Func::coalesce([
+                Expr::expr(Func::max(Expr::col("visible"))),
+                Expr::val(0),
+            ]))
+            .from("member_group_counts")
+            .and_where(Expr::col("id_user").eq(id_user))
+            .to_owned(),
+        Some(filter) => {
+            if filter.mentions(&|attr: &str| MEMBER_COLUMNS.iter().any(|c| c.attr == attr && c.table == TABLE)) {
+                join(&mut memberships);
+            }
+            memberships.cond_where(collection::filter_cond(filter, &MEMBER_COLUMNS, db.backend()));
+            collection::count_of(&memberships)
+        }
+    };
     MEMBER_GROUPS.list_counting(db, select, count, &args).await
 }
 

@@ -143,7 +143,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
             primary_key: &TIE_BREAK,
             page: args.page,
             count_only: args.count_only,
-            count_base: None,
+            count: None,
         };
         return collection::list(db, base, output(), &COLUMNS, req).await;
     }

@@ -75,7 +75,7 @@ impl<T: Row + DeserializeOwned> Table<T> {
         .await
     }
 
-    /// [`Table::list`], counting the rows of `count` (the same rows, from fewer tables).
+    /// [`Table::list`], with the number of rows read by `count` (the filter already in it).
     pub(crate) async fn list_counting(
         &self,
         db: &Db,
@@ -84,7 +84,7 @@ impl<T: Row + DeserializeOwned> Table<T> {
         args: &ListArgs<'_>,
     ) -> Result<Listing<T>> {
         let mut req = args.request(self.order.clone(), self.key);
-        req.count_base = Some(count);
+        req.count = Some(count);
         list(db, select, self.output(), self.columns, req).await
     }
 

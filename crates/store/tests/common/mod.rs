@@ -77,6 +77,20 @@ pub async fn execute(db: &Db, sql: &str, values: &[i64]) {
     }
 }
 
+/// Runs `sql` with one text value on either database.
+pub async fn execute_text(db: &Db, sql: &str, value: &str) {
+    let query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).bind(value.to_string());
+    match db {
+        Db::Sqlite(p, ..) => query.execute(p).await.map(|_| ()).unwrap(),
+        Db::Postgres(p) => sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+            .bind(value.to_string())
+            .execute(p)
+            .await
+            .map(|_| ())
+            .unwrap(),
+    }
+}
+
 /// The first column of the first row of `sql` with integer `values`: an integer or NULL.
 pub async fn integer(db: &Db, sql: &str, values: &[i64]) -> Option<i64> {
     macro_rules! run {
