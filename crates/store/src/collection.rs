@@ -234,7 +234,7 @@ where
         loop {
             let (count_sql, count_values) = db.build(&count);
             let (page_sql, page_values) = db.build(&base);
-            let pairs = json_pairs(output);
+            let pairs = json_pairs(output, columns);
             // LIMIT and OFFSET are written as literals (they are integers of ours): SQLite
             // re-prepares a statement whose bound LIMIT changes, on every step.
             let (limit, page_sql) = (req.page.per_page, page_sql);
@@ -294,7 +294,7 @@ where
     let (sql, values) = db.build(select);
     match db {
         Db::Sqlite(pool, quick) => {
-            let pairs = json_pairs(output);
+            let pairs = json_pairs(output, &[]);
             let sql = format!("SELECT json_group_array(json_object({pairs})) FROM ({sql}) AS t");
             let quick = quick
                 .as_deref()
@@ -328,11 +328,26 @@ fn first_row<T: for<'a> TryFrom<&'a rusqlite::Row<'a>, Error = rusqlite::Error>>
 /// as text with 17 digits (`%!.17g`: the `!` lifts SQLite's cap of 16 digits), which [`real`]
 /// reads back. SQLite's decimal conversion is exact for magnitudes from about 1e-70 to 1e100,
 /// which is where measurements live; beyond that the 17th digit may differ (docs/api.md).
-fn json_pairs(output: &[&str]) -> String {
+///
+/// A column that `columns` declares as text or integer holds no REAL (its record field is a
+/// string or an integer, which a REAL could not fill anyway) and is written as it is: the
+/// type test and its branch were a third of SQLite's work for a page of groups.
+fn json_pairs(output: &[&str], columns: &[Column]) -> String {
+    let plain = |name: &str| {
+        columns
+            .iter()
+            .any(|c| c.column == name && c.time.is_none() && matches!(c.kind, AttrKind::String | AttrKind::Integer))
+    };
     output
         .iter()
         .map(|name| {
-            format!("'{name}', CASE WHEN typeof(t.\"{name}\") = 'real' THEN printf('%!.17g', t.\"{name}\") ELSE t.\"{name}\" END")
+            if plain(name) {
+                format!("'{name}', t.\"{name}\"")
+            } else {
+                format!(
+                    "'{name}', CASE WHEN typeof(t.\"{name}\") = 'real' THEN printf('%!.17g', t.\"{name}\") ELSE t.\"{name}\" END"
+                )
+            }
         })
         .collect::<Vec<_>>()
         .join(", ")
