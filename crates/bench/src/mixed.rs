@@ -53,7 +53,9 @@ pub async fn mixed(o: MixedOptions) -> Result<()> {
     let (_, admin) = server.administrator(&http).await?;
     let (live, fleet) = provision_group(&http, &server.base, &admin, "LIVE", o.gateways).await?;
     let mix = Api {
-        http,
+        // A client of its own for the API mix: its connections are made on the clients'
+        // runtime (`under_load::steady`).
+        http: reqwest::Client::new(),
         base: server.base.clone(),
         admin,
         live,

@@ -86,7 +86,7 @@ async fn sqlite(points: i64, gateways: usize, seconds: u64, batch_points: Option
     );
 
     eprintln!("control: {seconds} s of load with nothing to remove…");
-    let control = window(&server, &http, &admin, &live, &fleet, seconds, 0).await?;
+    let control = window(&server, &admin, &live, &fleet, seconds, 0).await?;
     let removed_before = removed(&http, &server.base).await?;
     let since = Instant::now();
     http.put(format!("{}/api/v2/group/{archive}/retention", server.base))
@@ -96,7 +96,7 @@ async fn sqlite(points: i64, gateways: usize, seconds: u64, batch_points: Option
         .await?
         .error_for_status()?;
     eprintln!("pruning: {seconds} s of the same load while the task removes them…");
-    let pruning = window(&server, &http, &admin, &live, &fleet, seconds, 1).await?;
+    let pruning = window(&server, &admin, &live, &fleet, seconds, 1).await?;
     // The counter moves when a pass ends: still short of every point means the removal ran
     // through the whole window.
     let throughout = removed(&http, &server.base).await? - removed_before < points;
@@ -197,7 +197,6 @@ async fn removed(http: &reqwest::Client, base: &str) -> Result<i64> {
 /// changes the live group's label every 50 ms. `round` keeps the windows' timestamps apart.
 async fn window(
     server: &ServerUnderTest,
-    http: &reqwest::Client,
     admin: &str,
     live: &str,
     fleet: &[GatewayCredentials],
@@ -207,7 +206,9 @@ async fn window(
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let ingest = full_rate(server, fleet, round, deadline);
     let (http, url, admin) = (
-        http.clone(),
+        // A client of its own: its connections are made on the clients' runtime
+        // (`under_load::steady`).
+        reqwest::Client::new(),
         format!("{}/api/v2/group/{live}", server.base),
         admin.to_string(),
     );
