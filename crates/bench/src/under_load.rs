@@ -50,7 +50,7 @@ fn points(outcome: &Outcome) -> i64 {
 /// latencies counted that wait: in one run of `bench mixed`, reads measured 19.4 ms at the 99th
 /// percentile at the client while the server's own log gave 6.3 ms for the same requests
 /// (docs/benchmarks.md, "API during full ingest"). The API's users are other machines than the
-/// gateways; a thread of their own is what the kernel gives any process that sleeps and wakes.
+/// gateways, whose publishing should not delay them.
 fn clients() -> &'static tokio::runtime::Runtime {
     static CLIENTS: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     CLIENTS.get_or_init(|| {
