@@ -42,6 +42,9 @@ async fn metrics_count_requests() {
     send(app.http.get(app.url("/no/such/route"))).await.expect(404);
     // A write: the readiness probe writes its row.
     send(app.http.get(app.url("/readyz"))).await.expect(200);
+    // A read of a collection.
+    let (_, admin) = app.admin().await;
+    send(app.get("/api/v2/group", &admin)).await.expect(200);
     let reply = send(app.http.get(app.url("/metrics"))).await.expect(200);
     assert!(
         reply.header("content-type").unwrap().starts_with("text/plain"),
@@ -66,6 +69,12 @@ async fn metrics_count_requests() {
         // SQLite writers wait in one queue, and how long is measured.
         assert!(
             text.contains("devicecloud_store_write_wait_seconds") && text.contains("waiter=\"prompt\""),
+            "{text}"
+        );
+        // The page was read on the request's own thread.
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("devicecloud_store_short_reads_total{") && l.contains("way=\"here\"")),
             "{text}"
         );
     }

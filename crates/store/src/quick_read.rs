@@ -27,6 +27,10 @@ use sea_query::Value;
 /// a thread of its own.
 pub(crate) const INLINE_LIMIT: Duration = Duration::from_millis(2);
 
+/// Short reads counted by the way they went: `here` (on the calling thread) or `pool` (handed
+/// to the request pool), so an operator sees how often the limit sends reads the long way.
+const METRIC: &str = "devicecloud_store_short_reads_total";
+
 /// Virtual-machine steps between two checks of the clock: a few microseconds of work.
 const STEPS_BETWEEN_CHECKS: i32 = 1000;
 
@@ -75,6 +79,18 @@ impl QuickReads {
     /// its connections only; such a filter scans anyway), or SQLite refused it (the usual way
     /// then reports that with its own error).
     pub(crate) fn read<T>(
+        &self,
+        sql: &str,
+        values: &[Value],
+        read: impl FnOnce(&mut rusqlite::Rows<'_>) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        let answer = self.try_read(sql, values, read);
+        let way = if answer.is_some() { "here" } else { "pool" };
+        metrics::counter!(METRIC, "way" => way).increment(1);
+        answer
+    }
+
+    fn try_read<T>(
         &self,
         sql: &str,
         values: &[Value],
