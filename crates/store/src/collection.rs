@@ -152,8 +152,8 @@ pub struct ListRequest<'a> {
     pub page: PageRequest,
     /// Count only (HEAD): the rows are not fetched.
     pub count_only: bool,
-    /// A statement that gives the number of rows (the filter already in it), for a collection
-    /// that knows a cheaper way than counting the page's select; `None` counts that select.
+    /// A statement that gives the number of rows, for a collection that knows a cheaper way
+    /// than counting the page's select (a request without a filter); `None` counts that select.
     pub count: Option<SelectStatement>,
 }
 
@@ -279,7 +279,7 @@ where
 }
 
 /// `SELECT COUNT(*)` of the rows `select` keeps.
-pub(crate) fn count_of(select: &SelectStatement) -> SelectStatement {
+fn count_of(select: &SelectStatement) -> SelectStatement {
     let mut count = select.clone();
     count.clear_selects().expr(Func::count(Expr::col(sea_query::Asterisk)));
     count

@@ -140,45 +140,36 @@ static MEMBER_GROUPS: Table<GroupRow> = Table::new(
 ///
 /// A normal user's groups are read from their memberships, the group joined for its other
 /// fields. Without a filter their number is the user's row of `member_group_counts` (kept by
-/// triggers, migration 0014); with one they are counted from the memberships, joined to the
-/// groups only when the filter names a field of the group.
+/// triggers, migration 0014); with one, the page's select is counted.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<GroupRow>> {
     let GroupScope::MemberOf(id_user) = args.scope else {
         return GROUPS.list(db, GROUPS.select(), &args).await;
     };
-    let join = |select: &mut sea_query::SelectStatement| {
-        select.inner_join(
+    let mut select = Query::select();
+    select
+        .columns(GROUPS.output().iter().map(|c| (TABLE, *c)))
+        .from("memberships")
+        .inner_join(
             TABLE,
             Expr::col((TABLE, "id_group")).equals(("memberships", "id_group")),
-        );
-    };
-    let mut memberships = Query::select();
-    memberships.from("memberships").cond_where(
+        )
         // `cond_where` throughout: sea-query refuses to mix it with `and_where`.
-        Condition::all()
-            .add(Expr::col(("memberships", "id_user")).eq(id_user))
-            .add(Expr::col(("memberships", "group_deleted_at")).is_null()),
-    );
-    let mut select = memberships.clone();
-    select.columns(GROUPS.output().iter().map(|c| (TABLE, *c)));
-    join(&mut select);
-    let count = match args.filter {
-        None => Query::select()
-            .expr(Func::coalesce([
-                Expr::expr(Func::max(Expr::col("visible"))),
-                Expr::val(0),
-            ]))
-            .from("member_group_counts")
-            .and_where(Expr::col("id_user").eq(id_user))
-            .to_owned(),
-        Some(filter) => {
-            if filter.mentions(&|attr: &str| MEMBER_COLUMNS.iter().any(|c| c.attr == attr && c.table == TABLE)) {
-                join(&mut memberships);
-            }
-            memberships.cond_where(collection::filter_cond(filter, &MEMBER_COLUMNS, db.backend()));
-            collection::count_of(&memberships)
-        }
-    };
+        .cond_where(
+            Condition::all()
+                .add(Expr::col(("memberships", "id_user")).eq(id_user))
+                .add(Expr::col(("memberships", "group_deleted_at")).is_null()),
+        );
+    if args.filter.is_some() {
+        return MEMBER_GROUPS.list(db, select, &args).await;
+    }
+    let count = Query::select()
+        .expr(Func::coalesce([
+            Expr::expr(Func::max(Expr::col("visible"))),
+            Expr::val(0),
+        ]))
+        .from("member_group_counts")
+        .and_where(Expr::col("id_user").eq(id_user))
+        .to_owned();
     MEMBER_GROUPS.list_counting(db, select, count, &args).await
 }
 

@@ -49,15 +49,10 @@ pub struct QuickReads {
 }
 
 /// A connection and the start time its progress handler measures from.
+#[derive(Debug)]
 struct Quick {
     conn: Connection,
     started: Arc<AtomicU64>,
-}
-
-impl std::fmt::Debug for Quick {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Quick")
-    }
 }
 
 impl QuickReads {

@@ -75,7 +75,7 @@ impl<T: Row + DeserializeOwned> Table<T> {
         .await
     }
 
-    /// [`Table::list`], with the number of rows read by `count` (the filter already in it).
+    /// [`Table::list`] of a request without a filter, with the number of rows read by `count`.
     pub(crate) async fn list_counting(
         &self,
         db: &Db,
@@ -83,6 +83,7 @@ impl<T: Row + DeserializeOwned> Table<T> {
         count: SelectStatement,
         args: &ListArgs<'_>,
     ) -> Result<Listing<T>> {
+        debug_assert!(args.filter.is_none(), "a filtered request counts its own select");
         let mut req = args.request(self.order.clone(), self.key);
         req.count = Some(count);
         list(db, select, self.output(), self.columns, req).await
