@@ -143,6 +143,7 @@ mod tests {
             row("0b9a-1", "Plain", "0", Some("FR"), None),
             row("0b9a-2", "Ünïcode \\ \u{1}", "3", None, Some(1_763_726_401)),
             row("0b9a-3", "", "unknown code", Some(""), None),
+            row("0b9a-\"4\\\n", "tab\there", "1", Some("D\"E"), Some(-1)),
         ];
         let through_maps: Vec<Value> = rows
             .iter()
