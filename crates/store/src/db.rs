@@ -233,7 +233,7 @@ impl Db {
     /// checkpoint closes against it alone.
     pub(crate) async fn bulk_turn(&self) -> Result<Turn> {
         match self {
-            Db::Sqlite(pool, ..) => write_turn::of_pool_in_bulk(pool).await,
+            Db::Sqlite(pool, ..) => write_turn::of_pool_in_bulk(pool, Waiter::Prompt).await,
             Db::Postgres(_) => Ok(Turn::NONE),
         }
     }

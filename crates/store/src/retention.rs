@@ -195,9 +195,10 @@ impl Slicer {
     }
 
     /// Deletes the rows of one series older than `before`, a slice per transaction; returns
-    /// how many. Each slice waits for its write turn (`write_turn`, patiently: it does not cut
-    /// an ingest transaction short), then takes the write lock (`BEGIN IMMEDIATE`), so the time
-    /// measured is the time the lock is held, not the wait for it.
+    /// how many. Each slice waits for its write turn as a bulk writer (`write_turn`: behind the
+    /// gate a log checkpoint closes, since a slice logs thousands of pages, and patiently, so
+    /// that it does not cut an ingest transaction short), then takes the write lock (`BEGIN
+    /// IMMEDIATE`), so the time measured is the time the lock is held, not the wait for it.
     async fn delete(&mut self, pool: &sqlx::SqlitePool, kind: Kind, key: i64, before: i64) -> Result<u64> {
         let (table, (time, _)) = (kind.table(), kind.time_column(Backend::Sqlite));
         // The slice ends at the time of its `rows`-th row (all of that second included, so
@@ -222,7 +223,7 @@ impl Slicer {
         }
         let mut total = 0;
         loop {
-            let turn = write_turn::of_pool(pool, Waiter::Patient).await?;
+            let turn = write_turn::of_pool_in_bulk(pool, Waiter::Patient).await?;
             let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
             let started = Instant::now();
             let last: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(end.as_str()))

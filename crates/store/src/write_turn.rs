@@ -48,11 +48,12 @@ impl Turn {
     }
 }
 
-/// The bulk gate of one file, held until dropped: the ingest writer takes it before each turn,
-/// and a checkpoint that must find the log with no ingest transaction committing into it
-/// (`wal`) takes it alone, keeping out the ingest writer only. Small writes take no gate and go
-/// on while such a checkpoint runs: waiting for its two `fsync`s was most of their latency tail
-/// under full ingest (docs/benchmarks.md, "API during full ingest").
+/// The bulk gate of one file, held until dropped: the bulk writers (the ingest writer and the
+/// retention's removal) take it before each turn, and a checkpoint that must find the log with
+/// no bulk transaction committing into it (`wal`) takes it alone, keeping out those writers
+/// only. Small writes take no gate and go on while such a checkpoint runs: waiting for its two
+/// `fsync`s was most of their latency tail under full ingest (docs/benchmarks.md, "API during
+/// full ingest").
 #[must_use = "the gate opens when it is dropped"]
 pub(crate) struct Gate {
     _guard: OwnedMutexGuard<()>,
@@ -107,15 +108,16 @@ pub(crate) async fn gate_of_pool(pool: &sqlx::SqlitePool) -> Result<Gate> {
     gate(&queue(pool.connect_options().get_filename()), patience).await
 }
 
-/// The turn of a bulk writer (the ingest writer): the [`Gate`] of the file first, then the turn
-/// as a [`Waiter::Prompt`], each waited for at most `patience`; the wait for both is the one
+/// The turn of a bulk writer, one that writes much of the log (the ingest writer as a
+/// [`Waiter::Prompt`], the retention's removal as a [`Waiter::Patient`]): the [`Gate`] of the
+/// file first, then the turn, each waited for at most `patience`; the wait for both is the one
 /// the metric counts.
-pub(crate) async fn of_pool_in_bulk(pool: &sqlx::SqlitePool) -> Result<Turn> {
+pub(crate) async fn of_pool_in_bulk(pool: &sqlx::SqlitePool, waiter: Waiter) -> Result<Turn> {
     let patience = pool.options().get_acquire_timeout();
     let queue = queue(pool.connect_options().get_filename());
     let started = std::time::Instant::now();
     let gate = gate(&queue, patience).await?;
-    wait_for_turn(queue, patience, Waiter::Prompt, started, Some(gate)).await
+    wait_for_turn(queue, patience, waiter, started, Some(gate)).await
 }
 
 async fn gate(queue: &Queue, patience: Duration) -> Result<Gate> {
