@@ -31,9 +31,12 @@ pub fn full_rate(
     })
 }
 
-/// The first timestamp a window of `round` publishes.
+/// The first timestamp a window of `round` publishes. Rounds are 2,000,000 s apart: a window
+/// at full rate covers about 2,400 s of each gateway's timestamps a second, so windows of up to
+/// 800 s stay apart, and rounds 0 to 15 all lie in the past (the server refuses a `ts` more
+/// than a day ahead of its clock, docs/gateway-protocol.md).
 pub fn first_second(round: i64) -> i64 {
-    1_763_000_000 + round * 10_000_000
+    1_763_000_000 + round * 2_000_000
 }
 
 /// Points acknowledged to one publisher.
