@@ -7,9 +7,8 @@
 //! window (not counted: ingest into series with no points yet is faster, as `bench mixed`
 //! measured), then a control window with nothing to remove, then the same window right after
 //! the filled group's retention is set to one day, while the server's retention task removes
-//! its points. Reported: acked
-//! points/s and the API write p50/p99 of each window, their ratio, the rows removed during the
-//! window and how long the whole removal took.
+//! its points. Reported: acked points/s and the API write p50/p99 of each window, the ratio of
+//! the last two, the rows removed during the window and how long the whole removal took.
 //!
 //! With `--database-url postgres://…` it measures instead what dropping one day's partition of
 //! `points` raw points costs: the time of the retention pass that drops it.

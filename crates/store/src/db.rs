@@ -230,7 +230,7 @@ impl Db {
     }
 
     /// The turn of the ingest writer: after the bulk gate (`write_turn::Gate`) that a log
-    /// checkpoint closes against it alone.
+    /// checkpoint closes against the bulk writers (it and the retention's removal).
     pub(crate) async fn bulk_turn(&self) -> Result<Turn> {
         match self {
             Db::Sqlite(pool, ..) => write_turn::of_pool_in_bulk(pool, Waiter::Prompt).await,

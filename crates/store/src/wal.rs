@@ -11,13 +11,14 @@
 //! A checkpoint beside the writers never catches up with them: by the time it ends, more has
 //! been committed, and the log starts over only once a checkpoint copied all of it. So when the
 //! log passes [`RESET_BYTES`], the task closes the bulk gate (`write_turn::Gate`) against the
-//! ingest writer, which writes nearly all of the log, and checkpoints then: it copies the last
-//! pages (those since its previous pass, a quarter of a second's worth) and the next commit
-//! writes the log from its start. Small writes (API calls, device status) do not wait for it:
-//! one that commits during the pass leaves a few pages behind it, and the log starts over at a
-//! later pass instead. A reader still on the old log keeps it from starting over too; past
-//! [`RESTART_BYTES`] the task makes a `RESTART` checkpoint in the write turn, which waits for
-//! those readers and keeps out every writer.
+//! bulk writers (the ingest writer and the retention's removal), which write nearly all of the
+//! log, and checkpoints then: it copies the last pages (those since its previous pass, a
+//! quarter of a second's worth) and the next commit writes the log from its start. Small writes
+//! (API calls, device status) do not wait for it: one that commits during the pass leaves a few
+//! pages behind it, which the task copies in another pass before it opens the gate (a few such
+//! passes at most; past them the log starts over at a later checkpoint). A reader still on the
+//! old log keeps it from starting over too; past [`RESTART_BYTES`] the task makes a `RESTART`
+//! checkpoint in the write turn, which waits for those readers and keeps out every writer.
 
 use std::time::Duration;
 
@@ -46,8 +47,9 @@ pub const KEEP_BYTES: &str = "67108864";
 pub enum Mode {
     /// Beside the writers (`PASSIVE`, no turn).
     Beside,
-    /// With the bulk gate closed (`PASSIVE`): copies all of the log, which starts over at the
-    /// next commit unless a reader is still on it or a small write committed meanwhile.
+    /// With the bulk gate closed (`PASSIVE`, again while small writes committed during the
+    /// pass before): copies all of the log, which starts over at the next commit unless a
+    /// reader is still on it or small writes kept committing through every pass.
     Gated,
     /// In the write turn (`RESTART`): also waits for the readers of the log.
     Restart,
@@ -79,9 +81,9 @@ pub async fn checkpoint(pool: &SqlitePool, mode: Mode) -> Result<Checkpoint> {
     if mode == Mode::Gated {
         // A small write that committed during the pass left its pages behind it, and the log
         // does not start over until they are copied: the next pass, with the gate still
-        // closed, copies those few pages. Without it the log grew past 1 GB under full ingest
-        // with an API write every 50 ms and ended in a `RESTART` that kept every writer out
-        // (docs/benchmarks.md, "Retention").
+        // closed, copies those few pages. Without it the log grew past 1 GB under full ingest,
+        // an API write every 50 ms and the retention's removal, and ended in a `RESTART` that
+        // kept every writer out (docs/benchmarks.md, "Retention").
         for _ in 1..GATED_PASSES {
             let again: Checkpoint = sqlx::query_as(sql).fetch_one(pool).await?;
             let grew = grew_during(&done, &again);
