@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use devicecloud_server::auth::secrets::{hash_password, register_client};
+use devicecloud_server::service::accounts::{PASSWORD_MAX, PASSWORD_MIN};
 use devicecloud_store::{Db, accounts, unix_now};
 use serde_json::{Value, json};
 
@@ -23,8 +24,11 @@ pub enum AdminCommand {
     CreateUser {
         #[arg(long)]
         username: String,
+        /// The password (8 to 1024 characters). Without it, the first line of standard input
+        /// is read, so that the password need not appear in the process list or the shell's
+        /// history: `printf '%s\n' "$PASSWORD" | devicecloud admin create-user --username …`.
         #[arg(long)]
-        password: String,
+        password: Option<String>,
         /// Make the account an administrator.
         #[arg(long)]
         admin: bool,
@@ -86,8 +90,16 @@ async fn on_store(db: &Db, command: AdminCommand) -> Result<Value> {
             password,
             admin,
         } => {
-            if username.trim().is_empty() || password.is_empty() {
-                bail!("--username and --password must not be empty");
+            if username.trim().is_empty() {
+                bail!("--username must not be empty");
+            }
+            let password = match password {
+                Some(password) => password,
+                None => password_from_stdin()?,
+            };
+            let length = password.chars().count();
+            if !(PASSWORD_MIN..=PASSWORD_MAX).contains(&length) {
+                bail!("the password must have {PASSWORD_MIN} to {PASSWORD_MAX} characters (it has {length})");
             }
             let hash = hash_password(&password).map_err(anyhow::Error::msg)?;
             let row = accounts::create(db, &username, &hash, admin, unix_now())
@@ -96,4 +108,14 @@ async fn on_store(db: &Db, command: AdminCommand) -> Result<Value> {
             Ok(json!({"id_user": row.id_user, "username": row.username}))
         }
     }
+}
+
+/// The first line of standard input, without its line end.
+fn password_from_stdin() -> Result<String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("cannot read the password from standard input")?;
+    let password = line.strip_suffix('\n').unwrap_or(&line);
+    Ok(password.strip_suffix('\r').unwrap_or(password).to_string())
 }

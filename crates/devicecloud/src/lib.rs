@@ -5,6 +5,7 @@
 mod admin;
 mod backup;
 mod demo;
+mod file_modes;
 mod limits;
 mod retention;
 mod settings;
@@ -89,6 +90,8 @@ pub fn run() -> Result<()> {
         }
         _ => {}
     }
+    // Before the settings make the data dir, and before any thread starts.
+    file_modes::private_from_now_on();
     let settings = Settings::load(&cli.flags)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log));
@@ -165,6 +168,9 @@ async fn serve(settings: Settings, db: Option<Db>, on_ready: Option<OnReady>) ->
     };
     // Held until the process ends: a second `serve` on the same SQLite store stops here.
     let _store_lock = store_lock::acquire(&settings.database_url()?)?;
+    if let Some(store) = store_lock::sqlite_file(&settings.database_url()?) {
+        file_modes::tighten_store(&store).with_context(|| format!("cannot make {} private (0600)", store.display()))?;
+    }
     let db = match db {
         Some(db) => db,
         None => Db::connect(&settings.database_url()?)

@@ -25,6 +25,11 @@ pub struct Limits {
     pub assets_per_gateway: u64,
     pub datatypes_per_device: u64,
     pub stream_buffer_mb: u64,
+    pub expand_max_entries: u64,
+    pub streams_per_account: u64,
+    pub connections_per_address: u64,
+    pub signin_address_failures_max: u64,
+    pub mqtt_unauthenticated_max: u64,
 }
 
 impl Default for Limits {
@@ -47,13 +52,18 @@ impl Default for Limits {
             assets_per_gateway: d.assets_per_gateway as u64,
             datatypes_per_device: d.datatypes_per_device as u64,
             stream_buffer_mb: (d.stream_buffer_bytes / (1024 * 1024)) as u64,
+            expand_max_entries: d.expand_max_entries as u64,
+            streams_per_account: d.streams_per_account as u64,
+            connections_per_address: d.connections_per_address as u64,
+            signin_address_failures_max: u64::from(d.signin_address_failures_max),
+            mqtt_unauthenticated_max: d.mqtt_unauthenticated_max as u64,
         }
     }
 }
 
 impl Limits {
     /// Each limit by its key (the TOML key; the variable is the key in capitals).
-    fn slots(&mut self) -> [(&'static str, &mut u64); 16] {
+    fn slots(&mut self) -> [(&'static str, &mut u64); 21] {
         [
             ("expand_max_depth", &mut self.expand_max_depth),
             ("filter_max_values", &mut self.filter_max_values),
@@ -71,6 +81,11 @@ impl Limits {
             ("assets_per_gateway", &mut self.assets_per_gateway),
             ("datatypes_per_device", &mut self.datatypes_per_device),
             ("stream_buffer_mb", &mut self.stream_buffer_mb),
+            ("expand_max_entries", &mut self.expand_max_entries),
+            ("streams_per_account", &mut self.streams_per_account),
+            ("connections_per_address", &mut self.connections_per_address),
+            ("signin_address_failures_max", &mut self.signin_address_failures_max),
+            ("mqtt_unauthenticated_max", &mut self.mqtt_unauthenticated_max),
         ]
     }
 
@@ -132,6 +147,11 @@ impl Limits {
             assets_per_gateway: size(self.assets_per_gateway),
             datatypes_per_device: size(self.datatypes_per_device),
             stream_buffer_bytes: size(self.stream_buffer_mb.saturating_mul(1024 * 1024)),
+            expand_max_entries: size(self.expand_max_entries),
+            streams_per_account: size(self.streams_per_account),
+            connections_per_address: size(self.connections_per_address),
+            signin_address_failures_max: u32::try_from(self.signin_address_failures_max).unwrap_or(u32::MAX),
+            mqtt_unauthenticated_max: size(self.mqtt_unauthenticated_max).min(tokio::sync::Semaphore::MAX_PERMITS),
         }
     }
 }

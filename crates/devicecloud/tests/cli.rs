@@ -213,11 +213,91 @@ fn duplicate_user_fails_with_a_message() {
         ],
     );
     let out = command(&dir)
-        .args(["admin", "create-user", "--username", "A@example.com", "--password", "x"])
+        .args([
+            "admin",
+            "create-user",
+            "--username",
+            "A@example.com",
+            "--password",
+            "other-password",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
     assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+}
+
+#[test]
+fn create_user_takes_the_password_from_stdin_and_checks_its_length() {
+    use std::io::Write;
+    let dir = Dir::new("passwords");
+    let create = |args: &[&str], stdin: &str| {
+        let mut child = command(&dir)
+            .args(["admin", "create-user"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let short = create(&["--username", "a@example.com", "--password", "x"], "");
+    assert!(!short.status.success());
+    assert!(String::from_utf8_lossy(&short.stderr).contains("8 to 1024 characters"));
+    let short = create(&["--username", "a@example.com"], "1234567\n");
+    assert!(!short.status.success());
+    let made = create(&["--username", "a@example.com"], "from-standard-input\n");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let client = admin(&dir, &["create-client", "--name", "c"]);
+
+    let mut c = command(&dir);
+    c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+        .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0");
+    let (mut child, line) = serve(c);
+    let form = format!(
+        "grant_type=password&client_id={}&client_secret={}&username=a%40example.com&password=from-standard-input",
+        client["client_id"].as_str().unwrap(),
+        client["client_secret"].as_str().unwrap()
+    );
+    let answer = post_form(&http_addr(&line), "/oauth2/token", &form);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(terminate(&mut child).success());
+}
+
+#[test]
+fn what_serve_writes_in_the_data_dir_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = Dir::new("modes");
+    let data = Dir(parent.0.join("data"));
+    let mode = |name: &str| std::fs::metadata(data.0.join(name)).unwrap().permissions().mode() & 0o777;
+    let run = || {
+        let mut c = command(&data);
+        c.env("DEVICECLOUD_HTTP_ADDR", "127.0.0.1:0")
+            .env("DEVICECLOUD_MQTT_ADDR", "127.0.0.1:0");
+        let (mut child, line) = serve(c);
+        assert!(line.starts_with("listening"), "{line}");
+        assert!(terminate(&mut child).success());
+    };
+    run();
+    assert_eq!(mode(""), 0o700, "the data dir");
+    for name in ["devicecloud.db", "secret.key"] {
+        assert_eq!(mode(name), 0o600, "{name}");
+    }
+    for entry in std::fs::read_dir(&data.0).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        assert_eq!(mode(&name) & 0o077, 0, "{name} is readable by others");
+    }
+    // A store an older version left readable is tightened at start.
+    std::fs::set_permissions(data.0.join("devicecloud.db"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    run();
+    assert_eq!(mode("devicecloud.db"), 0o600);
+    let backup = parent.0.join("copy.db");
+    admin(&data, &["backup", "--to", backup.to_str().unwrap()]);
+    let backup_mode = std::fs::metadata(&backup).unwrap().permissions().mode() & 0o777;
+    assert_eq!(backup_mode, 0o600);
 }
 
 #[test]

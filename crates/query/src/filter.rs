@@ -168,6 +168,12 @@ pub fn parse_filter(
         // DataFilter::validateFilter skips a null filter: no condition.
         return Ok(None);
     }
+    if serialized_len(value) > MAX_FILTER_BYTES {
+        return Err(QueryError::Filter(format!(
+            "The filter is larger than {} KiB.",
+            MAX_FILTER_BYTES / 1024
+        )));
+    }
     let filter = grammar::Grammar::new(attributes, max_list_values).condition(value, 1)?;
     if filter.as_ref().map_or(0, Filter::condition_count) > MAX_CONDITIONS {
         return Err(QueryError::Filter(format!(
@@ -180,6 +186,31 @@ pub fn parse_filter(
         )));
     }
     Ok(filter)
+}
+
+/// Longest `like` value, in characters (docs/operations.md, "Limits").
+pub const MAX_LIKE_CHARS: usize = 256;
+
+/// Largest filter, as JSON text (docs/operations.md, "Limits"): the query-string form is
+/// measured after decoding, so a URL filter and a body filter meet the same bound.
+pub const MAX_FILTER_BYTES: usize = 64 * 1024;
+
+/// The length of `value` as compact JSON, without building the text.
+fn serialized_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
 }
 
 /// Most values one `in` / `nin` list may hold unless the service is configured otherwise

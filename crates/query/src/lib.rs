@@ -33,8 +33,11 @@ mod php;
 
 pub use collection::{CollectionQuery, CollectionSpec};
 pub use error::QueryError;
-pub use filter::{AttrKind, Attribute, CompareOp, DEFAULT_MAX_LIST_VALUES, Filter, MAX_VALUES, Scalar, parse_filter};
+pub use filter::{
+    AttrKind, Attribute, CompareOp, DEFAULT_MAX_LIST_VALUES, Filter, MAX_FILTER_BYTES, MAX_LIKE_CHARS, MAX_VALUES,
+    Scalar, parse_filter,
+};
 pub use links::{link_header, page_links};
 pub use pagination::{Page, PageRequest, php_intval};
-pub use params::{Param, Params};
+pub use params::{MAX_INPUT_VARS, Param, Params};
 pub use sort::{SortKey, parse_sort};

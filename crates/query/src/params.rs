@@ -63,6 +63,13 @@ impl Params {
         parse_str::parse(raw)
     }
 
+    /// Whether `raw` holds more than [`MAX_INPUT_VARS`] pairs: PHP would drop the rest
+    /// silently, so the service refuses such a query string instead (docs/operations.md,
+    /// "Limits").
+    pub fn has_too_many_pairs(raw: &[u8]) -> bool {
+        parse_str::has_too_many_pairs(raw)
+    }
+
     /// The attribute of the first `filter[…]` parameter whose name PHP would mangle (a NUL
     /// byte in it, or no closing bracket), so that it is refused rather than ignored.
     pub fn mangled_filter_name(raw: &[u8]) -> Option<String> {

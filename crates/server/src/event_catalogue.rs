@@ -40,6 +40,8 @@ const fn v(value: &'static str, label: &'static str, description: &'static str) 
 pub const REASON_RETRY_WINDOW: &str = "retry_window";
 /// Why the service set a webhook inactive: its backlog passed `webhook_backlog_max`.
 pub const REASON_BACKLOG: &str = "backlog";
+/// Why the service set a webhook inactive: its group was deleted.
+pub const REASON_GROUP_DELETED: &str = "group_deleted";
 
 /// Every code the service knows, ordered by code.
 pub const CATALOGUE: &[EventType] = &[
@@ -101,6 +103,11 @@ pub const CATALOGUE: &[EventType] = &[
                 REASON_BACKLOG,
                 "Backlog too large",
                 "More records were waiting than the webhook backlog limit allows.",
+            ),
+            v(
+                REASON_GROUP_DELETED,
+                "Group deleted",
+                "The webhook's group was deleted.",
             ),
         ],
     },

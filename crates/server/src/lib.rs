@@ -1,6 +1,7 @@
 //! The running devicecloud service: REST API and OAuth 2.0 over HTTP, rights, and the
 //! background tasks, driven by one [`AppState`] and stopped by one cancellation token.
 
+pub mod address_slots;
 pub mod auth;
 pub mod browser;
 pub mod commands;
@@ -37,8 +38,9 @@ pub use state::{AppState, FrontEnd, Settings};
 /// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight
 /// (`http::listener`). Tests bind port 0 and pass the listener in.
 pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
-    let limits = state.settings.limits.clone();
-    http::listener::serve(listener, http::app(state, dashboard::router()), &limits, shutdown).await;
+    let (limits, front_end) = (state.settings.limits.clone(), state.settings.front_end.clone());
+    let app = http::app(state, dashboard::router());
+    http::listener::serve(listener, app, &limits, &front_end, shutdown).await;
     Ok(())
 }
 

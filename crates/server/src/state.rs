@@ -24,7 +24,6 @@ use crate::stream::LiveFeed;
 use crate::webhooks::WebhookHub;
 use crate::webhooks::address::{CheckedResolver, SystemLookup};
 use crate::webhooks::vault::Vault;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -133,6 +132,22 @@ pub struct Limits {
     /// Bytes the live stream's replay buffer may hold (`DEVICECLOUD_STREAM_BUFFER_MB`): a client
     /// further behind, or resuming from further back, gets `overflow`.
     pub stream_buffer_bytes: usize,
+    /// Most entries the expanded relations of one answer may hold in all (series of
+    /// `latestData`, templates of `modbusTemplateHistory`); more is a 400 naming `expand`,
+    /// before the answer is built (`DEVICECLOUD_EXPAND_MAX_ENTRIES`).
+    pub expand_max_entries: usize,
+    /// Most live streams one account may hold open; one more answers 429
+    /// (`DEVICECLOUD_STREAMS_PER_ACCOUNT`).
+    pub streams_per_account: usize,
+    /// Most connections one client address may hold, HTTP and MQTT each
+    /// (`DEVICECLOUD_CONNECTIONS_PER_ADDRESS`).
+    pub connections_per_address: usize,
+    /// Failed sign-ins from one client address, whatever the username, within `signin_window`
+    /// after which that address answers 429 (`DEVICECLOUD_SIGNIN_ADDRESS_FAILURES_MAX`).
+    pub signin_address_failures_max: u32,
+    /// Most MQTT connections at once whose CONNECT is not yet answered; more are closed on
+    /// accept (`DEVICECLOUD_MQTT_UNAUTHENTICATED_MAX`).
+    pub mqtt_unauthenticated_max: usize,
 }
 
 impl Default for Limits {
@@ -154,6 +169,11 @@ impl Default for Limits {
             assets_per_gateway: 1000,
             datatypes_per_device: 1000,
             stream_buffer_bytes: 64 * 1024 * 1024,
+            expand_max_entries: 10_000,
+            streams_per_account: 16,
+            connections_per_address: 256,
+            signin_address_failures_max: 30,
+            mqtt_unauthenticated_max: 4096,
         }
     }
 }
@@ -275,8 +295,9 @@ pub struct Services {
     pub account_limiter: Option<AccountLimiter>,
     /// Rejection events of this node's gateways, coalesced per minute.
     pub rejections: RejectionLog,
-    /// Connections the MQTT listeners may still take (`Limits::mqtt_max_connections`).
-    pub mqtt_slots: Arc<Semaphore>,
+    /// The places of the MQTT listeners: gateway slots, unauthenticated connections, and
+    /// connections per address.
+    pub mqtt_admission: Arc<crate::mqtt::admission::Admission>,
     /// Cancelled when the service stops: a request still reading its body answers at once.
     pub shutdown: CancellationToken,
     /// What this node commits, for the live stream's clients.
@@ -306,7 +327,11 @@ impl AppState {
         };
         let requests = db.for_requests(limits.query_timeout, connections);
         let ingest = db.dedicated();
-        let login_limiter = LoginLimiter::new(limits.signin_failures_max, limits.signin_window);
+        let login_limiter = LoginLimiter::new(
+            limits.signin_failures_max,
+            limits.signin_address_failures_max,
+            limits.signin_window,
+        );
         let account_limiter = AccountLimiter::new(settings.rate_limit);
         let node_id = settings.node_id.clone().unwrap_or_else(default_node_id);
         let mut ears = Ears::new(&db);
@@ -344,7 +369,7 @@ impl AppState {
             stream,
             webhooks,
             pages: Arc::new(PageCache::new(limits.page_cache_bytes)),
-            mqtt_slots: Arc::new(Semaphore::new(limits.mqtt_max_connections)),
+            mqtt_admission: Arc::new(crate::mqtt::admission::Admission::new(limits, &settings.front_end)),
             shutdown: shutdown.clone(),
             writer: db,
             db: requests,

@@ -104,7 +104,9 @@ async fn in_and_nin_lists_hold_at_most_1000_values() {
             if status == 422 {
                 let body = reply.json();
                 assert_eq!(body[0]["field"], "filter", "{body}");
-                assert!(body[0]["message"].as_str().unwrap().contains("at most 1000"), "{body}");
+                // 40,000 values pass the size of a whole filter (64 KiB) before the list is read.
+                let says = if n == 40_000 { "64 KiB" } else { "at most 1000" };
+                assert!(body[0]["message"].as_str().unwrap().contains(says), "{body}");
             } else {
                 assert_eq!(reply.json()["_meta"]["totalCount"], if op == "in" { 1 } else { 0 });
             }

@@ -201,6 +201,26 @@ pub async fn latest_data(db: &Db, groups: &[&str]) -> Result<Vec<LatestRow>> {
     by_ids(db, select, "id_group", groups, rest).await
 }
 
+/// How many series with a newest point each of these groups has (`group.latestData`'s length),
+/// counted before the series are loaded.
+pub async fn latest_data_counts(db: &Db, groups: &[&str]) -> Result<Vec<(String, i64)>> {
+    let select = "SELECT id_group, COUNT(*) FROM containers";
+    by_ids(
+        db,
+        select,
+        "id_group",
+        groups,
+        "AND latest_seconds IS NOT NULL GROUP BY id_group",
+    )
+    .await
+}
+
+/// How many templates each of these devices' Modbus template history holds.
+pub async fn template_history_counts(db: &Db, ids: &[&str]) -> Result<Vec<(String, i64)>> {
+    let select = "SELECT id_physical_device, COUNT(*) FROM modbus_template_history";
+    by_ids(db, select, "id_physical_device", ids, "GROUP BY id_physical_device").await
+}
+
 /// The newest point of every container of these devices (the dashboard's latest values).
 pub async fn latest_of_devices(db: &Db, ids: &[&str]) -> Result<Vec<LatestRow>> {
     let select = "SELECT id_container_data_latest, id_group, datatype, source_device, latest_seconds, \

@@ -208,6 +208,14 @@ pub async fn update(db: &Db, id: &str, changes: &DeviceChanges<'_>) -> Result<Op
     get(db, id).await
 }
 
+/// The gateways of a group that are connected (to any node), for closing their connections.
+pub async fn connected_gateways(db: &Db, id_group: &str) -> Result<Vec<String>> {
+    let sql = "SELECT id_physical_device FROM physical_devices WHERE id_group = $1 AND id_parent IS NULL \
+               AND is_connected = 1 ORDER BY id_physical_device";
+    let rows: Vec<(String,)> = db.rows(sql, values![id_group]).await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
 /// Archives a device: `archived_at`, `archived_by`, `archived_serial`. The serial becomes free
 /// for a new device. The token's hash is kept, only so that CONNECT with the right token can be
 /// told "not authorized" while a wrong one is "bad user name or password" (the device never
@@ -238,8 +246,13 @@ pub struct HelloUpdate<'a> {
     pub node_id: &'a str,
 }
 
+/// How many distinct Modbus templates a device's history keeps, newest first
+/// (docs/gateway-protocol.md, "Limits").
+pub const TEMPLATE_HISTORY: usize = 20;
+
 /// Marks a gateway connected with what its hello said; `reconnected_at` is set when it had
-/// been disconnected before. A new Modbus template is appended to the template history.
+/// been disconnected before. A new Modbus template is appended to the template history, which
+/// keeps the last [`TEMPLATE_HISTORY`] distinct ones.
 pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Result<()> {
     let update = "UPDATE physical_devices SET \
         reconnected_at = CASE WHEN last_disconnect_at IS NOT NULL AND is_connected = 0 THEN $1 ELSE reconnected_at END, \
@@ -254,6 +267,13 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
     let set_template = "UPDATE physical_devices SET modbus_template_json = $1 WHERE id_physical_device = $2";
     let history =
         "INSERT INTO modbus_template_history (id_physical_device, template_json, received_at) VALUES ($1, $2, $3)";
+    // The history holds distinct templates: one sent again moves to the end.
+    let same_template = "DELETE FROM modbus_template_history WHERE id_physical_device = $1 AND template_json = $2";
+    let oldest = format!(
+        "DELETE FROM modbus_template_history WHERE id_physical_device = $1 AND id_template NOT IN \
+         (SELECT id_template FROM modbus_template_history WHERE id_physical_device = $1 \
+         ORDER BY received_at DESC, id_template DESC LIMIT {TEMPLATE_HISTORY})"
+    );
     let _turn = db.write_turn().await?;
     on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
@@ -287,10 +307,19 @@ pub async fn hello(db: &Db, id: &str, hello: &HelloUpdate<'_>, now: i64) -> Resu
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
+                sqlx::query(same_template)
+                    .bind(id)
+                    .bind(template)
+                    .execute(&mut *tx)
+                    .await?;
                 sqlx::query(history)
                     .bind(id)
                     .bind(template)
                     .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(sqlx::AssertSqlSafe(oldest.as_str()))
+                    .bind(id)
                     .execute(&mut *tx)
                     .await?;
             }

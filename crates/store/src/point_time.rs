@@ -104,6 +104,25 @@ pub(crate) fn compare_seconds(backend: Backend, table: &'static str, op: Compare
     }
 }
 
+/// The points of `table` after the point at (`seconds`, `micros`) of series `container_key`, in
+/// the order (time, series): the keyset condition of a download paged through one window.
+pub(crate) fn after(backend: Backend, table: &'static str, seconds: i64, micros: i64, container_key: i64) -> Expr {
+    let key = || Expr::col((table, "container_key"));
+    match backend {
+        Backend::Sqlite => {
+            let (s, us) = (|| Expr::col((table, "seconds")), || Expr::col((table, "microseconds")));
+            s().gt(seconds).or(s()
+                .eq(seconds)
+                .and(us().gt(micros).or(us().eq(micros).and(key().gt(container_key)))))
+        }
+        Backend::Postgres => {
+            let time = || Expr::col((table, "time_us"));
+            let at = seconds.saturating_mul(MICROS).saturating_add(micros);
+            time().gt(at).or(time().eq(at).and(key().gt(container_key)))
+        }
+    }
+}
+
 /// SQL for the time of the points of `table` in seconds since `start` (a whole second), with
 /// the fraction: a `DOUBLE PRECISION` on PostgreSQL, a `REAL` on SQLite.
 pub(crate) fn seconds_since(backend: Backend, table: &str, start: i64) -> String {

@@ -125,20 +125,49 @@ pub struct CsvPoint {
     pub datatype: i64,
     #[serde(deserialize_with = "crate::collection::real")]
     pub value: f64,
+    /// The series, for the keyset of the next page.
+    pub container_key: i64,
 }
 
-const CSV_OUTPUT: [&str; 6] = [
+impl CsvPoint {
+    /// Where the page after this point starts.
+    pub fn cursor(&self) -> CsvCursor {
+        CsvCursor {
+            seconds: self.seconds,
+            microseconds: self.microseconds,
+            container_key: self.container_key,
+        }
+    }
+}
+
+/// The last point of a page of a session's CSV: the next page starts after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CsvCursor {
+    pub seconds: i64,
+    pub microseconds: i64,
+    pub container_key: i64,
+}
+
+const CSV_OUTPUT: [&str; 7] = [
     "seconds",
     "microseconds",
     "source_device",
     "serial_hardware",
     "datatype",
     "value",
+    "container_key",
 ];
 
-/// The session's points with `from <= seconds < to`, time ascending (ties by series). The CSV
-/// is streamed window by window, so memory stays flat whatever the session's size.
-pub async fn points_between(db: &Db, session_key: i64, from: i64, to: i64) -> Result<Vec<CsvPoint>> {
+/// At most `limit` of the session's points with `from <= seconds < to`, after `after` when
+/// given, time ascending (ties by series). The CSV is streamed page by page, so memory stays
+/// flat whatever the session's size, also when one second holds millions of points.
+pub async fn points_between(
+    db: &Db,
+    session_key: i64,
+    (from, to): (i64, i64),
+    after: Option<CsvCursor>,
+    limit: u64,
+) -> Result<Vec<CsvPoint>> {
     let mut select = Query::select();
     select
         .expr_as(TimePart::Seconds.expr(db.backend(), "r"), "seconds")
@@ -147,6 +176,7 @@ pub async fn points_between(db: &Db, session_key: i64, from: i64, to: i64) -> Re
         .column(("d", "serial_hardware"))
         .column(("c", "datatype"))
         .column(("r", "value"))
+        .column(("r", "container_key"))
         .from_as("raw_points", "r")
         .inner_join(
             sea_query::TableRef::Table("containers".into(), Some("c".into())),
@@ -159,9 +189,20 @@ pub async fn points_between(db: &Db, session_key: i64, from: i64, to: i64) -> Re
         .and_where(Expr::col(("r", "session_key")).eq(session_key))
         .and_where(point_time::compare_seconds(db.backend(), "r", CompareOp::Gte, from))
         .and_where(point_time::compare_seconds(db.backend(), "r", CompareOp::Lt, to));
+    if let Some(c) = after {
+        select.and_where(point_time::after(
+            db.backend(),
+            "r",
+            c.seconds,
+            c.microseconds,
+            c.container_key,
+        ));
+    }
     for time in point_time::order(db.backend(), "r") {
         select.order_by_expr(time, sea_query::Order::Asc);
     }
-    select.order_by(("r", "container_key"), sea_query::Order::Asc);
+    select
+        .order_by(("r", "container_key"), sea_query::Order::Asc)
+        .limit(limit);
     collection::fetch(db, &select, &CSV_OUTPUT).await
 }

@@ -24,7 +24,7 @@ pub use deliveries::{
 };
 pub use lifecycle::{Deactivated, Deactivation, backlog_items, deactivate};
 pub use records::{
-    ATTRIBUTES, COLUMNS, FORWARDING_TYPES, NewWebhook, SORTABLE, WebhookChanges, WebhookRow, active, create, delete,
-    get, list, replace_secrets, stored_secrets, update,
+    ATTRIBUTES, COLUMNS, FORWARDING_TYPES, NewWebhook, SORTABLE, WebhookChanges, WebhookRow, active, active_of_group,
+    create, delete, get, list, replace_secrets, stored_secrets, update,
 };
 pub use routes::{RouteTable, Routes};

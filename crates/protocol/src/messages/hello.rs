@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::json::{self, MAX_IDENTIFIER_CHARS};
 use crate::kinds::{ConnectionKind, ModuleKind};
-use crate::rejection::Rejection;
+use crate::rejection::{RejectReason, Rejection};
 
 /// A validated birth message.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,9 +137,20 @@ pub fn parse_hello(payload: &[u8]) -> Result<Hello, Rejection> {
     })
 }
 
+/// The largest Modbus template, as JSON text: every template is kept in the device's history
+/// and returned by `modbusTemplateHistory` (docs/gateway-protocol.md, "Limits").
+pub const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
+
 /// A Modbus template needs a name (it is what `modbusTemplateHistory` tracks) and a list of
 /// register objects; the registers' own keys are the gateway's business and kept as given.
 fn check_template(template: &Value) -> Result<(), Rejection> {
+    let size = json::to_bytes(template).len();
+    if size > MAX_TEMPLATE_BYTES {
+        return Err(Rejection::invalid(
+            RejectReason::TooLarge,
+            format!("modbus_template is {size} bytes; at most {MAX_TEMPLATE_BYTES} are allowed"),
+        ));
+    }
     match template.get("name") {
         Some(Value::String(name)) if !name.is_empty() => {}
         _ => return Err(json::bad_field("modbus_template.name must be a non-empty string")),
@@ -201,6 +212,22 @@ mod tests {
         assert_eq!(empty.sim, None);
         assert_eq!(empty.signal, None);
         assert!(empty.modbus_template.is_some());
+    }
+
+    #[test]
+    fn template_size() {
+        let template = |filler: usize| {
+            json!({"kind": "PLUS", "connection": "wifi",
+                "modbus_template": {"name": "t", "registers": [{"label": "x".repeat(filler)}]}})
+        };
+        // `{"name":"t","registers":[{"label":""}]}` is 39 bytes.
+        assert!(parse(template(MAX_TEMPLATE_BYTES - 39)).is_ok());
+        let refused = parse(template(MAX_TEMPLATE_BYTES - 38)).unwrap_err();
+        assert_eq!(refused.reason(), RejectReason::TooLarge);
+        assert_eq!(
+            refused.to_string(),
+            "modbus_template is 65537 bytes; at most 65536 are allowed"
+        );
     }
 
     #[test]

@@ -60,6 +60,11 @@ pub fn parse_measurements(payload: &[u8], now: i64) -> Result<Vec<Measurement>, 
     })
 }
 
+/// The largest magnitude a measurement value may have (docs/gateway-protocol.md, "Messages"):
+/// far above any physical reading, and low enough that the sums of a rollup bucket (up to
+/// about 10^8 points of one series) stay finite on both stores.
+pub const MAX_MAGNITUDE: f64 = 1e300;
+
 fn measurement(map: &Map<String, Value>, now: i64) -> Result<Measurement, Rejection> {
     let (device, ts) = source_of(map, now)?;
     let Value::Object(entries) = json::required(map, "values")? else {
@@ -79,7 +84,11 @@ fn measurement(map: &Map<String, Value>, now: i64) -> Result<Measurement, Reject
                 )
             })?;
             match value.as_f64() {
-                Some(v) if v.is_finite() => Ok((datatype, v)),
+                Some(v) if v.is_finite() && v.abs() <= MAX_MAGNITUDE => Ok((datatype, v)),
+                Some(v) if v.is_finite() => Err(Rejection::invalid(
+                    RejectReason::BadValue,
+                    format!("values: datatype {datatype} must be at most 1e300 in magnitude"),
+                )),
                 _ => Err(Rejection::invalid(
                     RejectReason::BadValue,
                     format!("values: datatype {datatype} must be a finite number"),
@@ -173,6 +182,10 @@ mod tests {
         ] {
             assert_eq!(reject(text).0, RejectReason::BadValue, "{text}");
         }
+        // Finite but past the bound, which keeps rollup sums finite.
+        assert_eq!(reject(r#"{"values": {"12": 1.7e308}}"#).0, RejectReason::BadValue);
+        assert_eq!(reject(r#"{"values": {"12": -1e301}}"#).0, RejectReason::BadValue);
+        assert!(parse(r#"{"values": {"12": -1e300}}"#).is_ok());
         // Too large for an f64: serde_json refuses the text itself.
         assert_eq!(reject(r#"{"values": {"12": 1e400}}"#).0, RejectReason::NotJson);
         assert_eq!(reject(r#"{"values": {"12": NaN}}"#).0, RejectReason::NotJson);

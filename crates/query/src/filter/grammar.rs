@@ -236,6 +236,15 @@ impl<'a> Grammar<'a> {
                 },
             })),
             Operator::Like => Ok(Some(match operand(attr, v)? {
+                // Each `like` compiles a matcher per query (a regex on SQLite): its length is
+                // bounded so that one filter cannot hold a database worker for seconds.
+                Operand::Value(Scalar::Str(value)) if value.chars().count() > super::MAX_LIKE_CHARS => {
+                    return Err(filter_error(format!(
+                        "The value of \"like\" on \"{}\" is longer than {} characters.",
+                        attr.name,
+                        super::MAX_LIKE_CHARS
+                    )));
+                }
                 Operand::Value(Scalar::Str(value)) => Filter::Like { attr: attr.name, value },
                 // `attr LIKE NULL` is unknown; `LIKE` over an empty list is `0=1`. (A non-string
                 // value cannot occur: `like` is only accepted on string attributes.)

@@ -27,6 +27,15 @@ pub(super) fn parse(raw: &[u8]) -> Params {
     params
 }
 
+/// Whether the query string holds more pairs than PHP reads ([`MAX_INPUT_VARS`]), counted as
+/// [`parse`] counts them.
+pub(super) fn has_too_many_pairs(raw: &[u8]) -> bool {
+    raw.split(|&b| b == b'&')
+        .filter(|t| !t.is_empty())
+        .nth(MAX_INPUT_VARS)
+        .is_some()
+}
+
 /// The first `filter[…]` parameter name that PHP would silently mangle (a NUL byte in it, which
 /// ends the name, or no closing bracket), shown with its NUL bytes as `\0`. Such a name would
 /// otherwise drop the whole filter and match every record.

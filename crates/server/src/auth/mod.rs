@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod caller;
+pub mod hashing;
 pub mod login_limit;
 pub mod rate_limit;
 pub mod rights;

@@ -14,8 +14,8 @@
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::response::Response;
 use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
 use devicecloud_store::{groups, unix_now};
 use maud::{Markup, html};
 use serde_json::{Value, json};
@@ -24,6 +24,8 @@ use super::events::{self, Line};
 use super::viewer::Viewer;
 use super::{PageResult, format};
 use crate::auth::Role;
+use crate::dashboard::PageError;
+use crate::error::ApiError;
 use crate::service::access;
 use crate::state::AppState;
 use crate::stream::client::{Client, Credential, Next, Request};
@@ -81,6 +83,17 @@ fn open(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|id| state.stream.parse_id(id));
+    let max = state.settings.limits.streams_per_account;
+    let slot = match state.stream.accounts.reserve(&viewer.caller.id_user, max) {
+        Ok(slot) => slot,
+        Err(full) => {
+            let error = ApiError::TooManyRequests {
+                message: full.to_string(),
+                retry_after_s: 5,
+            };
+            return PageError::Api(error).into_response();
+        }
+    };
     let request = Request {
         credential: Credential::Session(viewer.session_hash),
         groups,
@@ -88,7 +101,7 @@ fn open(
         kinds,
         resume,
     };
-    Client::new(state, request, rights_seen).into_response(event)
+    Client::new(state, request, rights_seen, slot).into_response(event)
 }
 
 fn event(next: Next) -> Event {

@@ -8,6 +8,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{CONTENT_TYPE, LINK};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
@@ -286,6 +287,9 @@ pub async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
 pub struct Selection {
     pub fields: Option<Vec<String>>,
     pub expand: Vec<String>,
+    /// Entries of list relations the whole answer holds so far, shared by every nested
+    /// selection of one request (docs/operations.md, "Limits": `expand_max_entries`).
+    spent: Arc<AtomicUsize>,
 }
 
 impl Selection {
@@ -295,6 +299,7 @@ impl Selection {
         Selection {
             fields: list("fields"),
             expand: list("expand").unwrap_or_default(),
+            spent: Arc::default(),
         }
     }
 
@@ -302,6 +307,7 @@ impl Selection {
         Selection {
             fields: query.fields.clone(),
             expand: query.expand.clone(),
+            spent: Arc::default(),
         }
     }
 
@@ -324,7 +330,23 @@ impl Selection {
         Selection {
             fields: nested_fields.filter(|f| !f.is_empty()),
             expand: fields::nested(&self.expand, root),
+            spent: Arc::clone(&self.spent),
         }
+    }
+
+    /// Counts `entries` more list entries (series, templates) into the answer, before they are
+    /// loaded: past `max` in all the request is refused with a 400 naming `expand`, so that no
+    /// answer is built whose size a caller chose.
+    pub fn spend(&self, entries: usize, max: usize) -> Result<(), ApiError> {
+        let before = self.spent.fetch_add(entries, Ordering::Relaxed);
+        let total = before.saturating_add(entries);
+        if total > max {
+            return Err(ApiError::BadRequest(format!(
+                "Invalid expand: the expanded relations would hold {total} entries or more; at most {max} are \
+                 allowed. Ask for fewer records (per-page) or fewer relations."
+            )));
+        }
+        Ok(())
     }
 
     /// The expand options asked for, among `declared`, in declaration order (Yii's order).
@@ -386,6 +408,9 @@ const PAGES: HeaderName = HeaderName::from_static("x-pagination-page-count");
 const CURRENT: HeaderName = HeaderName::from_static("x-pagination-current-page");
 const PER_PAGE: HeaderName = HeaderName::from_static("x-pagination-per-page");
 
+/// The largest `Link` header sent (docs/operations.md, "Limits").
+const MAX_LINK_HEADER_BYTES: usize = 8 * 1024;
+
 impl IntoResponse for CollectionPage {
     fn into_response(self) -> Response {
         let mut headers = HeaderMap::new();
@@ -397,7 +422,12 @@ impl IntoResponse for CollectionPage {
         ] {
             headers.insert(name, HeaderValue::from(value));
         }
-        if let Ok(link) = HeaderValue::from_str(&link_header(&self.links)) {
+        // A long filter repeats itself in every link; past the header limit the `Link` header
+        // is left out (proxies refuse large heads) and the body's `_links` stay the reference.
+        let link = link_header(&self.links);
+        if link.len() <= MAX_LINK_HEADER_BYTES
+            && let Ok(link) = HeaderValue::from_str(&link)
+        {
             headers.insert(LINK, link);
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

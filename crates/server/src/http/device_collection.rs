@@ -99,6 +99,18 @@ pub fn render_devices<'a>(
     rows: &'a [DeviceRow],
     selection: &'a Selection,
 ) -> Pin<Box<dyn Future<Output = Result<Vec<Value>, ApiError>> + Send + 'a>> {
+    render_weighted(state, rows, vec![1; rows.len()], selection)
+}
+
+/// [`render_devices`], where `copies[i]` says how many times the answer holds `rows[i]`: a
+/// parent is rendered once and copied into each of its children, so its relations count once
+/// per child against the expand budget.
+fn render_weighted<'a>(
+    state: &'a AppState,
+    rows: &'a [DeviceRow],
+    copies: Vec<usize>,
+    selection: &'a Selection,
+) -> Pin<Box<dyn Future<Output = Result<Vec<Value>, ApiError>> + Send + 'a>> {
     // Boxed: `parent` renders devices again (`expand=parent.parent.group`).
     Box::pin(async move {
         // No rows, no relations: an empty page (or a parent chain that ends) costs no query.
@@ -107,9 +119,10 @@ pub fn render_devices<'a>(
         }
         let wanted = selection.expanded(&EXPANDS);
         let ids: Vec<&str> = rows.iter().map(|r| r.id_physical_device.as_str()).collect();
+        spend_budget(state, rows, &copies, &wanted, selection).await?;
         let mut relations: HashMap<&str, HashMap<String, Value>> = HashMap::new();
         for name in &wanted {
-            let values = relation(state, name, rows, &ids, &selection.nested(name)).await?;
+            let values = relation(state, name, rows, &copies, &ids, &selection.nested(name)).await?;
             relations.insert(name, values);
         }
         Ok(rows
@@ -136,6 +149,42 @@ pub fn render_devices<'a>(
     })
 }
 
+/// Counts the list relations this level would put into the answer (`group.latestData`'s
+/// series, `modbusTemplateHistory`'s templates, each as often as the answer holds its device)
+/// against the expand budget, before any of them is loaded.
+async fn spend_budget(
+    state: &AppState,
+    rows: &[DeviceRow],
+    copies: &[usize],
+    wanted: &[&str],
+    selection: &Selection,
+) -> Result<(), ApiError> {
+    let max = state.settings.limits.expand_max_entries;
+    let weighted = |counts: Vec<(String, i64)>, key: &dyn Fn(&DeviceRow) -> &str| -> usize {
+        let counts: HashMap<String, usize> = counts
+            .into_iter()
+            .map(|(id, n)| (id, usize::try_from(n).unwrap_or(usize::MAX)))
+            .collect();
+        rows.iter()
+            .zip(copies)
+            .map(|(row, copies)| counts.get(key(row)).map_or(0, |n| n.saturating_mul(*copies)))
+            .fold(0, usize::saturating_add)
+    };
+    if wanted.contains(&"group") && selection.nested("group").expands("latestData") {
+        let mut groups: Vec<&str> = rows.iter().map(|r| r.id_group.as_str()).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let counts = store::latest_data_counts(&state.db, &groups).await?;
+        selection.spend(weighted(counts, &|r| r.id_group.as_str()), max)?;
+    }
+    if wanted.contains(&"modbusTemplateHistory") {
+        let ids: Vec<&str> = rows.iter().map(|r| r.id_physical_device.as_str()).collect();
+        let counts = store::template_history_counts(&state.db, &ids).await?;
+        selection.spend(weighted(counts, &|r| r.id_physical_device.as_str()), max)?;
+    }
+    Ok(())
+}
+
 /// A stored JSON document, or null when there is none or it does not parse.
 fn document(text: Option<&str>) -> Value {
     text.and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null)
@@ -160,6 +209,7 @@ async fn relation(
     state: &AppState,
     name: &str,
     rows: &[DeviceRow],
+    copies: &[usize],
     ids: &[&str],
     nested: &Selection,
 ) -> Result<HashMap<String, Value>, ApiError> {
@@ -189,9 +239,19 @@ async fn relation(
             }
         }
         "parent" => {
-            let parent_ids: Vec<&str> = rows.iter().filter_map(|r| r.id_parent.as_deref()).collect();
+            let mut parent_copies: HashMap<&str, usize> = HashMap::new();
+            for (row, copies) in rows.iter().zip(copies) {
+                if let Some(parent) = row.id_parent.as_deref() {
+                    *parent_copies.entry(parent).or_default() += copies;
+                }
+            }
+            let parent_ids: Vec<&str> = parent_copies.keys().copied().collect();
             let parents = store::devices(db, &parent_ids).await?;
-            let rendered = render_devices(state, &parents, nested).await?;
+            let weights = parents
+                .iter()
+                .map(|p| parent_copies.get(p.id_physical_device.as_str()).copied().unwrap_or(1))
+                .collect();
+            let rendered = render_weighted(state, &parents, weights, nested).await?;
             let by_id: HashMap<&str, Value> = parents
                 .iter()
                 .map(|p| p.id_physical_device.as_str())

@@ -39,6 +39,16 @@ async fn guarded(state: &AppState, request: Request, next: Next) -> Result<Respo
         .query()
         .filter(|_| request.uri().path().starts_with("/api/"))
     {
+        if Params::has_too_many_pairs(query.as_bytes()) {
+            return Err(ApiError::invalid(
+                "filter",
+                format!(
+                    "The query string has more than {} parameters.",
+                    devicecloud_query::MAX_INPUT_VARS
+                ),
+            )
+            .into_response());
+        }
         check_expand(query, limits.expand_max_depth).map_err(IntoResponse::into_response)?;
     }
     // The store cancels its own statements at the query timeout (`Db::for_requests`) and the
@@ -66,7 +76,9 @@ async fn guarded(state: &AppState, request: Request, next: Next) -> Result<Respo
 /// A deeper `expand` path than `max` segments is refused before any store work: each segment
 /// is one more relation rendered (and, for `parent`, one more level of recursion).
 fn check_expand(query: &str, max: usize) -> Result<(), ApiError> {
-    if !query.contains("expand") {
+    // Any byte of the name may be percent-encoded (`%65xpand`): only a query without both is
+    // passed without parsing.
+    if !query.contains("expand") && !query.contains('%') {
         return Ok(());
     }
     let params = Params::parse_query(query.as_bytes());
@@ -161,5 +173,7 @@ mod tests {
         assert!(check_expand(&format!("expand={}", vec!["parent"; 200].join(".")), 4).is_err());
         assert!(check_expand("expand[]=parent.parent.parent.parent.parent", 4).is_ok());
         assert!(check_expand("fields=a.b.c.d.e.f", 4).is_ok());
+        assert!(check_expand("%65xpand=parent.parent.parent.parent.group", 4).is_err());
+        assert!(check_expand("e%78pand=parent.parent.parent.parent.group", 4).is_err());
     }
 }

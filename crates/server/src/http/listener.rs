@@ -2,7 +2,8 @@
 //! under the connection limits of docs/operations.md, "Limits".
 //!
 //! - At most `http_max_connections` at once: one more is closed as soon as it is accepted,
-//!   while the others go on (a permit is taken per connection, as mini-redis does).
+//!   while the others go on (a permit is taken per connection, as mini-redis does); likewise
+//!   past `connections_per_address` connections of one client address (`AddressSlots`).
 //! - Request headers must arrive within `http_header_timeout` (`head_deadline`); a keep-alive
 //!   connection idle for [`IDLE_KEEP_ALIVE`] is closed (hyper's header timer, which runs
 //!   whenever the connection waits for a request).
@@ -27,7 +28,8 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::head_deadline::{EndsRequest, HeadDeadline, InRequest};
-use crate::state::Limits;
+use crate::address_slots::AddressSlots;
+use crate::state::{FrontEnd, Limits};
 
 /// How long the accept loop pauses after a failed accept (out of file descriptors and the
 /// like): long enough not to spin, short enough that service resumes as soon as a descriptor
@@ -43,8 +45,15 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then waits for the requests in
 /// flight.
-pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown: CancellationToken) {
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: &Limits,
+    front_end: &FrontEnd,
+    shutdown: CancellationToken,
+) {
     let slots = Arc::new(Semaphore::new(limits.http_max_connections));
+    let addresses = AddressSlots::new(limits.connections_per_address, front_end.clone());
     let graceful = GracefulShutdown::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -73,6 +82,11 @@ pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown
             drop(stream);
             continue;
         };
+        let Some(address) = addresses.take(peer.ip()) else {
+            metrics::counter!("devicecloud_http_connections_refused_total").increment(1);
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         metrics::gauge!("devicecloud_http_connections").increment(1.0);
         let connection = Connection {
@@ -85,7 +99,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: &Limits, shutdown
         tokio::spawn(async move {
             connection.serve(stream, peer).await;
             metrics::gauge!("devicecloud_http_connections").decrement(1.0);
-            drop(permit);
+            drop((permit, address));
         });
     }
     drop(listener);

@@ -102,6 +102,20 @@ async fn render(state: &AppState, row: &SessionRow, selection: &Selection) -> Re
     } else {
         Vec::new()
     };
+    // Every list relation of a session is at most one entry per series.
+    let lists = wanted
+        .iter()
+        .filter(|n| {
+            matches!(
+                **n,
+                "datatypes" | "datatypesFilter" | "physicalDevicesFilter" | "physicalDevices" | "dataIds"
+            )
+        })
+        .count();
+    selection.spend(
+        series.len().saturating_mul(lists),
+        state.settings.limits.expand_max_entries,
+    )?;
     let mut expanded = Vec::with_capacity(wanted.len());
     for name in wanted {
         let value = relation(state, row, name, &series, &selection.nested(name)).await?;

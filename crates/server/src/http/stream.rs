@@ -101,6 +101,7 @@ fn kinds_of(query: &[u8]) -> Result<Vec<Kind>, ApiError> {
         (status = 401, description = "Invalid credentials"),
         (status = 404, description = "A group that does not exist or that the caller cannot see"),
         (status = 422, description = "Invalid filter or types"),
+        (status = 429, description = "The account already holds its most open streams (streams_per_account)"),
     ),
     security(("bearer" = [])))]
 pub async fn stream(
@@ -123,6 +124,14 @@ pub async fn stream(
         }
     };
     access::groups(&state, &caller, &groups, Role::Viewer).await?;
+    let slot = state
+        .stream
+        .accounts
+        .reserve(&caller.id_user, state.settings.limits.streams_per_account)
+        .map_err(|full| ApiError::TooManyRequests {
+            message: full.to_string(),
+            retry_after_s: 5,
+        })?;
     let request = Request {
         credential: Credential::Token(hash),
         groups,
@@ -130,7 +139,7 @@ pub async fn stream(
         kinds,
         resume,
     };
-    let mut response = Client::new(state, request, rights_seen).into_response(event);
+    let mut response = Client::new(state, request, rights_seen, slot).into_response(event);
     response
         .headers_mut()
         .insert(X_ACCEL_BUFFERING, HeaderValue::from_static("no"));

@@ -11,11 +11,11 @@ use rmqtt_codec::types::QoS;
 use rmqtt_codec::version::{ProtocolVersion, VersionCodec};
 use rmqtt_codec::{MqttCodec, MqttPacket, v3, v5};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
 use super::acks::Acks;
+use super::admission::Entry;
 use super::packets::{self, Connack, Inbound, Version};
 use super::registry::Kick;
 use crate::commands::{Outbound, Pending};
@@ -27,7 +27,7 @@ use devicecloud_protocol::{GatewayTopic, command_topic, subscription_allowed};
 
 /// How long a client may take to send CONNECT after opening the connection (and, on the TLS
 /// listener, to complete the handshake before that).
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a closing connection waits to acknowledge the measurements it queued (they commit
 /// whether or not the PUBACK goes out): a peer that stopped reading cannot hold a shutdown.
@@ -41,16 +41,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for S {}
 
 type Transport<S> = Framed<S, MqttCodec>;
 
-/// Runs a connection to its end. Without a `slot` (the listeners are full) the CONNECT is
-/// answered "server unavailable" and the connection closed; the slot is held until the end.
-pub(super) async fn run<S: Stream>(
-    stream: S,
-    slot: Option<OwnedSemaphorePermit>,
-    state: AppState,
-    shutdown: CancellationToken,
-) {
+/// Runs a connection to its end. `entry` holds the connection's places until its CONNECT is
+/// answered; an accepted CONNECT then takes a gateway slot, held until the end, and without one
+/// (every slot taken) is answered "server unavailable" and the connection closed.
+pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState, shutdown: CancellationToken) {
     let mut framed = Framed::new(stream, MqttCodec::Version(VersionCodec));
-    let version = match tokio::time::timeout(CONNECT_TIMEOUT, framed.next()).await {
+    // One deadline for the whole CONNECT, however its bytes are spread.
+    let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+    let version = match tokio::time::timeout_at(deadline, framed.next()).await {
         Ok(Some(Ok((MqttPacket::Version(ProtocolVersion::MQTT3), _)))) => Version::V3,
         Ok(Some(Ok((MqttPacket::Version(ProtocolVersion::MQTT5), _)))) => Version::V5,
         _ => return,
@@ -60,16 +58,7 @@ pub(super) async fn run<S: Stream>(
         Version::V3 => MqttCodec::V3(v3::Codec::new(max)),
         Version::V5 => MqttCodec::V5(v5::Codec::new(max, max)),
     };
-    let Ok(Some(Ok((packet, _)))) = tokio::time::timeout(CONNECT_TIMEOUT, framed.next()).await else {
-        return;
-    };
-    let Some(_slot) = slot else {
-        metrics::counter!("devicecloud_mqtt_connect_refused_total", "reason" => "connection limit").increment(1);
-        if matches!(Inbound::from(packet), Inbound::Connect { .. }) {
-            let _ = framed
-                .send(packets::connack(version, Connack::ServiceUnavailable))
-                .await;
-        }
+    let Ok(Some(Ok((packet, _)))) = tokio::time::timeout_at(deadline, framed.next()).await else {
         return;
     };
     let Inbound::Connect {
@@ -88,6 +77,23 @@ pub(super) async fn run<S: Stream>(
         let (serial, token) = (username.unwrap_or_default(), password.unwrap_or_default());
         Box::pin(authenticate(&state, &serial, &token)).await
     };
+    // A gateway slot is taken only by a connection whose CONNECT is accepted.
+    let slot = match authenticated {
+        Ok(_) => state.mqtt_admission.gateway_slot(),
+        Err(_) => None,
+    };
+    entry.answered();
+    let authenticated = match (authenticated, &slot) {
+        (Ok(_), None) => {
+            metrics::counter!("devicecloud_mqtt_connect_refused_total", "reason" => "connection limit").increment(1);
+            let _ = framed
+                .send(packets::connack(version, Connack::ServiceUnavailable))
+                .await;
+            return;
+        }
+        (authenticated, _) => authenticated,
+    };
+    let _slot = slot;
     let mut gateway = match authenticated {
         Ok(gateway) => gateway,
         Err(e) => {

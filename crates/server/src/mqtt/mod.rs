@@ -3,6 +3,7 @@
 //! ones until shutdown; each connection is one task, and both speak the same protocol.
 
 mod acks;
+pub mod admission;
 mod connection;
 pub mod packets;
 pub mod registry;
@@ -14,19 +15,19 @@ use std::sync::Arc;
 use futures::FutureExt;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::state::AppState;
+use admission::{Admission, Entry};
 use tls::TlsAcceptor;
 
 /// Accepts gateway connections on `listener` until `shutdown` is cancelled; connections end
 /// with it, and `tracker` lets the caller wait for them.
 pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTracker, shutdown: CancellationToken) {
-    let slots = state.mqtt_slots.clone();
-    let serve = |stream, slot| connection::run(stream, slot, state.clone(), shutdown.clone());
-    accept_loop(listener, &slots, &tracker, &shutdown, serve).await;
+    let admission = Arc::clone(&state.mqtt_admission);
+    let serve = |stream, entry| connection::run(stream, entry, state.clone(), shutdown.clone());
+    accept_loop(listener, &admission, &tracker, &shutdown, serve).await;
 }
 
 /// As `serve_mqtt`, each connection first completing a TLS handshake with `acceptor` (see
@@ -38,29 +39,29 @@ pub async fn serve_mqtts(
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    let slots = state.mqtt_slots.clone();
-    let serve = |stream, slot| {
+    let admission = Arc::clone(&state.mqtt_admission);
+    let serve = |stream, entry| {
         let (acceptor, state, shutdown) = (acceptor.clone(), state.clone(), shutdown.clone());
         async move {
             if let Some(stream) = tls::handshake(&acceptor, stream, &shutdown).await {
-                connection::run(stream, slot, state, shutdown).await;
+                connection::run(stream, entry, state, shutdown).await;
             }
         }
     };
-    accept_loop(listener, &slots, &tracker, &shutdown, serve).await;
+    accept_loop(listener, &admission, &tracker, &shutdown, serve).await;
 }
 
-/// Accepts until `shutdown`, running `serve` on each connection as a task of `tracker`, with
-/// one of `slots` when one is free (docs/operations.md, "Limits": a connection without one is
-/// answered CONNACK 3 and closed, which a gateway reads as "try again later").
+/// Accepts until `shutdown`, running `serve` on each connection that `admission` lets in as a
+/// task of `tracker`; one it does not let in (its address, or the unauthenticated connections,
+/// at their limit) is closed at once (docs/operations.md, "Limits").
 async fn accept_loop<F, Fut>(
     listener: TcpListener,
-    slots: &Arc<Semaphore>,
+    admission: &Admission,
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
     mut serve: F,
 ) where
-    F: FnMut(TcpStream, Option<OwnedSemaphorePermit>) -> Fut,
+    F: FnMut(TcpStream, Entry) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     loop {
@@ -70,8 +71,13 @@ async fn accept_loop<F, Fut>(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(entry) = admission.enter(peer.ip()) else {
+                    metrics::counter!("devicecloud_mqtt_connect_refused_total", "reason" => "admission").increment(1);
+                    drop(stream);
+                    continue;
+                };
                 let _ = stream.set_nodelay(true);
-                let connection = serve(stream, slots.clone().try_acquire_owned().ok());
+                let connection = serve(stream, entry);
                 // `map` rather than an async block around it: an async block would hold the
                 // connection's future twice (captured, and in its await), doubling every idle
                 // connection's task.

@@ -14,14 +14,13 @@ use super::validate::Fields;
 use super::{Input, Result, ServiceError};
 use crate::auth::Caller;
 use crate::auth::login_limit::SignInKey;
-use crate::auth::secrets::hash_password;
 use crate::peers::{self, Change};
 use crate::state::AppState;
 
-/// Fewest characters in a password.
-const PASSWORD_MIN: usize = 8;
+/// Fewest characters in a password (the API, the dashboard and `devicecloud admin create-user`).
+pub const PASSWORD_MIN: usize = 8;
 /// Most characters in a password (argon2 takes any length; this bounds the work per request).
-const PASSWORD_MAX: usize = 1024;
+pub const PASSWORD_MAX: usize = 1024;
 
 /// Creates an account from `{username, password, is_admin?}`: administrators only; the password
 /// has at least 8 characters and is stored as an argon2id hash.
@@ -133,10 +132,9 @@ fn password_field(f: &mut Fields<'_>, field: &str, required: bool) -> Option<Str
     Some(password.to_string())
 }
 
-/// The argon2id hash of a password, made off the async threads (tens of milliseconds of CPU).
+/// The argon2id hash of a password, made in the password lane (tens of milliseconds of CPU).
 async fn hash_off_thread(password: String) -> Result<String> {
-    tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?
+    crate::auth::hashing::hash(password)
+        .await?
         .map_err(ServiceError::Internal)
 }

@@ -47,6 +47,10 @@ pub enum ServiceError {
     /// checked; try again after `retry_after_s` seconds.
     #[error("Too many failed sign-in attempts; try again in {retry_after_s} seconds.")]
     TooManySignIns { retry_after_s: u64 },
+    /// A shared resource (the password lane) stayed taken for longer than a caller may wait:
+    /// 503 with `Retry-After`.
+    #[error("{0}")]
+    Busy(String),
     /// A command that did not get an answer from its gateway.
     #[error("{method:?}: {error}")]
     Command { method: CommandMethod, error: CommandError },
@@ -56,6 +60,12 @@ pub enum ServiceError {
     /// Something that should not happen (a worker thread that died).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<crate::auth::hashing::LaneBusy> for ServiceError {
+    fn from(busy: crate::auth::hashing::LaneBusy) -> ServiceError {
+        ServiceError::Busy(busy.to_string())
+    }
 }
 
 impl ServiceError {

@@ -2,11 +2,14 @@
 //! them. Each change forgets the remembered pages.
 
 use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
-use devicecloud_store::unix_now;
+use devicecloud_store::webhooks::{self, Deactivation};
+use devicecloud_store::{devices, unix_now};
 
 use super::validate::Fields;
 use super::{Input, Result, ServiceError, access};
 use crate::auth::{Caller, Role};
+use crate::event_catalogue::REASON_GROUP_DELETED;
+use crate::event_types;
 use crate::peers::{self, Change};
 use crate::state::AppState;
 
@@ -88,10 +91,32 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
     Ok(row)
 }
 
-/// Deletes a group (it keeps its records, marked with `deleted_at`): a manager of it.
+/// Deletes a group (it keeps its records, marked with `deleted_at`): a manager of it. Nothing
+/// of the group goes on afterwards (docs/api.md, "Groups"): its webhooks are set inactive
+/// (event 214, `group_deleted`), and its gateways' connections are closed wherever they are
+/// (their reconnection is refused with CONNACK 5 from the moment of the deletion).
 pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::group(state, caller, id, Role::Manager).await?;
-    groups::soft_delete(&state.db, id, unix_now()).await?;
+    let now = unix_now();
+    groups::soft_delete(&state.db, id, now).await?;
     peers::apply::change(state, Change::Groups);
+    let how = Deactivation {
+        reason: REASON_GROUP_DELETED,
+        event_type: event_types::WEBHOOK_DISABLED,
+        now,
+    };
+    let mut stopped = false;
+    for hook in webhooks::active_of_group(&state.db, id).await? {
+        if let Some(done) = webhooks::deactivate(&state.db, &hook.id_webhook, &how).await? {
+            state.stream.event_rows(vec![done.event]);
+            stopped = true;
+        }
+    }
+    if stopped {
+        peers::apply::change(state, Change::Webhooks);
+    }
+    for device in devices::connected_gateways(&state.db, id).await? {
+        peers::apply::change(state, Change::Revoked { device });
+    }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! streamed window by window so that memory stays flat whatever the session's size.
 
 use devicecloud_store::Db;
-use devicecloud_store::session_collection as store;
+use devicecloud_store::session_collection::{self as store, CsvPoint};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -13,6 +13,10 @@ use crate::state::AppState;
 /// CSV rows per window the download aims at: large enough to amortise a query, small enough
 /// to keep memory flat.
 const CSV_TARGET_ROWS: usize = 20_000;
+
+/// Most points read at once: a window that holds more (many points in one second) is read in
+/// pages of this many.
+const CSV_PAGE_ROWS: u64 = 20_000;
 
 /// A session's CSV: its id (for the file name) and its lines, header first, as they are read.
 pub struct SessionCsv {
@@ -43,8 +47,10 @@ pub async fn csv(state: &AppState, caller: &Caller, id: &str) -> Result<SessionC
 }
 
 /// Sends the session's points window by window, adapting the window's width so that each
-/// holds about [`CSV_TARGET_ROWS`]; stops when the client goes away. A store error ends the
-/// body with an error, so the client sees a broken transfer rather than a short file.
+/// holds about [`CSV_TARGET_ROWS`], and a window by pages of at most [`CSV_PAGE_ROWS`] (keyset on
+/// time and series), so that memory stays flat also when one second holds millions of points;
+/// stops when the client goes away. A store error ends the body with an error, so the client
+/// sees a broken transfer rather than a short file.
 async fn stream_points(
     db: &Db,
     session_key: i64,
@@ -56,34 +62,49 @@ async fn stream_points(
     let mut width: i64 = 60;
     while from <= last {
         let to = from.saturating_add(width);
-        let points = match store::points_between(db, session_key, from, to).await {
-            Ok(points) => points,
-            Err(e) => {
-                tracing::warn!(error = %e, "CSV download failed");
-                let _ = tx.send(Err(std::io::Error::other("store error"))).await;
+        let mut after = None;
+        let mut rows = 0;
+        loop {
+            let points = match store::points_between(db, session_key, (from, to), after, CSV_PAGE_ROWS).await {
+                Ok(points) => points,
+                Err(e) => {
+                    tracing::warn!(error = %e, "CSV download failed");
+                    let _ = tx.send(Err(std::io::Error::other("store error"))).await;
+                    return;
+                }
+            };
+            rows += points.len();
+            let full = points.len() as u64 == CSV_PAGE_ROWS;
+            after = points.last().map(CsvPoint::cursor);
+            if !points.is_empty() && tx.send(Ok(csv_lines(&points))).await.is_err() {
                 return;
             }
-        };
-        let mut chunk = String::with_capacity(points.len() * 80);
-        for p in &points {
-            use std::fmt::Write;
-            let _ = writeln!(
-                chunk,
-                "{},{},{},{},{},{}",
-                p.seconds,
-                p.microseconds,
-                p.source_device,
-                csv_text(&p.serial_hardware),
-                p.datatype,
-                p.value
-            );
-        }
-        if !chunk.is_empty() && tx.send(Ok(chunk)).await.is_err() {
-            return;
+            if !full {
+                break;
+            }
         }
         from = to;
-        width = next_width(width, points.len());
+        width = next_width(width, rows);
     }
+}
+
+/// The CSV lines of a page of points.
+fn csv_lines(points: &[CsvPoint]) -> String {
+    use std::fmt::Write;
+    let mut chunk = String::with_capacity(points.len() * 80);
+    for p in points {
+        let _ = writeln!(
+            chunk,
+            "{},{},{},{},{},{}",
+            p.seconds,
+            p.microseconds,
+            p.source_device,
+            csv_text(&p.serial_hardware),
+            p.datatype,
+            p.value
+        );
+    }
+    chunk
 }
 
 /// The next window width from how full this one was.

@@ -9,8 +9,9 @@ use std::time::Instant;
 use devicecloud_store::accounts::{self, AccountRow};
 
 use super::{Result, ServiceError};
+use crate::auth::hashing;
 use crate::auth::login_limit::SignInKey;
-use crate::auth::secrets::{hash_password, random_token, verify_password};
+use crate::auth::secrets::{hash_password, random_token};
 use crate::peers::{self, Change};
 use crate::state::AppState;
 
@@ -25,7 +26,11 @@ pub async fn sign_in(state: &AppState, username: &str, password: &str, client: I
     } else {
         accounts::by_username(&state.db, username).await?
     };
-    checked(state, account, password, &SignInKey::new(username, client)).await
+    // A known account is counted under its stored name: every spelling the store matches to it
+    // (case, `İ` and `i̇`, …) shares one budget of failures.
+    let counted = account.as_ref().map_or(username, |a| a.username.as_str());
+    let key = SignInKey::new(counted, client);
+    checked(state, account, password, &key).await
 }
 
 /// Checks `password` against `account` (`None`: an unknown username) under the failure limit
@@ -45,12 +50,18 @@ pub async fn checked(
     // usernames exist.
     let hash = account.as_ref().map_or_else(dummy_hash, |a| a.password_hash.clone());
     let password = password.to_string();
-    let matches = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let matches = match hashing::verify(password, hash).await {
+        Ok(matches) => matches,
+        Err(busy) => {
+            // Not checked: the attempt counts neither way.
+            state.login_limiter.undo(key);
+            return Err(busy.into());
+        }
+    };
     // A disabled account is refused like a wrong password: nothing tells a guesser which.
     match account.filter(|a| matches && a.disabled == 0) {
         Some(account) => {
+            state.login_limiter.take_back(key);
             peers::apply::change(state, Change::SignedIn { key: key.clone() });
             Ok(account)
         }

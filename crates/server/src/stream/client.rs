@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::ring::{Kind, Record};
+use super::slots::StreamSlot;
 use super::{Listener, Resume};
 use crate::auth::{Caller, Role};
 use crate::service::access;
@@ -121,6 +122,8 @@ pub struct Client {
     /// When the groups' rows were last read.
     groups_read: Instant,
     done: bool,
+    /// The account's slot, given back when the client ends.
+    _slot: StreamSlot,
 }
 
 fn every(period: Duration) -> Interval {
@@ -131,7 +134,7 @@ fn every(period: Duration) -> Interval {
 
 impl Client {
     /// Registers a client whose rights were just checked.
-    pub fn new(state: AppState, request: Request, rights_seen: u64) -> Client {
+    pub fn new(state: AppState, request: Request, rights_seen: u64, slot: StreamSlot) -> Client {
         let (listener, head) = state.stream.subscribe();
         let (cursor, overflowed) = match request.resume {
             None => (head, false),
@@ -152,6 +155,7 @@ impl Client {
             rights_seen,
             groups_read: Instant::now(),
             done: false,
+            _slot: slot,
             state,
         }
     }

@@ -25,6 +25,7 @@ mod cluster;
 pub(crate) use cluster::CHANNELS;
 mod feed;
 pub mod ring;
+pub mod slots;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -99,6 +100,8 @@ pub struct LiveFeed {
     forward_until_ms: AtomicU64,
     /// Wakes the task that tells the other nodes this one records (its first listener).
     announce: Notify,
+    /// The streams each account holds open here.
+    pub accounts: Arc<slots::AccountStreams>,
 }
 
 impl LiveFeed {
@@ -127,6 +130,7 @@ impl LiveFeed {
             lost: AtomicBool::new(false),
             forward_until_ms: AtomicU64::new(0),
             announce: Notify::new(),
+            accounts: Arc::default(),
         });
         let forward = cluster::start(&feed, &db, heard, tracker, &shutdown);
         tracker.spawn(feed::run(Arc::clone(&feed), db, items, forward, shutdown));

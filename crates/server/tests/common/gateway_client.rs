@@ -14,6 +14,7 @@ pub struct TestGateway {
     pub id: String,
     pub serial: String,
     pub group: String,
+    pub token: String,
     client: AsyncClient,
     events: EventLoop,
 }
@@ -27,6 +28,7 @@ impl TestGateway {
         let body = reply.json();
         let id = body["id_physical_device"].as_str().unwrap().to_string();
         let token = body["device_token"].as_str().unwrap().to_string();
+        let token_kept = token.clone();
         let mut options = MqttOptions::new(serial, app.mqtt_addr.ip().to_string(), app.mqtt_addr.port());
         options.set_credentials(serial, &token);
         options.set_keep_alive(Duration::from_secs(30));
@@ -40,6 +42,7 @@ impl TestGateway {
             id,
             serial: serial.to_string(),
             group: group.to_string(),
+            token: token_kept,
             client,
             events,
         }
@@ -59,6 +62,17 @@ impl TestGateway {
                 Ok(Event::Incoming(Packet::PubAck(_))) => return,
                 Ok(_) => {}
                 Err(e) => panic!("connection failed before PUBACK: {e}"),
+            }
+        }
+    }
+
+    /// Waits until the service closes the connection (panics after 10 s).
+    pub async fn until_closed(&mut self) {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), self.events.poll()).await {
+                Err(_) => panic!("the connection was not closed within 10 s"),
+                Ok(Err(_)) => return,
+                Ok(Ok(_)) => {}
             }
         }
     }

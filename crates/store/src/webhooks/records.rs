@@ -164,6 +164,12 @@ pub async fn active(db: &Db) -> Result<Vec<WebhookRow>> {
     db.rows::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![]).await
 }
 
+/// The active webhooks of one group.
+pub async fn active_of_group(db: &Db, id_group: &str) -> Result<Vec<WebhookRow>> {
+    let sql = format!("{SELECT} WHERE id_group = $1 AND is_active = 1 ORDER BY created_at, id_webhook");
+    db.rows::<WebhookRow>(sqlx::AssertSqlSafe(sql), values![id_group]).await
+}
+
 /// The webhooks of the groups a caller may see, oldest first.
 static WEBHOOKS: Table<WebhookRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("created_at"), &[COLUMNS[0]]);
 

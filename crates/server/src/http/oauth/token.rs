@@ -137,6 +137,12 @@ async fn password_grant(
                 description: e.to_string(),
                 retry_after_s: Some(retry_after_s),
             },
+            ServiceError::Busy(_) => ApiError::OAuth {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                error: "temporarily_unavailable",
+                description: e.to_string(),
+                retry_after_s: Some(5),
+            },
             other => other.into(),
         })?;
     let (access, refresh) = (random_token(), random_token());
