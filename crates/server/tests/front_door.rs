@@ -440,3 +440,111 @@ async fn a_request_head_that_grows_past_64_kib_is_refused() {
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
     healthy(&app).await;
 }
+
+/// A TCP connection to `port` on 127.0.0.1 from the loopback address `from`.
+async fn connect_from(from: &str, port: u16) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket
+        .connect(format!("127.0.0.1:{port}").parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Whether the service closes `stream` within `within` without sending anything.
+async fn closed_unanswered(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(within, stream.read(&mut buf)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test]
+async fn one_address_holds_at_most_its_http_connections() {
+    let app = TestApp::spawn_with(settings(|l| l.connections_per_address = 3)).await;
+    let port: u16 = app.base.rsplit(':').next().unwrap().parse().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(connect_from("127.0.0.1", port).await);
+    }
+    let mut extra = connect_from("127.0.0.1", port).await;
+    assert!(closed_unanswered(&mut extra, Duration::from_secs(2)).await);
+    // Another address is served meanwhile, and the held ones still are.
+    let mut other = connect_from("127.0.0.2", port).await;
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until_closed(&mut other, Duration::from_secs(2)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let first = &mut held[0];
+    first
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until_closed(first, Duration::from_secs(2)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    healthy(&app).await;
+}
+
+#[tokio::test]
+async fn silent_mqtt_connections_take_no_gateway_slot_and_leave_after_5_s() {
+    let app = TestApp::spawn_with(settings(|l| {
+        l.mqtt_max_connections = 1;
+        l.mqtt_unauthenticated_max = 2;
+    }))
+    .await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "quiet").await;
+    let token = provision(&app, &admin, &group, "GW-QUIET").await;
+    let port = app.mqtt_addr.port();
+    let mut silent = vec![
+        connect_from("127.0.0.1", port).await,
+        connect_from("127.0.0.2", port).await,
+    ];
+    // The unauthenticated places are taken: one more connection is closed at once.
+    let mut third = connect_from("127.0.0.3", port).await;
+    assert!(closed_unanswered(&mut third, Duration::from_secs(2)).await);
+    // The silent connections are closed 5 s after they opened, unanswered.
+    let started = Instant::now();
+    for stream in &mut silent {
+        assert!(closed_unanswered(stream, Duration::from_secs(7)).await);
+    }
+    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
+    // The one gateway slot was never theirs.
+    let held = connect_from("127.0.0.1", port).await;
+    let gateway = connack(&app, "GW-QUIET", &token)
+        .await
+        .expect("the gateway is accepted");
+    drop((held, gateway));
+}
+
+#[tokio::test]
+async fn one_address_holds_at_most_its_mqtt_connections() {
+    let app = TestApp::spawn_with(settings(|l| l.connections_per_address = 2)).await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "crowd").await;
+    let token = provision(&app, &admin, &group, "GW-CROWD").await;
+    let port = app.mqtt_addr.port();
+    let mut held = vec![
+        connect_from("127.0.0.1", port).await,
+        connect_from("127.0.0.1", port).await,
+    ];
+    // A gateway from the same address is closed before its CONNECT is read.
+    let mut options = MqttOptions::new("GW-CROWD", app.mqtt_addr.ip().to_string(), port);
+    options.set_credentials("GW-CROWD", &token);
+    let (_client, mut events) = AsyncClient::new(options, 8);
+    let outcome = tokio::time::timeout(Duration::from_secs(5), events.poll()).await;
+    assert!(
+        matches!(outcome, Ok(Err(ref e)) if !matches!(e, ConnectionError::ConnectionRefused(_))),
+        "{outcome:?}"
+    );
+    // Once one leaves, the gateway gets in.
+    held.pop();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    connack(&app, "GW-CROWD", &token).await.expect("accepted");
+    drop(held);
+}

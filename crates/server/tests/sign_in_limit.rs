@@ -130,3 +130,31 @@ async fn the_dashboard_and_the_password_grant_count_together() {
     // The dashboard's own client address follows the same proxy rule.
     grant(&app, "ann@example.com", PASSWORD, "192.0.2.1").await.expect(200);
 }
+
+/// One address spraying a password over many usernames meets a limit of its own
+/// (`signin_address_failures_max`), whatever the usernames; other addresses go on, and signing
+/// in to one's own account does not reset the address.
+#[tokio::test]
+async fn an_address_spraying_usernames_is_limited() {
+    let app = behind_proxy(10, Duration::from_secs(300)).await;
+    for i in 0..29 {
+        grant(&app, &format!("user{i}@example.com"), "Summer2026!", "203.0.113.9")
+            .await
+            .expect(401);
+    }
+    // Its own account signs in: counted back, not a reset.
+    grant(&app, "bob@example.com", PASSWORD, "203.0.113.9")
+        .await
+        .expect(200);
+    grant(&app, "user29@example.com", "Summer2026!", "203.0.113.9")
+        .await
+        .expect(401);
+    let reply = grant(&app, "ann@example.com", PASSWORD, "203.0.113.9")
+        .await
+        .expect(429);
+    assert_error(&reply.json(), 429);
+    assert!((1..=300).contains(&retry_after(&reply)));
+    grant(&app, "ann@example.com", PASSWORD, "198.51.100.9")
+        .await
+        .expect(200);
+}
