@@ -90,6 +90,11 @@ impl From<StoreError> for ApiError {
                 tracing::warn!(%detail, "store work past the query timeout");
                 ApiError::Busy("The store did not answer in time; the request was cancelled.".into())
             }
+            StoreError::DiskFull(detail) => {
+                tracing::error!(%detail, "the store's disk is full");
+                metrics::counter!("devicecloud_store_disk_full_total").increment(1);
+                ApiError::Busy("The store's disk is full; nothing was written. Try again later.".into())
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }

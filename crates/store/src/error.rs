@@ -15,6 +15,11 @@ pub enum StoreError {
     /// Answered 503 with `Retry-After` (docs/operations.md, "Limits").
     #[error("the store did not answer in time: {0}")]
     Timeout(String),
+    /// The disk under the store is full (SQLite `SQLITE_FULL`, PostgreSQL 53100 `disk_full`,
+    /// or the operating system's "no space left"): nothing of the write was kept. Answered 503
+    /// with `Retry-After` (docs/operations.md, "Limits").
+    #[error("the store's disk is full: {0}")]
+    DiskFull(String),
     /// Any other database failure: logged by the caller, never shown to clients.
     #[error("database error: {0}")]
     Database(sqlx::Error),
@@ -33,6 +38,9 @@ impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> StoreError {
         match &err {
             sqlx::Error::PoolTimedOut => return StoreError::Timeout(err.to_string()),
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+                return StoreError::DiskFull(io.to_string());
+            }
             sqlx::Error::Database(db) => {
                 let code = db.code();
                 match code.as_deref() {
@@ -41,14 +49,19 @@ impl From<sqlx::Error> for StoreError {
                     Some("22021" | "22P05") => return StoreError::InvalidText(db.message().to_string()),
                     // PostgreSQL 57014 query_canceled: the statement timeout.
                     Some("57014") => return StoreError::Timeout(db.message().to_string()),
+                    // PostgreSQL 53100 disk_full.
+                    Some("53100") => return StoreError::DiskFull(db.message().to_string()),
                     // SQLite reports extended codes; the primary code is the low byte:
                     // 9 SQLITE_INTERRUPT (the request's deadline), 5 SQLITE_BUSY (the write
-                    // lock stayed taken past the busy timeout).
+                    // lock stayed taken past the busy timeout), 13 SQLITE_FULL.
                     Some(text) if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() => {
-                        if let Ok(code) = text.parse::<i32>()
-                            && matches!(code & 0xff, 5 | 9)
-                        {
-                            return StoreError::Timeout(db.message().to_string());
+                        if let Ok(code) = text.parse::<i32>() {
+                            match code & 0xff {
+                                5 | 9 => return StoreError::Timeout(db.message().to_string()),
+                                // 13 SQLITE_FULL: the disk (or the file system's quota) is full.
+                                13 => return StoreError::DiskFull(db.message().to_string()),
+                                _ => {}
+                            }
                         }
                     }
                     _ => {}
