@@ -353,3 +353,47 @@ async fn a_session_csv_pages_through_one_crowded_second() {
     assert_eq!(distinct.len(), 45_000, "each point once");
     assert_eq!(keys[0].2, "A-44");
 }
+
+/// An asset archived while its gateway stays connected receives nothing more: the gateway's
+/// next data for that serial makes a new asset, as after a reconnection.
+#[tokio::test]
+async fn an_archived_asset_receives_nothing_more() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "Plant").await;
+    let mut gw = TestGateway::connect(&app, &admin, &group, "GW-ARC", "PLUS").await;
+    gw.hello("PLUS", json!({})).await;
+    let ts = 1_763_726_400;
+    gw.measurements(&json!([{"device": "MB-1", "ts": ts, "values": {"3": 1}}]))
+        .await;
+    let find = |app: &TestApp, admin: &str| {
+        let path = "/api/v2/physical-device?filter[serial_hardware]=MB-1&filter[archived_at]=NULL".to_string();
+        let request = app.get(&path, admin);
+        async move { send(request).await.json()["items"].clone() }
+    };
+    let old = find(&app, &admin).await[0]["id_physical_device"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let archived = send(app.request(
+        reqwest::Method::DELETE,
+        &format!("/api/v2/physical-device/{old}"),
+        &admin,
+    ))
+    .await;
+    assert_eq!(archived.status, 204, "{}", archived.text);
+    gw.measurements(&json!([{"device": "MB-1", "ts": ts + 1, "values": {"3": 2}}]))
+        .await;
+    let points = |device: String| {
+        let path = format!("/api/v2/data?filter[id_group]={group}&filter[source_device]={device}");
+        let request = app.get(&path, &admin);
+        async move { send(request).await.json()["_meta"]["totalCount"].as_i64().unwrap() }
+    };
+    assert_eq!(points(old.clone()).await, 1, "the archived asset keeps its one point");
+    let new = find(&app, &admin).await[0]["id_physical_device"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(new, old);
+    assert_eq!(points(new).await, 1);
+}

@@ -28,6 +28,8 @@ pub async fn authenticate(state: &AppState, serial: &str, token: &[u8]) -> Resul
     if serial.is_empty() || serial.contains('\0') {
         return Err(AuthError::BadCredentials);
     }
+    // Read before anything of the gateway is: an asset archived from now on is forgotten.
+    let archivings = state.gateways.archived_count();
     let found = devices::gateway_auth(&state.db, serial).await.map_err(|e| {
         tracing::error!(error = %e, "gateway authentication failed");
         AuthError::Unavailable
@@ -51,10 +53,7 @@ pub async fn authenticate(state: &AppState, serial: &str, token: &[u8]) -> Resul
         .as_deref()
         .and_then(|k| k.parse::<ModuleKind>().ok())
         .ok_or(AuthError::NotAuthorized)?;
-    Ok(Gateway::new(
-        found.id_physical_device,
-        found.id_group,
-        serial.to_string(),
-        kind,
-    ))
+    let mut gateway = Gateway::new(found.id_physical_device, found.id_group, serial.to_string(), kind);
+    gateway.archivings_seen = archivings;
+    Ok(gateway)
 }

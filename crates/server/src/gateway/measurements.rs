@@ -20,6 +20,7 @@ impl Gateway {
         state: &AppState,
         serial: Option<&str>,
     ) -> Result<Result<String, Rejection>, StoreError> {
+        self.forget_archived(state);
         let Some(serial) = serial.filter(|s| *s != self.serial) else {
             return Ok(Ok(self.id.clone()));
         };

@@ -25,6 +25,7 @@ use crate::commands::Pending;
 use crate::event_types;
 use crate::ingest::IngestError;
 use crate::metrics::{Closed, Dropped, Failed, Outcome};
+use crate::mqtt::registry::Forget;
 use crate::state::AppState;
 pub use departures::{Departure, Departures};
 
@@ -97,6 +98,8 @@ pub struct Gateway {
     series: HashMap<String, HashMap<i64, i64>>,
     /// A power-off message came: the disconnect that follows is expected.
     pub powered_off: bool,
+    /// The archivings of assets this connection has looked at (`GatewayRegistry::archived_since`).
+    pub(super) archivings_seen: u64,
 }
 
 /// The rejection of a message naming a serial that belongs to a device other than this
@@ -171,6 +174,28 @@ impl Gateway {
             children: HashMap::new(),
             series: HashMap::new(),
             powered_off: false,
+            archivings_seen: 0,
+        }
+    }
+
+    /// Forgets the assets of this gateway archived since it last looked, so that the next
+    /// message naming one of their serials makes a new asset, as after a reconnection
+    /// (docs/gateway-protocol.md, "Messages").
+    pub(super) fn forget_archived(&mut self, state: &AppState) {
+        let (forget, seen) = state.gateways.archived_since(&self.id, self.archivings_seen);
+        self.archivings_seen = seen;
+        match forget {
+            Forget::Nothing => {}
+            Forget::Assets(assets) => {
+                self.children.retain(|_, id| !assets.contains(id));
+                for asset in &assets {
+                    self.series.remove(asset);
+                }
+            }
+            Forget::All => {
+                self.children.clear();
+                self.series.clear();
+            }
         }
     }
 

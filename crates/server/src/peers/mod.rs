@@ -71,6 +71,8 @@ pub enum Change {
     /// A gateway's credentials stopped being valid (token rotated, device archived): its
     /// connection ends, wherever it is.
     Revoked { device: String },
+    /// An asset of `gateway` was archived: the gateway's connection, wherever it is, forgets it.
+    AssetArchived { gateway: String, asset: String },
     /// A gateway connected to the sending node: a connection of it on another node was taken
     /// over.
     Connected { device: String },

@@ -93,13 +93,24 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
     Ok(row)
 }
 
-/// Archives a device; its live connection ends now and later CONNECTs are refused.
+/// Archives a device: a gateway's live connection ends now and later CONNECTs are refused; an
+/// asset's gateway forgets it, so that its serial's next data makes a new asset.
 pub async fn archive(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
-    access::device(state, caller, id, Role::Manager).await?;
+    let device = access::device(state, caller, id, Role::Manager).await?;
     if !devices::archive(&state.db, id, &caller.id_user, unix_now()).await? {
         return Err(ServiceError::not_found("Physical device", id));
     }
-    peers::apply::change(state, Change::Revoked { device: id.to_string() });
+    match device.id_parent {
+        // An asset: its gateway's connection stops sending its data to it.
+        Some(gateway) => peers::apply::change(
+            state,
+            Change::AssetArchived {
+                gateway,
+                asset: id.to_string(),
+            },
+        ),
+        None => peers::apply::change(state, Change::Revoked { device: id.to_string() }),
+    }
     Ok(())
 }
 
