@@ -458,19 +458,34 @@ pub async fn child(db: &Db, asset: &Asset<'_>, max_children: usize, now: i64) ->
 /// `expected_offline_interval`); 2 expected on but silent for longer. Returns how many devices
 /// changed.
 pub async fn refresh_status(db: &Db, now: i64) -> Result<u64> {
-    let greatest = match db.backend() {
+    let status = status_sql(db.backend());
+    let sql = format!(
+        "UPDATE physical_devices SET device_status = {status} WHERE archived_at IS NULL AND device_status <> {status}"
+    );
+    db.execute(sqlx::AssertSqlSafe(sql), values![now]).await
+}
+
+/// [`refresh_status`] for one device (after its expectation changed): one row, not the whole
+/// table, under the write lock.
+pub async fn refresh_status_of(db: &Db, id: &str, now: i64) -> Result<u64> {
+    let status = status_sql(db.backend());
+    let sql = format!(
+        "UPDATE physical_devices SET device_status = {status} WHERE id_physical_device = $2 \
+         AND archived_at IS NULL AND device_status <> {status}"
+    );
+    db.execute(sqlx::AssertSqlSafe(sql), values![now, id]).await
+}
+
+/// A device's `device_status` at `$1`, as SQL.
+fn status_sql(backend: crate::Backend) -> String {
+    let greatest = match backend {
         crate::Backend::Sqlite => "max",
         crate::Backend::Postgres => "GREATEST",
     };
-    let status = format!(
+    format!(
         "CASE WHEN expected_live_status = 0 THEN 0 \
          WHEN is_connected = 1 THEN 1 \
          WHEN {greatest}(COALESCE(last_data_at, 0), COALESCE(last_disconnect_at, 0), created_at) >= $1 - expected_offline_interval THEN 1 \
          ELSE 2 END"
-    );
-    let sql = format!(
-        "UPDATE physical_devices SET device_status = {status} WHERE archived_at IS NULL AND device_status <> {status}"
-    );
-    let n = db.execute(sqlx::AssertSqlSafe(sql.clone()), values![now]).await?;
-    Ok(n)
+    )
 }

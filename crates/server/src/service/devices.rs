@@ -86,7 +86,7 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
     };
     devices::update(&state.db, id, &changes).await?;
     // A changed expectation shows in device_status at once, not at the next refresh.
-    devices::refresh_status(&state.db, unix_now()).await?;
+    devices::refresh_status_of(&state.db, id, unix_now()).await?;
     let row = devices::get(&state.db, id)
         .await?
         .ok_or_else(|| ServiceError::not_found("Physical device", id))?;
