@@ -222,9 +222,13 @@ pub async fn idle(options: IdleOptions) -> Result<()> {
          {with_pings} KiB after the pings, {left} KiB after they left"
     );
     println!(
-        "per connected gateway: {:.0} bytes ({:.1} KiB; target <= 6 KiB)",
+        "per connected gateway: {:.0} bytes ({:.1} KiB; target <= 2 KiB)",
         per,
         per / 1024.0
+    );
+    println!(
+        "after they left: {:.0} % of the connected figure (target <= 110 %)",
+        left as f64 * 100.0 / after.max(1) as f64
     );
     // Both ends of every connection are on this machine: two sockets per gateway. Other
     // processes move the slab too, so this is an estimate.

@@ -92,6 +92,12 @@ impl ServerUnderTest {
         if std::env::var_os("DEVICECLOUD_RATE_LIMIT").is_none() {
             command.env("DEVICECLOUD_RATE_LIMIT", "1000000000/60");
         }
+        // Likewise every client of a benchmark connects from 127.0.0.1: thousands of gateways
+        // from one address are past the limit per address, which the abuse benchmark keeps.
+        let per_address = "DEVICECLOUD_CONNECTIONS_PER_ADDRESS";
+        if std::env::var_os(per_address).is_none() && !env.iter().any(|(k, _)| *k == per_address) {
+            command.env(per_address, "1000000");
+        }
         let mut child = command.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut lines = BufReader::new(stdout).lines();

@@ -120,25 +120,14 @@ impl From<ServiceError> for ApiError {
 
 /// The answer to a command that failed before the device answered (docs/api.md, "Commands").
 fn command_error(method: CommandMethod, error: CommandError) -> ApiError {
-    // The counter resets answer 400 where the others answer 404 (specification, Errors).
-    let offline_status = match method {
-        CommandMethod::ResetMainCounter | CommandMethod::ResetDailyCounter => StatusCode::BAD_REQUEST,
-        _ => StatusCode::NOT_FOUND,
+    let status = StatusCode::from_u16(error.http_status(method)).unwrap_or(StatusCode::BAD_GATEWAY);
+    let message = match error {
+        CommandError::Offline => "Device is not online".into(),
+        CommandError::Disconnected => "Device is not online: it disconnected before answering".into(),
+        CommandError::Timeout(limit) => format!("The device did not answer within {} ms.", limit.as_millis()),
+        CommandError::BadResponse(why) => format!("The device answered invalidly: {why}"),
     };
-    match error {
-        CommandError::Offline => ApiError::Status(offline_status, "Device is not online".into()),
-        CommandError::Disconnected => ApiError::Status(
-            offline_status,
-            "Device is not online: it disconnected before answering".into(),
-        ),
-        CommandError::Timeout(limit) => ApiError::Status(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!("The device did not answer within {} ms.", limit.as_millis()),
-        ),
-        CommandError::BadResponse(why) => {
-            ApiError::Status(StatusCode::BAD_GATEWAY, format!("The device answered invalidly: {why}"))
-        }
-    }
+    ApiError::Status(status, message)
 }
 
 impl From<QueryError> for ApiError {

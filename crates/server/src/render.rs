@@ -236,7 +236,7 @@ pub fn webhook_fields(row: &WebhookRow, vault: &Vault) -> Map<String, Value> {
 pub fn device_answer(response: &CommandResponse) -> Response {
     let status = StatusCode::from_u16(response.status)
         .ok()
-        .filter(|s| s.as_u16() >= 200 && !matches!(s.as_u16(), 204 | 205 | 304));
+        .filter(|s| crate::commands::answer_status(s.as_u16()) == s.as_u16());
     match status {
         Some(status) => (
             status,

@@ -158,3 +158,22 @@ async fn an_address_spraying_usernames_is_limited() {
         .await
         .expect(200);
 }
+
+/// Every spelling of a username that the store matches to an account counts against that
+/// account's one budget: PostgreSQL's `lower` reads `İnci` as `inci`, where a key made of the
+/// typed name lower-cased by Rust (`i̇nci`) would have given each spelling a budget of its own.
+#[tokio::test]
+async fn every_spelling_of_an_account_shares_its_budget() {
+    let app = behind_proxy(10, Duration::from_secs(300)).await;
+    app.create_user("inci@example.com", PASSWORD, false).await;
+    // Whether this store's `lower` matches the dotted capital to the account.
+    let matched = grant(&app, "İnci@example.com", PASSWORD, "203.0.113.20").await.status == 200;
+    for spelling in ["inci@example.com", "İnci@example.com"] {
+        for _ in 0..5 {
+            grant(&app, spelling, "wrong", "203.0.113.21").await.expect(401);
+        }
+    }
+    let reply = grant(&app, "inci@example.com", PASSWORD, "203.0.113.21").await;
+    // Where the store matches both spellings, they made 10 failures of one account.
+    assert_eq!(reply.status, if matched { 429 } else { 200 }, "matched: {matched}");
+}

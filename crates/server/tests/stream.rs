@@ -314,13 +314,45 @@ async fn a_command_outcome_arrives() {
     let keys: Vec<&str> = outcome.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        ["id_physical_device", "method", "status", "duration_ms", "requested_at"]
+        [
+            "id_physical_device",
+            "method",
+            "status",
+            "device_status",
+            "reason",
+            "duration_ms",
+            "requested_at"
+        ]
     );
     assert_eq!(
         (&outcome["id_physical_device"], &outcome["method"], &outcome["status"]),
         (&json!(id), &json!("ping"), &json!(200))
     );
+    assert_eq!(
+        (&outcome["device_status"], &outcome["reason"]),
+        (&json!(200), &Value::Null)
+    );
     assert!(outcome["duration_ms"].as_u64().is_some() && outcome["requested_at"].as_i64().is_some());
+
+    // A gateway that is not online: `status` is still the integer the caller got, the reason in
+    // a field of its own.
+    let body = json!({"id_group": group, "serial_hardware": "STREAM-CMD-OFF", "kind": "CORE"});
+    let offline = send(app.request(Method::POST, "/api/v2/physical-device", &admin).json(&body))
+        .await
+        .expect(201)
+        .json()["id_physical_device"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    send(app.get(&format!("/api/v2/physical-device/{offline}/ping"), &admin))
+        .await
+        .expect(404);
+    let got = records(&mut commands, 1).await;
+    let outcome = got[0].json();
+    assert_eq!(
+        (&outcome["status"], &outcome["device_status"], &outcome["reason"]),
+        (&json!(404), &Value::Null, &json!("offline"))
+    );
 }
 
 /// Refusals come before the stream, with the specification's error body.

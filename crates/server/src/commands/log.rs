@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use devicecloud_store::Db;
 use devicecloud_store::events::{self, NewEvent};
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -35,6 +34,8 @@ pub struct CommandRecord {
     /// The device's status (`200`, `501`, …) or `offline`, `timeout`, `disconnected`,
     /// `invalid response`, `not supported`.
     pub outcome: String,
+    /// The HTTP status the caller was answered with (`200`, `404`, `504`, …).
+    pub http_status: u16,
     pub occurred_at: i64,
     /// From sending the command to its outcome.
     pub duration_ms: u64,
@@ -46,17 +47,17 @@ impl CommandRecord {
         format!("{}; caller {}; request {}", self.outcome, self.caller, self.request_id)
     }
 
-    /// The outcome as the live stream shows it: the device's status as a number when it
-    /// answered one, otherwise the reason as text.
+    /// The outcome as the live stream shows it: the HTTP status the caller got, the device's
+    /// own status when it answered one, and the reason as text when it did not.
     pub fn stream_outcome(&self) -> CommandOutcome {
+        let device_status = self.outcome.parse::<i64>().ok();
         CommandOutcome {
             id_group: self.id_group.clone(),
             id_physical_device: self.source_device.clone(),
             method: self.method,
-            status: self
-                .outcome
-                .parse::<i64>()
-                .map_or_else(|_| Value::from(self.outcome.as_str()), Value::from),
+            status: self.http_status,
+            device_status,
+            reason: device_status.is_none().then(|| self.outcome.clone()),
             duration_ms: self.duration_ms,
             requested_at: self.occurred_at,
         }

@@ -12,7 +12,7 @@ mod pending;
 
 use std::time::Duration;
 
-use devicecloud_protocol::{CommandRequest, CommandResponse};
+use devicecloud_protocol::{CommandMethod, CommandRequest, CommandResponse};
 use tokio::sync::oneshot;
 
 pub use log::{CommandLog, CommandRecord};
@@ -30,6 +30,13 @@ pub struct Outbound {
     pub payload: Vec<u8>,
     /// Where the answer goes.
     pub reply: oneshot::Sender<Reply>,
+}
+
+/// The HTTP status the caller gets for a device's own `status`: the device's status when it is
+/// one an answer with a body can carry, otherwise 502 (docs/api.md, "Commands").
+pub fn answer_status(status: u16) -> u16 {
+    let usable = (200..=999).contains(&status) && !matches!(status, 204 | 205 | 304);
+    if usable { status } else { 502 }
 }
 
 /// Why a command got no answer from the gateway.
@@ -51,6 +58,21 @@ pub enum CommandError {
 }
 
 impl CommandError {
+    /// The HTTP status the caller of `method` is answered with (docs/api.md, "Commands"): the
+    /// counter resets answer 400 where the others answer 404 for a device that is not online
+    /// (specification, Errors).
+    pub fn http_status(&self, method: CommandMethod) -> u16 {
+        let offline = match method {
+            CommandMethod::ResetMainCounter | CommandMethod::ResetDailyCounter => 400,
+            _ => 404,
+        };
+        match self {
+            CommandError::Offline | CommandError::Disconnected => offline,
+            CommandError::Timeout(_) => 504,
+            CommandError::BadResponse(_) => 502,
+        }
+    }
+
     /// The short outcome recorded in the command event.
     pub fn outcome(&self) -> &'static str {
         match self {

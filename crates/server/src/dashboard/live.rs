@@ -156,10 +156,10 @@ fn event_row(data: &Value, now: i64) -> Markup {
 /// how long it took.
 fn command_item(data: &Value) -> Markup {
     let device = data["id_physical_device"].as_str().unwrap_or_default();
-    let status = match &data["status"] {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => format!("status {n}"),
-        other => other.to_string(),
+    let status = match (&data["reason"], &data["device_status"]) {
+        (Value::String(reason), _) => format!("{} ({reason})", data["status"]),
+        (_, Value::Number(n)) => format!("status {n}"),
+        _ => format!("status {}", data["status"]),
     };
     html! {
         li {

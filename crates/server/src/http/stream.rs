@@ -96,7 +96,7 @@ fn kinds_of(query: &[u8]) -> Result<Vec<Kind>, ApiError> {
         ("Last-Event-ID" = Option<String>, Header, description = "resume after this event id (kept for at least 10 minutes)"),
     ),
     responses(
-        (status = 200, description = "text/event-stream: events `measurement` (a data record), `event` (an event record), `command` ({id_physical_device, method, status, duration_ms, requested_at}), each with an id; a comment line every 15 s; `overflow` (then the end) when the client fell too far behind", content_type = "text/event-stream"),
+        (status = 200, description = "text/event-stream: events `measurement` (a data record), `event` (an event record), `command` ({id_physical_device, method, status, device_status, reason, duration_ms, requested_at}; status the HTTP status the caller got), each with an id; a comment line every 15 s; `overflow` (then the end) when the client fell too far behind", content_type = "text/event-stream"),
         (status = 400, description = "filter[id_group] is missing, or Last-Event-ID is not an id of this stream"),
         (status = 401, description = "Invalid credentials"),
         (status = 404, description = "A group that does not exist or that the caller cannot see"),

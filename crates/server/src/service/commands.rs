@@ -109,6 +109,7 @@ pub async fn run(
         caller: caller.id_user.clone(),
         request_id: request_id.clone(),
         outcome: String::new(),
+        http_status: 0,
         occurred_at: unix_now(),
         duration_ms: 0,
     };
@@ -117,6 +118,7 @@ pub async fn run(
     // specification's only Wi-Fi failure, 501 `Wifi disabled`. Nothing is published.
     if target.kind.is_some_and(|kind| !method.supported_by(kind)) {
         record.outcome = "not supported".into();
+        record.http_status = 501;
         state.command_log.record(record).await;
         return Ok(CommandResponse::failure(501, "Wifi disabled"));
     }
@@ -126,9 +128,9 @@ pub async fn run(
         Some(queue) => commands::send(Some(queue), state.settings.command_timeout, request_id, &request).await,
         None => peers::commands::call(state, gateway, target.node.as_deref(), request_id, &request).await,
     };
-    record.outcome = match &outcome {
-        Ok(response) => response.status.to_string(),
-        Err(e) => e.outcome().to_string(),
+    (record.outcome, record.http_status) = match &outcome {
+        Ok(response) => (response.status.to_string(), commands::answer_status(response.status)),
+        Err(e) => (e.outcome().to_string(), e.http_status(method)),
     };
     record.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     // The gateway chooses its status: outside 100–599 it counts as one label, so a gateway

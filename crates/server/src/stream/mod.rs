@@ -54,8 +54,13 @@ pub struct CommandOutcome {
     pub id_group: String,
     pub id_physical_device: String,
     pub method: &'static str,
-    /// The device's status (an integer), or why there is none (`offline`, `timeout`, …).
-    pub status: serde_json::Value,
+    /// The HTTP status the command's caller got (`200`, `404`, `504`, …): always an integer.
+    pub status: u16,
+    /// The device's own status when it answered, else null.
+    pub device_status: Option<i64>,
+    /// Why the device gave no status (`offline`, `timeout`, `disconnected`, `invalid response`,
+    /// `not supported`), else null.
+    pub reason: Option<String>,
     pub duration_ms: u64,
     /// When the command was sent (Unix seconds).
     pub requested_at: i64,
