@@ -79,7 +79,10 @@ impl CollectionQuery {
         }
 
         let mut link_params = url.clone();
-        if let Some(body_params) = body.and_then(Params::from_json) {
+        // A body filter's nulls mean SQL NULL; PHP would drop them from the links, which would
+        // then lead to other records. In a URL, "NULL" means the same (docs/api.md, "Collections").
+        let body = body.map(null_filters_as_text);
+        if let Some(body_params) = body.as_ref().and_then(Params::from_json) {
             for (key, value) in body_params.iter() {
                 if BODY_PARAMS.contains(&key) && !url.contains_key(key) {
                     link_params.set(key, value.clone());
@@ -89,7 +92,11 @@ impl CollectionQuery {
 
         let raw_filter = match url.get("filter") {
             Some(from_url) => Some(from_url.to_json()),
-            None => body.and_then(|b| b.get("filter")).filter(|v| !v.is_null()).cloned(),
+            None => body
+                .as_ref()
+                .and_then(|b| b.get("filter"))
+                .filter(|v| !v.is_null())
+                .cloned(),
         };
         let filter = match &raw_filter {
             Some(raw) => parse_filter(raw, spec.attributes, max_list_values)?,
@@ -111,6 +118,28 @@ impl CollectionQuery {
     /// The `_links` of `page` under `base` (scheme, host and canonical path).
     pub fn links(&self, base: &str, page: &Page) -> Vec<(&'static str, String)> {
         page_links(base, &self.link_params, page, self.page.default_per_page)
+    }
+}
+
+/// `body` with every null inside its `filter` written as the text `"NULL"`, which the filter
+/// reads alike and which survives in a link's query string. A `filter` that is null itself stays
+/// null: no filter.
+fn null_filters_as_text(body: &Value) -> Value {
+    fn texts(value: &Value) -> Value {
+        match value {
+            Value::Null => Value::String("NULL".into()),
+            Value::Array(items) => Value::Array(items.iter().map(texts).collect()),
+            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), texts(v))).collect()),
+            other => other.clone(),
+        }
+    }
+    match body {
+        Value::Object(map) if map.get("filter").is_some_and(|f| !f.is_null()) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), if k == "filter" { texts(v) } else { v.clone() }))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
