@@ -50,3 +50,21 @@ async fn null_in_a_body_filter_survives_in_the_links() {
     let again = send(app.http.get(&own).bearer_auth(&admin)).await.expect(200).json();
     assert_eq!(again["_meta"]["totalCount"], none["_meta"]["totalCount"]);
 }
+
+/// A command read with GET never lists HEAD in `Allow`, whichever method is refused, and HEAD
+/// itself is refused (it would send the command).
+#[tokio::test]
+async fn command_routes_answer_405_alike_for_head_and_post() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "Plant").await;
+    let gw = TestGateway::connect(&app, &admin, &group, "GW-405", "PLUS").await;
+    for (command, allow) in [("ping", "GET"), ("status", "GET"), ("wifi", "GET, PUT, DELETE")] {
+        let path = format!("/api/v2/physical-device/{}/{command}", gw.id);
+        for method in [reqwest::Method::HEAD, reqwest::Method::POST, reqwest::Method::PATCH] {
+            let reply = send(app.request(method.clone(), &path, &admin)).await;
+            assert_eq!(reply.status, 405, "{method} {command}");
+            assert_eq!(reply.header("allow"), Some(allow), "{method} {command}");
+        }
+    }
+}

@@ -19,11 +19,20 @@ use crate::render::device_answer;
 use crate::service::commands as service;
 use crate::state::AppState;
 
-/// HEAD on a command that is read with GET: refused rather than served by the GET handler
-/// (axum's default), because it would send the command to the gateway.
-async fn head_refused() -> Response {
-    let allow = axum::http::HeaderValue::from_static("GET");
+/// A method a command route does not take, HEAD included: HEAD on a command read with GET is
+/// refused rather than served by the GET handler (axum's default), because it would send the
+/// command to the gateway; so `Allow` never lists it (docs/api.md, "Commands").
+fn refused(allow: &'static str) -> Response {
+    let allow = axum::http::HeaderValue::from_static(allow);
     (StatusCode::METHOD_NOT_ALLOWED, [(axum::http::header::ALLOW, allow)]).into_response()
+}
+
+async fn only_get() -> Response {
+    refused("GET")
+}
+
+async fn only_wifi_methods() -> Response {
+    refused("GET, PUT, DELETE")
 }
 
 /// Where the commands of a device live.
@@ -51,16 +60,17 @@ pub fn waits_for_gateway(route: &str) -> bool {
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route(&format!("{BASE}/ping"), get(ping).head(head_refused))
+        .route(&format!("{BASE}/ping"), get(ping).head(only_get).fallback(only_get))
         .route(&format!("{BASE}/restart"), post(restart))
-        .route(&format!("{BASE}/status"), get(status).head(head_refused))
+        .route(&format!("{BASE}/status"), get(status).head(only_get).fallback(only_get))
         .route(&format!("{BASE}/request-measurement"), put(request_measurement))
         .route(
             &format!("{BASE}/wifi"),
             get(wifi_scan)
-                .head(head_refused)
+                .head(only_wifi_methods)
                 .put(wifi_connect)
-                .delete(wifi_disconnect),
+                .delete(wifi_disconnect)
+                .fallback(only_wifi_methods),
         )
         .route(&format!("{BASE}/reset-main-counter"), put(reset_main_counter))
         .route(&format!("{BASE}/reset-daily-counter"), put(reset_daily_counter))
