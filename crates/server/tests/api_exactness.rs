@@ -68,3 +68,35 @@ async fn command_routes_answer_405_alike_for_head_and_post() {
         }
     }
 }
+
+/// On downsampled data a session is chosen by equality; every other form over
+/// `id_data_session` is a 422 rather than "no filter" or "nothing".
+#[tokio::test]
+async fn a_session_on_downsampled_data_is_chosen_by_equality_or_refused() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "field").await;
+    let mut gw = TestGateway::connect(&app, &admin, &group, "GO-SES", "GO").await;
+    gw.hello("GO", json!({})).await;
+    gw.measurements(&json!([{"ts": 1_763_726_400, "values": {"4": 1.5}}]))
+        .await;
+    gw.power_off().await;
+    let sessions = send(app.get("/api/v2/data-session", &admin)).await.expect(200).json();
+    let id = sessions["items"][0]["id_data_session"].as_str().unwrap().to_string();
+    let base = format!("/api/v2/data-downsampled?filter[id_group]={group}");
+    let chosen = send(app.get(&format!("{base}&filter[id_data_session]={id}"), &admin))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(chosen["_meta"]["totalCount"], 1);
+    for form in [
+        format!("filter[id_data_session][neq]={id}"),
+        format!("filter[id_data_session][in][]={id}&filter[id_data_session][in][]=other"),
+        format!("filter[or][0][id_data_session]={id}&filter[or][1][datatype]=4"),
+        format!("filter[not][id_data_session]={id}"),
+    ] {
+        let reply = send(app.get(&format!("{base}&{form}"), &admin)).await;
+        assert_eq!(reply.status, 422, "{form}: {}", reply.text);
+        assert_eq!(reply.json()[0]["field"], "filter", "{form}");
+    }
+}

@@ -152,6 +152,34 @@ fn without_session(filter: &Filter) -> Option<Filter> {
     filter.without_comparisons("id_data_session")
 }
 
+/// Why `filter` cannot be answered on downsampled data: a session's buckets are cut from its
+/// own span, so a session is chosen by one top-level equality, and any other form over
+/// `id_data_session` (`neq`, `in`, ranges, `like`, inside `or` or `not`) has no buckets to
+/// give (docs/api.md, "Downsampled data").
+pub fn unanswerable_session_filter(filter: Option<&Filter>) -> Option<String> {
+    let filter = filter?;
+    let by_equality = |part: &&Filter| {
+        matches!(
+            part,
+            Filter::Compare {
+                attr: "id_data_session",
+                op: devicecloud_query::CompareOp::Eq,
+                ..
+            }
+        )
+    };
+    let other = filter
+        .conjuncts()
+        .into_iter()
+        .filter(|part| !by_equality(part))
+        .any(|part| part.mentions(&|attr| attr == "id_data_session"));
+    other.then(|| {
+        "id_data_session selects one data session by equality (filter[id_data_session]=<id>); \
+         on downsampled data it cannot be used with another operator, nor inside or/not."
+            .to_string()
+    })
+}
+
 /// Whether a filter mentions `id_data_session` anywhere but as a top-level comparison.
 fn session_elsewhere(filter: &Filter) -> bool {
     without_session(filter)

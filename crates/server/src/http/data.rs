@@ -51,6 +51,9 @@ impl Listed for Downsampled {
     const SPEC: CollectionSpec = data_spec(spec(&downsampled::ATTRIBUTES, downsampled::SORTABLE));
 
     async fn list(&self, state: &AppState, args: ListArgs<'_>) -> Result<Listing<Bucket>, ApiError> {
+        if let Some(why) = downsampled::unanswerable_session_filter(args.filter) {
+            return Err(ApiError::invalid("filter", why));
+        }
         Ok(downsampled::list(&state.db, args, unix_now()).await?)
     }
 
