@@ -100,3 +100,22 @@ async fn a_session_on_downsampled_data_is_chosen_by_equality_or_refused() {
         assert_eq!(reply.json()[0]["field"], "filter", "{form}");
     }
 }
+
+/// The device collection answers at `/index` too, as every other collection does.
+#[tokio::test]
+async fn the_device_collection_answers_at_index() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let group = app.create_group(&admin, "Plant").await;
+    let _gw = TestGateway::connect(&app, &admin, &group, "GW-IDX", "CORE").await;
+    let plain = send(app.get("/api/v2/physical-device", &admin))
+        .await
+        .expect(200)
+        .json();
+    let index = send(app.get("/api/v2/physical-device/index", &admin))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(plain["items"], index["items"]);
+    assert_eq!(index["_meta"]["totalCount"], 1);
+}

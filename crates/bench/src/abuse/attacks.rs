@@ -77,10 +77,11 @@ pub async fn sign_in_flood(index: usize, base: String, client: OAuthClient, tall
     }
 }
 
-/// `like` filters of 1 MB in a JSON body, back to back.
+/// `like` filters of 100 KB in a JSON body (within the body limit, so that the filter is read),
+/// back to back.
 pub async fn huge_likes(index: usize, base: String, token: String, tally: Shared, deadline: Instant) {
     let http = sources::http_client(sources::address(LIKE_BLOCK, index));
-    let body = json!({"filter": {"serial_hardware": {"like": "%a_".repeat(350_000)}}}).to_string();
+    let body = json!({"filter": {"serial_hardware": {"like": "%a_".repeat(34_000)}}}).to_string();
     while Instant::now() < deadline {
         let outcome = match http
             .get(format!("{base}/api/v2/physical-device"))
@@ -124,7 +125,8 @@ pub async fn latest_data(index: usize, base: String, token: String, tally: Share
 }
 
 /// One address opening [`HOLDING`] silent connections to `to`, each reopened when the server
-/// closes it (after a pause of 50 ms when that was at once).
+/// closes it (after a pause of a second when that was at once: a refused connection is tried
+/// again, not spun on).
 pub fn hold_connections(to: SocketAddr, tally: &Shared, deadline: Instant) -> Vec<tokio::task::JoinHandle<()>> {
     let from = sources::address(HOLDING_BLOCK, 0);
     (0..HOLDING)
@@ -143,7 +145,7 @@ async fn hold_one(from: IpAddr, to: SocketAddr, tally: Shared, deadline: Instant
         let outcome = silent(&mut stream, deadline).await;
         tally.lock().await.count(outcome);
         if opened.elapsed() < Duration::from_secs(1) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
 }

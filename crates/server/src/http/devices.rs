@@ -22,6 +22,8 @@ use crate::state::AppState;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v2/physical-device", get(device_collection::index).post(provision))
+        // As every collection: the list also at `…/index` (a static segment, ahead of `{id}`).
+        .route("/api/v2/physical-device/index", get(device_collection::index))
         .route("/api/v2/physical-device/{id}", get(view).patch(update).delete(archive))
         .route("/api/v2/physical-device/{id}/rotate-token", post(rotate_token))
 }
