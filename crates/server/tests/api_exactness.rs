@@ -119,3 +119,28 @@ async fn the_device_collection_answers_at_index() {
     assert_eq!(plain["items"], index["items"]);
     assert_eq!(index["_meta"]["totalCount"], 1);
 }
+
+/// Every operation of the served OpenAPI document has a summary and a description that says
+/// who may call it.
+#[tokio::test]
+async fn every_operation_is_described() {
+    let app = TestApp::spawn().await;
+    let document = send(app.http.get(app.url("/api/v2/openapi.json")))
+        .await
+        .expect(200)
+        .json();
+    let mut bare = Vec::new();
+    for (path, operations) in document["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            let summary = operation["summary"].as_str().unwrap_or_default();
+            let description = operation["description"].as_str().unwrap_or_default();
+            if summary.is_empty() || description.is_empty() {
+                bare.push(format!("{method} {path}"));
+            }
+        }
+    }
+    assert!(
+        bare.is_empty(),
+        "operations without a summary or a description: {bare:?}"
+    );
+}

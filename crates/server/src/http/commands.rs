@@ -92,6 +92,11 @@ async fn simple(one: OneRecord, method: CommandMethod) -> Result<Response, ApiEr
 macro_rules! simple_command {
     ($(#[doc = $doc:literal])* $name:ident, $verb:ident $path:literal, $method:ident, $ok:literal, $offline:literal $(, $extra:tt)*) => {
         $(#[doc = $doc])*
+        #[doc = ""]
+        #[doc = "Sent to the device's gateway over its live connection; the answer is the device's own \
+                 `{status, payload}`. Operator of the device's group (401 below); 404 when the device \
+                 is invisible or not online (400 for the counter resets); 504 without an answer within \
+                 the command timeout. Other methods, HEAD included, answer 405."]
         #[utoipa::path($verb, path = $path, tag = "commands", params(("id" = String, Path)),
             responses((status = 200, description = $ok), $($extra,)* (status = 401, description = "Role below operator"),
                 (status = $offline, description = "Not found, not visible, or not online"),
@@ -144,8 +149,11 @@ simple_command!(
     "200: {status: 200, payload: {status: 200}}", 400
 );
 
-/// `PUT …/wifi` with `{ssid, password?}`: connect. A missing or empty `ssid`, or a
-/// `password` that is not a string, answers 400.
+/// `PUT …/wifi` with `{ssid, password?}`: connect to a Wi-Fi network.
+///
+/// A missing or empty `ssid`, or a `password` that is not a string, answers 400. Operator of
+/// the device's group; 404 when not online; 501 `Wifi disabled` on a GO module; 504 without an
+/// answer in time.
 #[utoipa::path(put, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
     request_body(content = Object, description = "{ssid, password?}"),
     responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 400, description = "Malformed body"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
@@ -158,8 +166,11 @@ pub async fn wifi_connect(one: OneRecord, body: Bytes) -> Result<Response, ApiEr
     ))
 }
 
-/// `PUT …/modbus-write` with one `{datatype, value}` or an array of them: 400 with the reason
-/// for a malformed body, else the gateway's answer.
+/// `PUT …/modbus-write`: write Modbus registers.
+///
+/// One `{datatype, value}` or an array of them: 400 with the reason for a malformed body, else
+/// the gateway's answer. Operator of the device's group; 404 when not online; 504 without an
+/// answer in time.
 #[utoipa::path(put, path = "/api/v2/physical-device/{id}/modbus-write", tag = "commands", params(("id" = String, Path)),
     request_body(content = Object, description = "{datatype, value} or an array of them"),
     responses((status = 200, description = "200: {status: 200, payload: {result: success}}"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),

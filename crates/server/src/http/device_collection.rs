@@ -78,6 +78,13 @@ impl Listed for Devices {
     }
 }
 
+/// List physical devices
+///
+/// Gateways and their assets in the caller's groups, archived ones included, with `expand`
+/// (latestEvent, group, parent, deviceType, location, iotDevice, deviceInfo, modbusTemplateHistory,
+/// currentModbusTemplate, simCard), `labels` and `deviceStatuses`. Expanded list relations hold at
+/// most `expand_max_entries` entries in all (400 naming `expand` beyond); an expand path has at
+/// most 4 segments (400).
 #[utoipa::path(get, path = "/api/v2/physical-device", tag = "physical devices",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query), ("sort" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of Physical Device records with expand, labels and deviceStatuses"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),

@@ -36,6 +36,11 @@ fn render(row: &DeviceRow, selection: &Selection) -> Value {
     )
 }
 
+/// Provision a gateway
+///
+/// Creates a gateway (GO, CORE or PLUS) in a group and answers 201 with its record and its
+/// `device_token`, shown this once. Manager of the group; 422 on invalid fields or a serial already
+/// provisioned.
 #[utoipa::path(post, path = "/api/v2/physical-device", tag = "physical devices",
     request_body(content = Object, description = "{id_group, serial_hardware, kind: GO|CORE|PLUS, label?, expected_offline_interval?}"),
     responses((status = 201, description = "The device with its device_token (shown this once) and a Location header"), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, serial already provisioned, or a group the caller cannot see")),
@@ -50,6 +55,10 @@ pub async fn provision(new: NewRecord) -> Result<Response, ApiError> {
     Ok(new.created(&format!("/api/v2/physical-device/{}", row.id_physical_device), record))
 }
 
+/// Get a physical device
+///
+/// One device with `fields` and `expand` as on the collection. Viewer of its group; 404 when it
+/// does not exist or its group is invisible.
 #[utoipa::path(get, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
     responses((status = 200, description = "A Physical Device record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
@@ -57,6 +66,10 @@ pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(render_one(&one.state, device, &one.selection).await?))
 }
 
+/// Change a physical device
+///
+/// `label`, `expected_offline_interval`, `expected_live_status`; the device's `device_status`
+/// follows at once. Manager of its group (401 below); 422 on invalid fields.
 #[utoipa::path(patch, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
     request_body(content = Object, description = "{label?, expected_offline_interval?, expected_live_status?: 0|1}"),
     responses((status = 200, description = "The updated device"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")),
@@ -66,6 +79,10 @@ pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Va
     Ok(axum::Json(render_one(&one.state, row, &one.selection).await?))
 }
 
+/// Archive a physical device
+///
+/// Archives the device (204): a gateway's connection is closed wherever it is and its CONNECTs are
+/// refused; an asset's gateway stops sending its data to it. Manager of its group.
 #[utoipa::path(delete, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
     responses((status = 204, description = "Archived"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found or already archived")),
     security(("bearer" = [])))]
@@ -74,6 +91,10 @@ pub async fn archive(one: OneRecord) -> Result<StatusCode, ApiError> {
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Rotate a gateway's token
+///
+/// A new device token, shown this once; the connection that used the old one is closed. Manager of
+/// its group.
 #[utoipa::path(post, path = "/api/v2/physical-device/{id}/rotate-token", tag = "physical devices", params(("id" = String, Path)),
     responses((status = 200, description = "{id_physical_device, device_token}: the new token; the old one stops working at once"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found, archived, or not a gateway")),
     security(("bearer" = [])))]

@@ -80,6 +80,11 @@ fn answer(outcome: Result<usize, GatewayError>, what: &str) -> Response {
     }
 }
 
+/// Gateway: send measurements
+///
+/// The gateway's own credentials (HTTP Basic: serial and device token), as over MQTT: the message
+/// is stored whole and durably before the answer, or refused whole (event 212). For gateways, not
+/// API clients.
 #[utoipa::path(post, path = "/gateway/v1/measurements", tag = "gateway",
     request_body(content = Object, description = "One measurement object or an array, as over MQTT"),
     responses((status = 200, description = "Stored: {status: 200, payload: {result, points}}"), (status = 400, description = "Rejected whole"), (status = 401, description = "Bad or missing gateway credentials"), (status = 503, description = "Not stored; send again")),
@@ -91,6 +96,10 @@ pub async fn measurements(State(state): State<AppState>, headers: HeaderMap, bod
     }
 }
 
+/// Gateway: send events
+///
+/// The gateway's own credentials (HTTP Basic: serial and device token), as over MQTT. For gateways,
+/// not API clients.
 #[utoipa::path(post, path = "/gateway/v1/events", tag = "gateway",
     request_body(content = Object, description = "One event object or an array, as over MQTT"),
     responses((status = 200, description = "Stored: {status: 200, payload: {result, events}}"), (status = 400, description = "Rejected whole"), (status = 401, description = "Bad or missing gateway credentials")),

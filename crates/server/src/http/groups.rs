@@ -59,6 +59,10 @@ fn render(row: &GroupRow, selection: &Selection) -> Value {
     selection.render(group_fields(row), Vec::new(), Some(group_links(&row.id_group)))
 }
 
+/// List groups
+///
+/// The groups the caller holds a role in (administrators: every group), as a Yii2 collection. Also
+/// at `/api/v2/group`. Any account.
 #[utoipa::path(get, path = "/api/v2/group/index", tag = "groups",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of Group records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
@@ -67,6 +71,9 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Groups).await
 }
 
+/// Get a group
+///
+/// One group. Viewer; 404 when invisible.
 #[utoipa::path(get, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
     responses((status = 200, description = "A Group record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<Json, ApiError> {
@@ -77,6 +84,9 @@ pub async fn view(one: OneRecord) -> Result<Json, ApiError> {
 /// A JSON answer with status 200.
 type Json = axum::Json<Value>;
 
+/// Create a group
+///
+/// Administrators only (401 otherwise); 201 with the group; 422 on invalid fields.
 #[utoipa::path(post, path = "/api/v2/group", tag = "groups", request_body(content = Object, description = "{label, type?, subtype?}"),
     responses((status = 201, description = "The created Group, with a Location header"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
 pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
@@ -84,6 +94,9 @@ pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
     Ok(new.created(&format!("/api/v2/group/{}", row.id_group), render(&row, &new.selection)))
 }
 
+/// Change a group
+///
+/// Manager of the group; 422 on invalid fields.
 #[utoipa::path(patch, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)), request_body(content = Object, description = "{label?, type?, subtype?, id_country?}"),
     responses((status = 200, description = "The updated Group"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
 pub async fn update(one: OneRecord, Input(input): Input) -> Result<Json, ApiError> {
@@ -91,6 +104,10 @@ pub async fn update(one: OneRecord, Input(input): Input) -> Result<Json, ApiErro
     Ok(axum::Json(render(&row, &one.selection)))
 }
 
+/// Delete a group
+///
+/// Manager of the group; 204. The group is marked deleted: its webhooks are set inactive (event
+/// 214), its gateways disconnected and refused (CONNACK 5).
 #[utoipa::path(delete, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted (deleted_at set)"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found")), security(("bearer" = [])))]
 pub async fn remove(one: OneRecord) -> Result<StatusCode, ApiError> {
@@ -98,6 +115,9 @@ pub async fn remove(one: OneRecord) -> Result<StatusCode, ApiError> {
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Give an account a role in a group
+///
+/// `{role}`: viewer, operator or manager. Manager of the group.
 #[utoipa::path(put, path = "/api/v2/group/{id}/member/{id_user}", tag = "groups", params(("id" = String, Path), ("id_user" = String, Path)),
     request_body(content = Object, description = "{role: viewer|operator|manager}"),
     responses((status = 200, description = "{id_group, id_user, role}"), (status = 401, description = "Neither administrator nor manager"), (status = 404, description = "Group or user not found"), (status = 422, description = "Invalid role")), security(("bearer" = [])))]
@@ -111,6 +131,9 @@ pub async fn put_member(
     Ok(axum::Json(json!({"id_group": id, "id_user": id_user, "role": role})))
 }
 
+/// Take an account's role in a group
+///
+/// Manager of the group; 204, or 404 when the account held no role.
 #[utoipa::path(delete, path = "/api/v2/group/{id}/member/{id_user}", tag = "groups", params(("id" = String, Path), ("id_user" = String, Path)),
     responses((status = 204, description = "Role removed"), (status = 401, description = "Neither administrator nor manager"), (status = 404, description = "No such membership")), security(("bearer" = [])))]
 pub async fn remove_member(

@@ -23,6 +23,9 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(metrics_text))
 }
 
+/// Liveness
+///
+/// Answers while the process serves requests; no store work. No authentication.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "{\"status\":\"ok\"}")))]
 pub async fn healthz() -> impl IntoResponse {
     axum::Json(json!({"status": "ok"}))
@@ -31,6 +34,10 @@ pub async fn healthz() -> impl IntoResponse {
 /// How long one write probe answers for.
 const PROBE_REUSE: Duration = Duration::from_secs(1);
 
+/// Readiness
+///
+/// 200 when the store can be read and written (a write probe); 503 otherwise, as with a full disk.
+/// No authentication.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "The store answers and takes a write"), (status = 503, description = "The store cannot be reached or written")))]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let mut last = state.readiness.lock().await;
@@ -57,6 +64,9 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
     }
 }
 
+/// Prometheus metrics
+///
+/// The text exposition format; every label takes a bounded set of values. No authentication.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition")))]
 pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
     metrics::gauge!("devicecloud_page_cache_bytes").set(state.pages.weight() as f64);

@@ -21,6 +21,9 @@ pub fn router() -> Router<AppState> {
     )
 }
 
+/// Get a group's retention
+///
+/// Days kept for raw points and each rollup (null: forever). Manager of the group.
 #[utoipa::path(get, path = "/api/v2/group/{id}/retention", tag = "groups", params(("id" = String, Path)),
     responses((status = 200, description = "{raw_days, minute_days, hour_days, day_days}: days kept, null for ever"), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible")),
     security(("bearer" = [])))]
@@ -32,6 +35,10 @@ pub async fn view_retention(
     Ok(axum::Json(service::get(&state, &caller, &id).await?))
 }
 
+/// Set a group's retention
+///
+/// `{raw_days, minute_days, hour_days, day_days}`, each a positive integer or null. Manager of the
+/// group; 422 on invalid values.
 #[utoipa::path(put, path = "/api/v2/group/{id}/retention", tag = "groups", params(("id" = String, Path)),
     request_body(content = String, description = "Any of raw_days, minute_days, hour_days, day_days: whole days from 1 to 36500, or null to keep forever; a field left out keeps its value", content_type = "application/json"),
     responses((status = 200, description = "The retention now in force"), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid value")),

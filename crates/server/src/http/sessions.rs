@@ -74,6 +74,10 @@ impl Listed for Sessions {
     }
 }
 
+/// List data sessions
+///
+/// The data sessions of GO modules in the caller's groups, with their expands; list expands count
+/// against `expand_max_entries`. Any account.
 #[utoipa::path(get, path = "/api/v2/data-session", tag = "data sessions",
     params(("sort" = Option<String>, Query, description = "for example -start"), ("expand" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
     responses((status = 200, description = "Collection envelope of Data Session records with expand and labels"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
@@ -82,6 +86,9 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Sessions).await
 }
 
+/// Get a data session
+///
+/// One session with `fields` and `expand`. Viewer of its group; 404 when invisible.
 #[utoipa::path(get, path = "/api/v2/data-session/{id}", tag = "data sessions", params(("id" = String, Path)),
     responses((status = 200, description = "A Data Session record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
@@ -213,6 +220,10 @@ async fn relation(
     })
 }
 
+/// Download a session as CSV
+///
+/// Every raw point of the session, time ascending, streamed in pages so that the server's memory
+/// stays flat. Viewer of its group.
 #[utoipa::path(get, path = "/api/v2/data-session/{id}/download-csv", tag = "data sessions", params(("id" = String, Path)),
     responses((status = 200, description = "text/csv: timestamp,microseconds,source_device,serial_hardware,datatype,value; one line per raw point, time ascending", content_type = "text/csv"), (status = 404, description = "Not found or not visible")),
     security(("bearer" = [])))]

@@ -89,6 +89,11 @@ fn kinds_of(query: &[u8]) -> Result<Vec<Kind>, ApiError> {
     Ok(kinds)
 }
 
+/// Live stream
+///
+/// Server-Sent Events of what the service commits: measurements, events, command outcomes,
+/// resumable with `Last-Event-ID`. `filter[id_group]` required; only visible groups; at most
+/// `streams_per_account` open streams per account (429 beyond).
 #[utoipa::path(get, path = "/api/v2/stream", tag = "data",
     params(
         ("filter[id_group]" = String, Query, description = "required: a group, or filter[id_group][in][]=… for several"),

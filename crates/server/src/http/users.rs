@@ -52,6 +52,9 @@ fn record(row: &UserRow) -> axum::Json<Value> {
     axum::Json(Value::Object(user_fields(row)))
 }
 
+/// List accounts
+///
+/// Administrators only.
 #[utoipa::path(get, path = "/api/v2/user", tag = "accounts",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of User records {id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Invalid credentials, or not an administrator"), (status = 422, description = "Invalid filter")),
@@ -60,6 +63,11 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Users).await
 }
 
+/// Create an account
+///
+/// `{username, password, is_admin?}`: administrators only; 201; 422 on invalid fields (a password
+/// has 8 to 1,024 characters). Passwords are hashed in a lane of their own: 503 with `Retry-After`
+/// when it stays busy for 2 s.
 #[utoipa::path(post, path = "/api/v2/user", tag = "accounts", request_body(content = Object, description = "{username, password, is_admin?}"),
     responses((status = 201, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid or taken username, short password")), security(("bearer" = [])))]
 pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
@@ -70,12 +78,18 @@ pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
     ))
 }
 
+/// Get an account
+///
+/// Administrators, or the account itself.
 #[utoipa::path(get, path = "/api/v2/user/{id}", tag = "accounts", params(("id" = String, Path), ("fields" = Option<String>, Query)),
     responses((status = 200, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     account(&one.state, &one.caller, &one.id, &one.selection).await
 }
 
+/// The caller's own account
+///
+/// Any account.
 #[utoipa::path(get, path = "/api/v2/user/me", tag = "accounts",
     responses((status = 200, description = "The caller's own record {id_user, username, is_admin, disabled, created_at}")), security(("bearer" = [])))]
 pub async fn view_me(
@@ -107,6 +121,10 @@ async fn account(
     Ok(axum::Json(selection.render(user_fields(&row), Vec::new(), None)))
 }
 
+/// Change an account
+///
+/// `password`, `is_admin`, `disabled`: administrators only. A new password or disabling ends every
+/// token and dashboard session of the account at once.
 #[utoipa::path(patch, path = "/api/v2/user/{id}", tag = "accounts", params(("id" = String, Path)),
     request_body(content = Object, description = "Any of {password (8 characters or more), is_admin, disabled}. A new password or disabled: true ends every token and dashboard session of the account"),
     responses((status = 200, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields, or an administrator disabling or demoting themselves")),
@@ -117,6 +135,10 @@ pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Va
     ))
 }
 
+/// Change one's own password
+///
+/// `{current_password, password}`; a wrong current password counts as a failed sign-in (429 past
+/// the limit).
 #[utoipa::path(patch, path = "/api/v2/user/me", tag = "accounts",
     request_body(content = Object, description = "{current_password, password}: the new password (8 characters or more) ends every token and dashboard session of the account, the one of this request too"),
     responses((status = 200, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 422, description = "Invalid fields, or a wrong current_password"), (status = 429, description = "Too many wrong current passwords from this address; see Retry-After")),

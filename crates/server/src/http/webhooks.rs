@@ -123,6 +123,9 @@ impl Listed for Attempts {
     }
 }
 
+/// List webhooks
+///
+/// The webhooks of the caller's groups; secrets never shown, `authorization` masked. Any account.
 #[utoipa::path(get, path = "/api/v2/webhook", tag = "webhooks",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query)),
     responses((status = 200, description = "Collection envelope of Webhook records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
@@ -131,6 +134,9 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Webhooks).await
 }
 
+/// Get a webhook
+///
+/// Viewer of its group; `expand=backlog` adds what waits to be delivered.
 #[utoipa::path(get, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 200, description = "A Webhook record", body = Webhook), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
@@ -138,6 +144,10 @@ pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(render(&one.state, &row, &one.selection).await?))
 }
 
+/// Create a webhook
+///
+/// Manager of the group; 201 with the secret shown this once; 422 on invalid fields, on a receiver
+/// that is not a public address, or past `webhooks_per_group`.
 #[utoipa::path(post, path = "/api/v2/webhook", tag = "webhooks",
     request_body(content = Object, description = "{label, id_group, forwarding_type: measurements|events, formatter, url, authorization?, is_active?}"),
     responses((status = 201, description = "The Webhook with its secret (shown this once) and a Location header", body = Webhook), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, a URL that does not resolve to public addresses only, a group the caller cannot see, or a group with webhooks_per_group webhooks already")),
@@ -151,6 +161,9 @@ pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
     Ok(new.created(&format!("/api/v2/webhook/{}", made.row.id_webhook), record))
 }
 
+/// Change a webhook
+///
+/// Manager of its group; re-activating a webhook starts from new data.
 #[utoipa::path(patch, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
     request_body(content = Object, description = "{label?, formatter?, url?, authorization?, is_active?}"),
     responses((status = 200, description = "The updated Webhook (activating an inactive one clears disabled_reason and disabled_at and drops what it had queued)", body = Webhook), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields, or a URL that does not resolve to public addresses only")),
@@ -160,6 +173,9 @@ pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Va
     Ok(axum::Json(render(&one.state, &row, &one.selection).await?))
 }
 
+/// Delete a webhook
+///
+/// Manager of its group; 204; its queue is dropped.
 #[utoipa::path(delete, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted with its queue and attempts"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found")),
     security(("bearer" = [])))]
@@ -168,6 +184,9 @@ pub async fn remove(one: OneRecord) -> Result<StatusCode, ApiError> {
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A webhook's delivery attempts
+///
+/// The attempt log, newest first. Viewer of its group.
 #[utoipa::path(get, path = "/api/v2/webhook/{id}/attempt", tag = "webhooks", params(("id" = String, Path)),
     responses((status = 200, description = "Collection of delivery attempts"), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
@@ -182,6 +201,9 @@ pub async fn attempts(
     get.serve(&Attempts { id_webhook: id }).await
 }
 
+/// Webhook formatters
+///
+/// The body formats a webhook may use. Any account.
 #[utoipa::path(get, path = "/api/v2/webhook-formatter", tag = "webhooks",
     responses((status = 200, description = "Collection of formatters: {name, description, content_type}")), security(("bearer" = [])))]
 pub async fn formatters(get: CollectionGet) -> Result<CollectionPage, ApiError> {

@@ -31,6 +31,10 @@ struct RevokeForm {
     client_secret: Option<String>,
 }
 
+/// Revoke a token
+///
+/// RFC 7009: ends the pair of either token; 200 also for an unknown token; 400 `invalid_client` for
+/// a bad client.
 #[utoipa::path(post, path = "/oauth2/revoke", tag = "authentication",
     request_body(content = RevokeForm, content_type = "application/x-www-form-urlencoded", description = "token (access or refresh token), token_type_hint?, and the client: client_id and client_secret, or HTTP Basic"),
     responses((status = 200, description = "Revoked, or not a token of this client: an empty body either way"), (status = 400, description = "invalid_client (client credentials missing or wrong) or invalid_request (no token)")))]

@@ -77,6 +77,11 @@ struct Refreshed {
     expires: String,
 }
 
+/// Get a token
+///
+/// The password and refresh grants. Failed sign-ins are limited per username and address and per
+/// address (429 `slow_down` with `Retry-After`); password checks run in a lane of their own (503
+/// `temporarily_unavailable` when it stays busy for 2 s).
 #[utoipa::path(post, path = "/oauth2/token", tag = "authentication",
     request_body(content = TokenForm, content_type = "application/x-www-form-urlencoded", description = "grant_type=password (client_id, client_secret, username, password) or grant_type=refresh_token (refresh_token, client_id, client_secret, with Authorization: Bearer). The client may authenticate with HTTP Basic instead of client_id and client_secret on the password grant"),
     responses((status = 200, description = "Token response, or {refreshed, expires} for a refresh", body = TokenAnswer), (status = 400, description = "Invalid request, client or grant (a pair granted longer than the token lifetime ago: invalid_grant)"), (status = 401, description = "Invalid username and password combination, or invalid bearer token on refresh"),
