@@ -9,13 +9,14 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use crate::state::FrontEnd;
+use ipnet::IpNet;
 
 /// The connections each address holds on one listener kind.
 #[derive(Debug)]
 pub struct AddressSlots {
     max: usize,
-    front_end: FrontEnd,
+    /// Trusted proxies (`DEVICECLOUD_TRUSTED_PROXIES`), not counted.
+    trusted: Vec<IpNet>,
     held: Mutex<HashMap<IpAddr, usize>>,
 }
 
@@ -28,11 +29,11 @@ pub struct AddressSlot {
 }
 
 impl AddressSlots {
-    /// At most `max` connections per address, trusted proxies of `front_end` excepted.
-    pub fn new(max: usize, front_end: FrontEnd) -> Arc<AddressSlots> {
+    /// At most `max` connections per address, the `trusted` proxies excepted.
+    pub fn new(max: usize, trusted: Vec<IpNet>) -> Arc<AddressSlots> {
         Arc::new(AddressSlots {
             max,
-            front_end,
+            trusted,
             held: Mutex::default(),
         })
     }
@@ -40,7 +41,7 @@ impl AddressSlots {
     /// A slot for one more connection from `peer`, unless it holds `max` already.
     pub fn take(self: &Arc<Self>, peer: IpAddr) -> Option<AddressSlot> {
         let peer = peer.to_canonical();
-        if self.front_end.trusts(peer) {
+        if self.trusted.iter().any(|net| net.contains(&peer)) {
             return Some(AddressSlot {
                 slots: Arc::clone(self),
                 key: None,
@@ -87,11 +88,7 @@ mod tests {
 
     #[test]
     fn an_address_holds_at_most_max_and_a_trusted_proxy_is_not_counted() {
-        let front_end = FrontEnd {
-            public_url: None,
-            trusted_proxies: vec!["10.0.0.1/32".parse().unwrap()],
-        };
-        let slots = AddressSlots::new(2, front_end);
+        let slots = AddressSlots::new(2, vec!["10.0.0.1/32".parse().unwrap()]);
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let held: Vec<AddressSlot> = (0..2).map(|_| slots.take(a).unwrap()).collect();
         assert!(slots.take(a).is_none());

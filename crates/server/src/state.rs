@@ -17,6 +17,7 @@ use crate::commands::CommandLog;
 use crate::gateway::departures::Departures;
 use crate::gateway::rejections::RejectionLog;
 use crate::ingest::IngestQueue;
+use crate::mqtt::admission::{Admission, Places};
 use crate::mqtt::registry::GatewayRegistry;
 use crate::page_cache::PageCache;
 use crate::peers::{self, Ears, Peers};
@@ -297,7 +298,7 @@ pub struct Services {
     pub rejections: RejectionLog,
     /// The places of the MQTT listeners: gateway slots, unauthenticated connections, and
     /// connections per address.
-    pub mqtt_admission: Arc<crate::mqtt::admission::Admission>,
+    pub mqtt_admission: Arc<Admission>,
     /// Cancelled when the service stops: a request still reading its body answers at once.
     pub shutdown: CancellationToken,
     /// What this node commits, for the live stream's clients.
@@ -369,7 +370,12 @@ impl AppState {
             stream,
             webhooks,
             pages: Arc::new(PageCache::new(limits.page_cache_bytes)),
-            mqtt_admission: Arc::new(crate::mqtt::admission::Admission::new(limits, &settings.front_end)),
+            mqtt_admission: Arc::new(Admission::new(Places {
+                gateways: limits.mqtt_max_connections,
+                unauthenticated: limits.mqtt_unauthenticated_max,
+                per_address: limits.connections_per_address,
+                trusted: settings.front_end.trusted_proxies.clone(),
+            })),
             shutdown: shutdown.clone(),
             writer: db,
             db: requests,

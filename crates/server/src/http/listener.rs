@@ -53,7 +53,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(limits.http_max_connections));
-    let addresses = AddressSlots::new(limits.connections_per_address, front_end.clone());
+    let addresses = AddressSlots::new(limits.connections_per_address, front_end.trusted_proxies.clone());
     let graceful = GracefulShutdown::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder

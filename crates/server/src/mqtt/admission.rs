@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use ipnet::IpNet;
+
 use crate::address_slots::{AddressSlot, AddressSlots};
-use crate::state::{FrontEnd, Limits};
 
 /// The places of both MQTT listeners (plain and TLS count together).
 #[derive(Debug)]
@@ -36,12 +37,21 @@ impl Entry {
     }
 }
 
+/// The sizes of the places (`Limits::mqtt_max_connections`, `mqtt_unauthenticated_max`,
+/// `connections_per_address`), and the proxies not counted per address.
+pub struct Places {
+    pub gateways: usize,
+    pub unauthenticated: usize,
+    pub per_address: usize,
+    pub trusted: Vec<IpNet>,
+}
+
 impl Admission {
-    pub fn new(limits: &Limits, front_end: &FrontEnd) -> Admission {
+    pub fn new(places: Places) -> Admission {
         Admission {
-            gateways: Arc::new(Semaphore::new(limits.mqtt_max_connections)),
-            unauthenticated: Arc::new(Semaphore::new(limits.mqtt_unauthenticated_max)),
-            addresses: AddressSlots::new(limits.connections_per_address, front_end.clone()),
+            gateways: Arc::new(Semaphore::new(places.gateways)),
+            unauthenticated: Arc::new(Semaphore::new(places.unauthenticated)),
+            addresses: AddressSlots::new(places.per_address, places.trusted),
         }
     }
 
