@@ -29,7 +29,7 @@ pub async fn authenticate(state: &AppState, serial: &str, token: &[u8]) -> Resul
         return Err(AuthError::BadCredentials);
     }
     // Read before anything of the gateway is: an asset archived from now on is forgotten.
-    let archivings = state.gateways.archived_count();
+    let archivings = state.gateways.archived.count();
     let found = devices::gateway_auth(&state.db, serial).await.map_err(|e| {
         tracing::error!(error = %e, "gateway authentication failed");
         AuthError::Unavailable

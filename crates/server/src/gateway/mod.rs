@@ -2,6 +2,7 @@
 //! HTTP for gateways that cannot speak MQTT): authentication, and the effect of every message of
 //! the gateway protocol (docs/gateway-protocol.md, "Messages" and "Event codes the cloud records").
 
+pub mod archived;
 mod auth;
 pub mod departures;
 pub mod losses;
@@ -25,8 +26,8 @@ use crate::commands::Pending;
 use crate::event_types;
 use crate::ingest::IngestError;
 use crate::metrics::{Closed, Dropped, Failed, Outcome};
-use crate::mqtt::registry::Forget;
 use crate::state::AppState;
+use archived::Forget;
 pub use departures::{Departure, Departures};
 
 /// Why a message had no effect.
@@ -98,7 +99,7 @@ pub struct Gateway {
     series: HashMap<String, HashMap<i64, i64>>,
     /// A power-off message came: the disconnect that follows is expected.
     pub powered_off: bool,
-    /// The archivings of assets this connection has looked at (`GatewayRegistry::archived_since`).
+    /// The archivings of assets this connection has looked at (`archived::ArchivedAssets`).
     pub(super) archivings_seen: u64,
 }
 
@@ -182,7 +183,7 @@ impl Gateway {
     /// message naming one of their serials makes a new asset, as after a reconnection
     /// (docs/gateway-protocol.md, "Messages").
     pub(super) fn forget_archived(&mut self, state: &AppState) {
-        let (forget, seen) = state.gateways.archived_since(&self.id, self.archivings_seen);
+        let (forget, seen) = state.gateways.archived.since(&self.id, self.archivings_seen);
         self.archivings_seen = seen;
         match forget {
             Forget::Nothing => {}

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::oneshot;
 
 use crate::commands::Outbound;
+use crate::gateway::archived::ArchivedAssets;
 
 /// Why a connection is told to end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,32 +53,8 @@ pub struct Registration {
 pub struct GatewayRegistry {
     next_id: AtomicU64,
     live: Mutex<HashMap<String, Live>>,
-    archived: ArchivedAssets,
-}
-
-/// Assets archived while their gateways stay connected: a connection remembers its assets'
-/// ids, and must forget an archived one before its next message, or that message would still
-/// reach the archived device. Rather than a channel per connection, a count of archivings that
-/// every connection compares with the one it last saw (one atomic load per message when
-/// nothing was archived) and the last [`ARCHIVED_KEPT`] archivings to look its own up in.
-#[derive(Debug, Default)]
-struct ArchivedAssets {
-    count: AtomicU64,
-    recent: Mutex<std::collections::VecDeque<(u64, String, String)>>,
-}
-
-/// Archivings kept for connections to look up; one further behind forgets all its assets.
-const ARCHIVED_KEPT: usize = 4096;
-
-/// What a connection must forget of its assets.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Forget {
-    /// Nothing was archived since it last looked.
-    Nothing,
-    /// These assets of it were archived.
-    Assets(Vec<String>),
-    /// It is too far behind to tell: every asset (they are found again in the store).
-    All,
+    /// Assets archived while their gateways are connected (`gateway::archived`).
+    pub archived: ArchivedAssets,
 }
 
 impl GatewayRegistry {
@@ -137,42 +114,6 @@ impl GatewayRegistry {
         }
     }
 
-    /// Records that `asset` of `gateway` was archived (through any node).
-    pub fn asset_archived(&self, gateway: &str, asset: &str) {
-        let mut recent = self.archived.recent.lock().unwrap_or_else(|e| e.into_inner());
-        let number = self.archived.count.load(Ordering::SeqCst) + 1;
-        recent.push_back((number, gateway.to_string(), asset.to_string()));
-        if recent.len() > ARCHIVED_KEPT {
-            recent.pop_front();
-        }
-        self.archived.count.store(number, Ordering::SeqCst);
-    }
-
-    /// What the connection of `gateway`, which last looked at archiving `seen`, must forget,
-    /// and the archiving to remember having looked at.
-    pub fn archived_since(&self, gateway: &str, seen: u64) -> (Forget, u64) {
-        let now = self.archived.count.load(Ordering::SeqCst);
-        if now == seen {
-            return (Forget::Nothing, now);
-        }
-        let recent = self.archived.recent.lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.archived.count.load(Ordering::SeqCst);
-        if recent.front().is_some_and(|(first, ..)| *first > seen + 1) {
-            return (Forget::All, now);
-        }
-        let assets = recent
-            .iter()
-            .filter(|(number, owner, _)| *number > seen && owner == gateway)
-            .map(|(_, _, asset)| asset.clone())
-            .collect();
-        (Forget::Assets(assets), now)
-    }
-
-    /// The archiving count a new connection starts from.
-    pub fn archived_count(&self) -> u64 {
-        self.archived.count.load(Ordering::SeqCst)
-    }
-
     /// Where commands for `device` go, `None` when it has no live connection on this node.
     pub fn commands(&self, device: &str) -> Option<flume::Sender<Box<Outbound>>> {
         self.live.lock().ok()?.get(device).map(|l| l.commands.clone())
@@ -181,26 +122,5 @@ impl GatewayRegistry {
     /// Whether `device` has a live connection on this node.
     pub fn is_connected(&self, device: &str) -> bool {
         self.live.lock().is_ok_and(|live| live.contains_key(device))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_connection_learns_which_of_its_assets_were_archived() {
-        let registry = GatewayRegistry::default();
-        let start = registry.archived_count();
-        assert_eq!(registry.archived_since("gw", start), (Forget::Nothing, start));
-        registry.asset_archived("gw", "a1");
-        registry.asset_archived("other", "b1");
-        let (forget, seen) = registry.archived_since("gw", start);
-        assert_eq!(forget, Forget::Assets(vec!["a1".into()]));
-        assert_eq!(registry.archived_since("gw", seen), (Forget::Nothing, seen));
-        for i in 0..ARCHIVED_KEPT + 1 {
-            registry.asset_archived("other", &format!("x{i}"));
-        }
-        assert_eq!(registry.archived_since("gw", seen).0, Forget::All);
     }
 }

@@ -31,7 +31,7 @@ impl Change {
             Change::SignInFailed { key } => state.login_limiter.failed_elsewhere(key, std::time::Instant::now()),
             Change::SignedIn { key } => state.login_limiter.succeeded(key),
             Change::Revoked { device } => state.gateways.revoke(device),
-            Change::AssetArchived { gateway, asset } => state.gateways.asset_archived(gateway, asset),
+            Change::AssetArchived { gateway, asset } => state.gateways.archived.record(gateway, asset),
             Change::Connected { device } => state.gateways.take_over(device),
             Change::Command {
                 to,
