@@ -77,23 +77,7 @@ pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState,
         let (serial, token) = (username.unwrap_or_default(), password.unwrap_or_default());
         Box::pin(authenticate(&state, &serial, &token)).await
     };
-    // A gateway slot is taken only by a connection whose CONNECT is accepted.
-    let slot = match authenticated {
-        Ok(_) => state.mqtt_admission.gateway_slot(),
-        Err(_) => None,
-    };
     entry.answered();
-    let authenticated = match (authenticated, &slot) {
-        (Ok(_), None) => {
-            metrics::counter!("devicecloud_mqtt_connect_refused_total", "reason" => "connection limit").increment(1);
-            let _ = framed
-                .send(packets::connack(version, Connack::ServiceUnavailable))
-                .await;
-            return;
-        }
-        (authenticated, _) => authenticated,
-    };
-    let _slot = slot;
     let mut gateway = match authenticated {
         Ok(gateway) => gateway,
         Err(e) => {
@@ -106,6 +90,14 @@ pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState,
             let _ = framed.send(packets::connack(version, outcome)).await;
             return;
         }
+    };
+    // A gateway slot is taken only by a connection whose CONNECT is accepted.
+    let Some(_slot) = state.mqtt_admission.gateway_slot() else {
+        metrics::counter!("devicecloud_mqtt_connect_refused_total", "reason" => "connection limit").increment(1);
+        let _ = framed
+            .send(packets::connack(version, Connack::ServiceUnavailable))
+            .await;
+        return;
     };
     let registration = state.gateways.register(&gateway.id);
     let (connection, mut kicked, commands) = (registration.id, registration.kicked, registration.commands);
