@@ -2,16 +2,16 @@
 //! them. Each change forgets the remembered pages.
 
 use devicecloud_store::groups::{self, GroupChanges, GroupRow, NewGroup};
-use devicecloud_store::webhooks::{self, Deactivation};
+use devicecloud_store::webhooks;
 use devicecloud_store::{devices, unix_now};
 
 use super::validate::Fields;
 use super::{Input, Result, ServiceError, access};
 use crate::auth::{Caller, Role};
 use crate::event_catalogue::REASON_GROUP_DELETED;
-use crate::event_types;
 use crate::peers::{self, Change};
 use crate::state::AppState;
+use crate::webhooks::set_inactive;
 
 /// Group types: the numeric code (as text, specification) and its human-readable label.
 pub const GROUP_TYPES: &[(&str, &str)] = &[
@@ -97,20 +97,11 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
 /// (their reconnection is refused with CONNACK 5 from the moment of the deletion).
 pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::group(state, caller, id, Role::Manager).await?;
-    let now = unix_now();
-    groups::soft_delete(&state.db, id, now).await?;
+    groups::soft_delete(&state.db, id, unix_now()).await?;
     peers::apply::change(state, Change::Groups);
-    let how = Deactivation {
-        reason: REASON_GROUP_DELETED,
-        event_type: event_types::WEBHOOK_DISABLED,
-        now,
-    };
     let mut stopped = false;
     for hook in webhooks::active_of_group(&state.db, id).await? {
-        if let Some(done) = webhooks::deactivate(&state.db, &hook.id_webhook, &how).await? {
-            state.stream.event_rows(vec![done.event]);
-            stopped = true;
-        }
+        stopped |= set_inactive(&state.db, &state.stream, &hook.id_webhook, REASON_GROUP_DELETED).await?;
     }
     if stopped {
         peers::apply::change(state, Change::Webhooks);

@@ -367,19 +367,33 @@ impl Lane<'_> {
 /// Sets the webhook inactive for `reason` (its queue dropped, event 214 recorded), counts it,
 /// and has the lanes revised.
 async fn disable(context: &Context, hook: &WebhookRow, reason: &'static str) -> Result<(), StoreError> {
+    set_inactive(&context.db, &context.stream, &hook.id_webhook, reason).await?;
+    context.hub.webhook_changed();
+    Ok(())
+}
+
+/// Sets webhook `id_webhook` inactive for `reason` (`disabled_reason`; its queue dropped, event
+/// 214 recorded and handed to the live stream) and counts it; whether it was active. The lanes
+/// are revised by whoever calls it (this node's hub, or every node's through `peers`).
+pub async fn set_inactive(
+    db: &Db,
+    stream: &LiveFeed,
+    id_webhook: &str,
+    reason: &'static str,
+) -> Result<bool, StoreError> {
     let how = Deactivation {
         reason,
         event_type: event_types::WEBHOOK_DISABLED,
         now: unix_now(),
     };
-    if let Some(Deactivated { dropped, event }) = webhooks::deactivate(&context.db, &hook.id_webhook, &how).await? {
-        context.stream.event_rows(vec![event]);
-        tracing::warn!(webhook = %hook.id_webhook, reason, dropped, "webhook set inactive");
-        metrics::counter!(ITEMS, "outcome" => "dropped").increment(dropped);
-        metrics::counter!(DISABLED, "reason" => reason).increment(1);
-    }
-    context.hub.webhook_changed();
-    Ok(())
+    let Some(Deactivated { dropped, event }) = webhooks::deactivate(db, id_webhook, &how).await? else {
+        return Ok(false);
+    };
+    stream.event_rows(vec![event]);
+    tracing::warn!(webhook = %id_webhook, reason, dropped, "webhook set inactive");
+    metrics::counter!(ITEMS, "outcome" => "dropped").increment(dropped);
+    metrics::counter!(DISABLED, "reason" => reason).increment(1);
+    Ok(true)
 }
 
 /// Renders the oldest queued records of the webhook into a delivery.
