@@ -2,6 +2,8 @@
 //! string and an optional JSON body, with the precedence of docs/api.md, "Collections" (the URL
 //! wins, the two filters are never merged).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::error::QueryError;
@@ -82,7 +84,7 @@ impl CollectionQuery {
         // A body filter's nulls mean SQL NULL; PHP would drop them from the links, which would
         // then lead to other records. In a URL, "NULL" means the same (docs/api.md, "Collections").
         let body = body.map(null_filters_as_text);
-        if let Some(body_params) = body.as_ref().and_then(Params::from_json) {
+        if let Some(body_params) = body.as_deref().and_then(Params::from_json) {
             for (key, value) in body_params.iter() {
                 if BODY_PARAMS.contains(&key) && !url.contains_key(key) {
                     link_params.set(key, value.clone());
@@ -93,7 +95,7 @@ impl CollectionQuery {
         let raw_filter = match url.get("filter") {
             Some(from_url) => Some(from_url.to_json()),
             None => body
-                .as_ref()
+                .as_deref()
                 .and_then(|b| b.get("filter"))
                 .filter(|v| !v.is_null())
                 .cloned(),
@@ -122,9 +124,18 @@ impl CollectionQuery {
 }
 
 /// `body` with every null inside its `filter` written as the text `"NULL"`, which the filter
-/// reads alike and which survives in a link's query string. A `filter` that is null itself stays
-/// null: no filter.
-fn null_filters_as_text(body: &Value) -> Value {
+/// reads alike and which survives in a link's query string; borrowed as it is when its filter
+/// holds no null (the common case costs no copy). A `filter` that is null itself stays null: no
+/// filter.
+fn null_filters_as_text(body: &Value) -> Cow<'_, Value> {
+    fn holds_null(value: &Value) -> bool {
+        match value {
+            Value::Null => true,
+            Value::Array(items) => items.iter().any(holds_null),
+            Value::Object(map) => map.values().any(holds_null),
+            _ => false,
+        }
+    }
     fn texts(value: &Value) -> Value {
         match value {
             Value::Null => Value::String("NULL".into()),
@@ -134,12 +145,14 @@ fn null_filters_as_text(body: &Value) -> Value {
         }
     }
     match body {
-        Value::Object(map) if map.get("filter").is_some_and(|f| !f.is_null()) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), if k == "filter" { texts(v) } else { v.clone() }))
-                .collect(),
-        ),
-        other => other.clone(),
+        Value::Object(map) if map.get("filter").is_some_and(|f| !f.is_null() && holds_null(f)) => {
+            Cow::Owned(Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), if k == "filter" { texts(v) } else { v.clone() }))
+                    .collect(),
+            ))
+        }
+        other => Cow::Borrowed(other),
     }
 }
 
