@@ -100,6 +100,15 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::stream::slots::TooManyStreams> for ApiError {
+    fn from(full: crate::stream::slots::TooManyStreams) -> ApiError {
+        ApiError::TooManyRequests {
+            message: full.to_string(),
+            retry_after_s: 5,
+        }
+    }
+}
+
 impl From<ServiceError> for ApiError {
     fn from(err: ServiceError) -> ApiError {
         let message = err.to_string();

@@ -234,10 +234,8 @@ pub fn webhook_fields(row: &WebhookRow, vault: &Vault) -> Map<String, Value> {
 /// The device's envelope `{status, payload}` under its own status. A status HTTP cannot carry
 /// with a body (1xx, 204, 205, 304) becomes 502.
 pub fn device_answer(response: &CommandResponse) -> Response {
-    let status = StatusCode::from_u16(response.status)
-        .ok()
-        .filter(|s| crate::commands::answer_status(s.as_u16()) == s.as_u16());
-    match status {
+    let usable = crate::commands::answer_status(response.status) == response.status;
+    match StatusCode::from_u16(response.status).ok().filter(|_| usable) {
         Some(status) => (
             status,
             axum::Json(json!({"status": response.status, "payload": response.payload})),

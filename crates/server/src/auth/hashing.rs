@@ -1,8 +1,8 @@
 //! Password checks and hashes in a lane of their own (docs/operations.md, "Limits"). Argon2
 //! takes tens of milliseconds of CPU and 19 MiB of memory per call, and a stranger can ask for
 //! one with every sign-in attempt. They run on a pool of their own, one thread per core but one
-//! (at least one), started once: at most that many run at once, the blocking pool of the runtime never grows for them,
-//! and the memory each thread's allocator keeps for its 19 MiB is reused by the next check on
+//! (at least one), started once: at most that many run at once, the runtime's blocking pool
+//! never grows for them, and the memory each thread's allocator keeps for its 19 MiB is reused by the next check on
 //! that thread rather than left behind on whichever thread ran it. A caller that waits longer
 //! than [`WAIT`] for a thread is told to come back later instead of queueing without bound; a
 //! caller that gives up does not free the thread early (the check runs to its end).
@@ -26,12 +26,16 @@ struct Lane {
     jobs: flume::Sender<Job>,
 }
 
+/// Checks that run at once: one core fewer than the machine has (at least one), so that a
+/// flood of sign-ins leaves a core to ingest and to every other request.
+fn width() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    cores.saturating_sub(1).max(1)
+}
+
 /// One lane for the whole process (the cores are the process's, not a service's).
 static LANE: LazyLock<Lane> = LazyLock::new(|| {
-    // One core fewer than the machine has (at least one): a flood of sign-ins leaves a core to
-    // ingest and to every other request.
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let cores = cores.saturating_sub(1).max(1);
+    let cores = width();
     let (jobs, queue) = flume::unbounded::<Job>();
     for n in 0..cores {
         let queue = queue.clone();
@@ -105,10 +109,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_caller_past_the_wait_is_refused_and_the_turns_come_back() {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let cores = cores.saturating_sub(1).max(1);
         // Hold every turn for longer than the wait.
-        let holders: Vec<_> = (0..cores)
+        let holders: Vec<_> = (0..width())
             .map(|_| tokio::spawn(run(|| std::thread::sleep(WAIT + Duration::from_millis(500)))))
             .collect();
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -43,9 +43,7 @@ impl SignInKey {
             address,
         }
     }
-}
 
-impl SignInKey {
     /// The client address part, as it is limited on its own.
     fn address(&self) -> &str {
         &self.address

@@ -25,7 +25,6 @@ use super::viewer::Viewer;
 use super::{PageResult, format};
 use crate::auth::Role;
 use crate::dashboard::PageError;
-use crate::error::ApiError;
 use crate::service::access;
 use crate::state::AppState;
 use crate::stream::client::{Client, Credential, Next, Request};
@@ -86,13 +85,7 @@ fn open(
     let max = state.settings.limits.streams_per_account;
     let slot = match state.stream.accounts.reserve(&viewer.caller.id_user, max) {
         Ok(slot) => slot,
-        Err(full) => {
-            let error = ApiError::TooManyRequests {
-                message: full.to_string(),
-                retry_after_s: 5,
-            };
-            return PageError::Api(error).into_response();
-        }
+        Err(full) => return PageError::Api(full.into()).into_response(),
     };
     let request = Request {
         credential: Credential::Session(viewer.session_hash),

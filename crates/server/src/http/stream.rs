@@ -132,11 +132,7 @@ pub async fn stream(
     let slot = state
         .stream
         .accounts
-        .reserve(&caller.id_user, state.settings.limits.streams_per_account)
-        .map_err(|full| ApiError::TooManyRequests {
-            message: full.to_string(),
-            retry_after_s: 5,
-        })?;
+        .reserve(&caller.id_user, state.settings.limits.streams_per_account)?;
     let request = Request {
         credential: Credential::Token(hash),
         groups,

@@ -15,8 +15,8 @@ use crate::state::AppState;
 const CSV_TARGET_ROWS: usize = 20_000;
 
 /// Most points read at once: a window that holds more (many points in one second) is read in
-/// pages of this many.
-const CSV_PAGE_ROWS: u64 = 20_000;
+/// pages of the size a window aims at.
+const CSV_PAGE_ROWS: u64 = CSV_TARGET_ROWS as u64;
 
 /// A session's CSV: its id (for the file name) and its lines, header first, as they are read.
 pub struct SessionCsv {
