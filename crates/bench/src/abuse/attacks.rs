@@ -80,39 +80,36 @@ pub async fn sign_in_flood(index: usize, base: String, client: OAuthClient, tall
 /// `like` filters of 100 KB in a JSON body (within the body limit, so that the filter is read),
 /// back to back.
 pub async fn huge_likes(index: usize, base: String, token: String, tally: Shared, deadline: Instant) {
-    let http = sources::http_client(sources::address(LIKE_BLOCK, index));
     let body = json!({"filter": {"serial_hardware": {"like": "%a_".repeat(34_000)}}}).to_string();
-    while Instant::now() < deadline {
-        let outcome = match http
-            .get(format!("{base}/api/v2/physical-device"))
+    let url = format!("{base}/api/v2/physical-device");
+    let request = |http: &reqwest::Client| {
+        http.get(&url)
             .bearer_auth(&token)
             .header("content-type", "application/json")
             .body(body.clone())
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-        {
-            Ok(response) => response.status().as_u16().to_string(),
-            Err(_) => "error".to_string(),
-        };
-        tally.lock().await.count(outcome);
-    }
+    };
+    back_to_back(sources::address(LIKE_BLOCK, index), request, tally, deadline).await;
 }
 
 /// Pages of 22 devices with `expand=group.latestData` over the publishing fleet's group: each
 /// device would carry every series of the group.
 pub async fn latest_data(index: usize, base: String, token: String, tally: Shared, deadline: Instant) {
-    let http = sources::http_client(sources::address(LIKE_BLOCK, 100 + index));
+    let url = format!("{base}/api/v2/physical-device?per-page=22&expand=group.latestData");
+    let request = |http: &reqwest::Client| http.get(&url).bearer_auth(&token);
+    back_to_back(sources::address(LIKE_BLOCK, 100 + index), request, tally, deadline).await;
+}
+
+/// Sends what `request` builds from `from`, one after the other until the deadline, reading
+/// each answer whole and counting its status.
+async fn back_to_back(
+    from: IpAddr,
+    request: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    tally: Shared,
+    deadline: Instant,
+) {
+    let http = sources::http_client(from);
     while Instant::now() < deadline {
-        let outcome = match http
-            .get(format!(
-                "{base}/api/v2/physical-device?per-page=22&expand=group.latestData"
-            ))
-            .bearer_auth(&token)
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-        {
+        let outcome = match request(&http).timeout(Duration::from_secs(30)).send().await {
             Ok(response) => {
                 let status = response.status().as_u16();
                 let _ = response.bytes().await;

@@ -114,29 +114,11 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
     let pid = server.pid().unwrap_or_default();
     let http = reqwest::Client::new();
     let (client, admin) = server.administrator(&http).await?;
-    server
-        .admin(&[
-            "create-user",
-            "--username",
-            "nobody@bench.local",
-            "--password",
-            "bench-password",
-        ])
-        .await?;
-    let nobody = token(&http, &server.base, &client, "nobody@bench.local", "bench-password").await?;
+    let (_, nobody) = account(&server, &http, &client, "nobody@bench.local").await?;
     eprintln!("provisioning {} gateways…", o.gateways);
     let (fleet_group, fleet) = provision_group(&http, &server.base, &admin, "ABUSE", o.gateways).await?;
     // Another tenant: an account managing a group of its own, with one gateway.
-    let tenant_user = server
-        .admin(&[
-            "create-user",
-            "--username",
-            "tenant@bench.local",
-            "--password",
-            "bench-password",
-        ])
-        .await?;
-    let tenant = token(&http, &server.base, &client, "tenant@bench.local", "bench-password").await?;
+    let (tenant_user, tenant) = account(&server, &http, &client, "tenant@bench.local").await?;
     let (tenant_group, tenant_fleet) = provision_group(&http, &server.base, &admin, "TENANT", 1).await?;
     json(
         http.put(format!(
@@ -368,6 +350,20 @@ pub async fn abuse(o: AbuseOptions) -> Result<()> {
         bail!("acknowledged data was lost or miscounted");
     }
     Ok(())
+}
+
+/// A new account (no role anywhere) and a token of it.
+async fn account(
+    server: &ServerUnderTest,
+    http: &reqwest::Client,
+    client: &serde_json::Value,
+    username: &str,
+) -> Result<(serde_json::Value, String)> {
+    let user = server
+        .admin(&["create-user", "--username", username, "--password", "bench-password"])
+        .await?;
+    let token = token(http, &server.base, client, username, "bench-password").await?;
+    Ok((user, token))
 }
 
 /// Requests through an HTTP client, one kind per task, back to back until the deadline:
