@@ -2,6 +2,7 @@
 //! background tasks, driven by one [`AppState`] and stopped by one cancellation token.
 
 pub mod address_slots;
+pub mod admission;
 pub mod auth;
 pub mod browser;
 pub mod commands;

@@ -9,6 +9,7 @@ use devicecloud_store::Db;
 use ipnet::IpNet;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::admission::{Admission, Places};
 use crate::auth::cache::AuthCache;
 use crate::auth::login_limit::LoginLimiter;
 use crate::auth::rate_limit::AccountLimiter;
@@ -17,7 +18,6 @@ use crate::commands::CommandLog;
 use crate::gateway::departures::Departures;
 use crate::gateway::rejections::RejectionLog;
 use crate::ingest::IngestQueue;
-use crate::mqtt::admission::{Admission, Places};
 use crate::mqtt::registry::GatewayRegistry;
 use crate::page_cache::PageCache;
 use crate::peers::{self, Ears, Peers};

@@ -15,9 +15,9 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
 use super::acks::Acks;
-use super::admission::Entry;
 use super::packets::{self, Connack, Inbound, Version};
 use super::registry::Kick;
+use crate::admission::Entry;
 use crate::commands::{Outbound, Pending};
 use crate::gateway::{AuthError, Gateway, GatewayError, authenticate};
 use crate::metrics::{Closed, Failed, Outcome};

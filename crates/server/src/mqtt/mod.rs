@@ -3,7 +3,6 @@
 //! ones until shutdown; each connection is one task, and both speak the same protocol.
 
 mod acks;
-pub mod admission;
 mod connection;
 pub mod packets;
 pub mod registry;
@@ -18,8 +17,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admission::{Admission, Entry};
 use crate::state::AppState;
-use admission::{Admission, Entry};
 use tls::TlsAcceptor;
 
 /// Accepts gateway connections on `listener` until `shutdown` is cancelled; connections end

@@ -1,4 +1,4 @@
-//! Who may hold an MQTT connection (docs/operations.md, "Limits"). A connection first needs a
+//! Who may hold a connection to the MQTT listeners (docs/operations.md, "Limits"). A connection first needs a
 //! place among the connections not yet authenticated (`mqtt_unauthenticated_max`, each with 5 s
 //! to send its CONNECT) and one of its address's places (`connections_per_address`); it takes
 //! one of the gateway slots (`mqtt_max_connections`) only once its CONNECT is accepted. So
