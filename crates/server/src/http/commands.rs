@@ -98,7 +98,7 @@ macro_rules! simple_command {
                  is invisible or not online (400 for the counter resets); 504 without an answer within \
                  the command timeout. Other methods, HEAD included, answer 405."]
         #[utoipa::path($verb, path = $path, tag = "commands", params(("id" = String, Path)),
-            responses((status = 200, description = $ok), $($extra,)* (status = 401, description = "Role below operator"),
+            responses((status = 200, description = $ok, body = super::schemas::records::DeviceAnswer), $($extra,)* (status = 401, description = "Role below operator"),
                 (status = $offline, description = "Not found, not visible, or not online"),
                 (status = 504, description = "No answer within the command timeout")),
             security(("bearer" = [])))]
@@ -131,12 +131,12 @@ simple_command!(
 simple_command!(
     /// `GET …/wifi`: scan.
     wifi_scan, get "/api/v2/physical-device/{id}/wifi", WifiScan,
-    "200: {status: 200, payload: {wifiAccessPoints, result}}", 404, ( status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}" )
+    "200: {status: 200, payload: {wifiAccessPoints, result}}", 404, ( status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}", body = super::schemas::records::DeviceAnswer )
 );
 simple_command!(
     /// `DELETE …/wifi`: disconnect.
     wifi_disconnect, delete "/api/v2/physical-device/{id}/wifi", WifiDisconnect,
-    "200: {status: 200, payload: {wifiAccessPoints, result}}", 404, ( status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}" )
+    "200: {status: 200, payload: {wifiAccessPoints, result}}", 404, ( status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}", body = super::schemas::records::DeviceAnswer )
 );
 simple_command!(
     /// `PUT …/reset-main-counter`: `{"status": 200, "payload": {"status": "200"}}`.
@@ -155,8 +155,8 @@ simple_command!(
 /// the device's group; 404 when not online; 501 `Wifi disabled` on a GO module; 504 without an
 /// answer in time.
 #[utoipa::path(put, path = "/api/v2/physical-device/{id}/wifi", tag = "commands", params(("id" = String, Path)),
-    request_body(content = Object, description = "{ssid, password?}"),
-    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 400, description = "Malformed body"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    request_body(content = super::schemas::bodies::WifiNetwork),
+    responses((status = 200, description = "200: {status: 200, payload: {wifiAccessPoints, result}}"), (status = 400, description = "Malformed body"), (status = 501, description = "Wifi disabled: {status: 501, payload: {result: failed, cause: Wifi disabled}}", body = super::schemas::records::DeviceAnswer), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn wifi_connect(one: OneRecord, body: Bytes) -> Result<Response, ApiError> {
     let target = service::target(&one.state, &one.caller, &one.id).await?;
@@ -172,7 +172,7 @@ pub async fn wifi_connect(one: OneRecord, body: Bytes) -> Result<Response, ApiEr
 /// the gateway's answer. Operator of the device's group; 404 when not online; 504 without an
 /// answer in time.
 #[utoipa::path(put, path = "/api/v2/physical-device/{id}/modbus-write", tag = "commands", params(("id" = String, Path)),
-    request_body(content = Object, description = "{datatype, value} or an array of them"),
+    request_body(content = super::schemas::bodies::ModbusWrites),
     responses((status = 200, description = "200: {status: 200, payload: {result: success}}"), (status = 400, description = "Malformed body"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn modbus_write(one: OneRecord, body: Bytes) -> Result<Response, ApiError> {
@@ -194,7 +194,7 @@ pub async fn modbus_write(one: OneRecord, body: Bytes) -> Result<Response, ApiEr
 /// does not have); any other type (`modbus`, `sensor`, …) and a gateway itself are a 400
 /// (docs/api.md, "Commands").
 #[utoipa::path(delete, path = "/api/v2/physical-device/{id}/zwave-node", tag = "commands", params(("id" = String, Path)),
-    responses((status = 200, description = "200: {fromCloud, message, routeToPollEvents, tips} (not wrapped)"), (status = 400, description = "Not a Z-wave node behind a gateway"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
+    responses((status = 200, description = "The gateway accepted the exclusion (not wrapped)", body = super::schemas::records::ZwaveExclusion), (status = 400, description = "Not a Z-wave node behind a gateway"), (status = 401, description = "Role below operator"), (status = 404, description = "Not found, not visible, or not online"), (status = 504, description = "No answer within the command timeout")),
     security(("bearer" = [])))]
 pub async fn zwave_node(one: OneRecord) -> Result<Response, ApiError> {
     let (state, caller) = (&one.state, &one.caller);

@@ -110,7 +110,7 @@ fn bucket_fields(b: &Bucket) -> Map<String, Value> {
 /// filter (like at most 256 characters, a filter at most 64 KiB, at most 1,000 query parameters).
 #[utoipa::path(get, path = "/api/v2/data", tag = "data",
     params(("filter[id_group]" = String, Query, description = "required"), ("filter[timestamp_seconds][gte]" = Option<i64>, Query), ("filter[datatype]" = Option<i64>, Query), ("filter[source_device]" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query)),
-    responses((status = 200, description = "Collection envelope of raw data points, latest first"), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection envelope of raw data points, latest first", body = super::schemas::records::DataPointCollection), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn raw(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&RawData).await
@@ -119,12 +119,12 @@ pub async fn raw(get: CollectionGet) -> Result<CollectionPage, ApiError> {
 /// Downsampled measurements
 ///
 /// Buckets of min, max, avg and count per series: per day, hour or minute (or raw points) as the
-/// length of the `timestamp_seconds` interval decides; bounds apply to bucket starts.
-/// `filter[id_group]` is required (400 without it); `filter[id_data_session]=<id>` cuts a session's
+/// length of the `timestamp_seconds` interval decides; bounds apply to bucket starts. Without
+/// `filter[id_group]` the caller's visible groups are read; `filter[id_data_session]=<id>` cuts a session's
 /// span into 500 buckets (any other form over it is a 422). Any account.
 #[utoipa::path(get, path = "/api/v2/data-downsampled", tag = "data",
     params(("filter[id_group]" = Option<String>, Query), ("filter[timestamp_seconds][gt]" = Option<f64>, Query), ("filter[timestamp_seconds][lt]" = Option<f64>, Query), ("filter[id_data_session]" = Option<String>, Query), ("sort" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
-    responses((status = 200, description = "Collection envelope of downsampled points: per day, hour, minute or raw from the interval length; 500 buckets for a data session"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection envelope of downsampled points: per day, hour, minute or raw from the interval length; 500 buckets for a data session", body = super::schemas::records::DownsampledPointCollection), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn downsampled(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Downsampled).await

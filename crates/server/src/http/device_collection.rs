@@ -87,7 +87,7 @@ impl Listed for Devices {
 /// most 4 segments (400).
 #[utoipa::path(get, path = "/api/v2/physical-device", tag = "physical devices",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query), ("sort" = Option<String>, Query)),
-    responses((status = 200, description = "Collection envelope of Physical Device records with expand, labels and deviceStatuses"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection envelope of Physical Device records with expand, labels and deviceStatuses", body = super::schemas::records::PhysicalDeviceCollection), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Devices).await

@@ -42,8 +42,8 @@ fn render(row: &DeviceRow, selection: &Selection) -> Value {
 /// `device_token`, shown this once. Manager of the group; 422 on invalid fields or a serial already
 /// provisioned.
 #[utoipa::path(post, path = "/api/v2/physical-device", tag = "physical devices",
-    request_body(content = Object, description = "{id_group, serial_hardware, kind: GO|CORE|PLUS, label?, expected_offline_interval?}"),
-    responses((status = 201, description = "The device with its device_token (shown this once) and a Location header"), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, serial already provisioned, or a group the caller cannot see")),
+    request_body(content = super::schemas::bodies::NewGateway),
+    responses((status = 201, description = "The device with its device_token (shown this once) and a Location header", body = super::schemas::records::PhysicalDevice), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, serial already provisioned, or a group the caller cannot see")),
     security(("bearer" = [])))]
 pub async fn provision(new: NewRecord) -> Result<Response, ApiError> {
     let provisioned = service::provision(&new.state, &new.caller, &new.input).await?;
@@ -60,7 +60,7 @@ pub async fn provision(new: NewRecord) -> Result<Response, ApiError> {
 /// One device with `fields` and `expand` as on the collection. Viewer of its group; 404 when it
 /// does not exist or its group is invisible.
 #[utoipa::path(get, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
-    responses((status = 200, description = "A Physical Device record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+    responses((status = 200, description = "A Physical Device record", body = super::schemas::records::PhysicalDevice), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     let device = access::device(&one.state, &one.caller, &one.id, Role::Viewer).await?;
     Ok(axum::Json(render_one(&one.state, device, &one.selection).await?))
@@ -71,8 +71,8 @@ pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
 /// `label`, `expected_offline_interval`, `expected_live_status`; the device's `device_status`
 /// follows at once. Manager of its group (401 below); 422 on invalid fields.
 #[utoipa::path(patch, path = "/api/v2/physical-device/{id}", tag = "physical devices", params(("id" = String, Path)),
-    request_body(content = Object, description = "{label?, expected_offline_interval?, expected_live_status?: 0|1}"),
-    responses((status = 200, description = "The updated device"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")),
+    request_body(content = super::schemas::bodies::DeviceChanges),
+    responses((status = 200, description = "The updated device", body = super::schemas::records::PhysicalDevice), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")),
     security(("bearer" = [])))]
 pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Value>, ApiError> {
     let row = service::update(&one.state, &one.caller, &one.id, &input).await?;
@@ -96,7 +96,7 @@ pub async fn archive(one: OneRecord) -> Result<StatusCode, ApiError> {
 /// A new device token, shown this once; the connection that used the old one is closed. Manager of
 /// its group.
 #[utoipa::path(post, path = "/api/v2/physical-device/{id}/rotate-token", tag = "physical devices", params(("id" = String, Path)),
-    responses((status = 200, description = "{id_physical_device, device_token}: the new token; the old one stops working at once"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found, archived, or not a gateway")),
+    responses((status = 200, description = "The new token; the old one stops working at once", body = super::schemas::records::NewDeviceToken), (status = 401, description = "Role below manager"), (status = 404, description = "Not found, archived, or not a gateway")),
     security(("bearer" = [])))]
 pub async fn rotate_token(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     let token = service::rotate_token(&one.state, &one.caller, &one.id).await?;

@@ -56,7 +56,7 @@ pub use crate::event_catalogue::event_fields;
 /// account; 422 on an invalid filter.
 #[utoipa::path(get, path = "/api/v2/event", tag = "events",
     params(("filter[source_device]" = Option<String>, Query), ("filter[id_event]" = Option<i64>, Query), ("filter[event_type]" = Option<String>, Query), ("filter[occurred_at][gte]" = Option<i64>, Query), ("sort" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
-    responses((status = 200, description = "Collection envelope of Event records, latest first"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection envelope of Event records, latest first", body = super::schemas::records::EventCollection), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Events).await
@@ -82,7 +82,7 @@ fn type_record(t: &EventType) -> Map<String, Value> {
 /// Every event code the service knows, with its label, description, values and whether the device
 /// or the cloud records it. Any account.
 #[utoipa::path(get, path = "/api/v2/event-type", tag = "events",
-    responses((status = 200, description = "Collection of event types: {event_type, label, description, from_device, values: [{value, label, description}]}"), (status = 401, description = "Invalid credentials")),
+    responses((status = 200, description = "Collection of event types", body = super::schemas::records::EventTypeCollection), (status = 401, description = "Invalid credentials")),
     security(("bearer" = [])))]
 pub async fn types(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     let query = get.raw.parse(&TYPE_SPEC)?;

@@ -87,7 +87,7 @@ fn answer(outcome: Result<usize, GatewayError>, what: &str) -> Response {
 /// API clients.
 #[utoipa::path(post, path = "/gateway/v1/measurements", tag = "gateway",
     request_body(content = Object, description = "One measurement object or an array, as over MQTT"),
-    responses((status = 200, description = "Stored: {status: 200, payload: {result, points}}"), (status = 400, description = "Rejected whole"), (status = 401, description = "Bad or missing gateway credentials"), (status = 503, description = "Not stored; send again")),
+    responses((status = 200, description = "Stored: {status: 200, payload: {result, points}}", body = super::schemas::records::GatewayAnswer), (status = 400, description = "Rejected whole"), (status = 401, description = "Bad or missing gateway credentials"), (status = 503, description = "Not stored; send again")),
     security(("basic" = [])))]
 pub async fn measurements(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     match gateway(&state, &headers).await {
@@ -102,7 +102,7 @@ pub async fn measurements(State(state): State<AppState>, headers: HeaderMap, bod
 /// not API clients.
 #[utoipa::path(post, path = "/gateway/v1/events", tag = "gateway",
     request_body(content = Object, description = "One event object or an array, as over MQTT"),
-    responses((status = 200, description = "Stored: {status: 200, payload: {result, events}}"), (status = 400, description = "Rejected whole"), (status = 401, description = "Bad or missing gateway credentials")),
+    responses((status = 200, description = "Stored: {status: 200, payload: {result, events}}", body = super::schemas::records::GatewayAnswer), (status = 400, description = "Rejected whole"), (status = 401, description = "Bad or missing gateway credentials")),
     security(("basic" = [])))]
 pub async fn events(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     match gateway(&state, &headers).await {

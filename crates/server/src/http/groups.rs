@@ -46,7 +46,7 @@ impl Listed for Groups {
 /// The routes of this resource.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/v2/group", get(index).post(create))
+        .route("/api/v2/group", get(collection).post(create))
         .route("/api/v2/group/index", get(index))
         .route("/api/v2/group/{id}", get(view).patch(update).delete(remove))
         .route(
@@ -65,9 +65,21 @@ fn render(row: &GroupRow, selection: &Selection) -> Value {
 /// at `/api/v2/group`. Any account.
 #[utoipa::path(get, path = "/api/v2/group/index", tag = "groups",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query)),
-    responses((status = 200, description = "Collection envelope of Group records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection envelope of Group records", body = super::schemas::records::GroupCollection), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
+    get.serve(&Groups).await
+}
+
+/// List groups (collection path)
+///
+/// The same collection as `GET /api/v2/group/index`, at the collection's own path, where `POST`
+/// creates a group. Any account.
+#[utoipa::path(get, path = "/api/v2/group", tag = "groups",
+    params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query), ("expand" = Option<String>, Query)),
+    responses((status = 200, description = "Collection envelope of Group records", body = super::schemas::records::GroupCollection), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    security(("bearer" = [])))]
+pub async fn collection(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Groups).await
 }
 
@@ -75,7 +87,7 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
 ///
 /// One group. Viewer; 404 when invisible.
 #[utoipa::path(get, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)),
-    responses((status = 200, description = "A Group record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+    responses((status = 200, description = "A Group record", body = super::schemas::records::Group), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<Json, ApiError> {
     let group = access::group(&one.state, &one.caller, &one.id, Role::Viewer).await?;
     Ok(axum::Json(render(&group, &one.selection)))
@@ -87,8 +99,8 @@ type Json = axum::Json<Value>;
 /// Create a group
 ///
 /// Administrators only (401 otherwise); 201 with the group; 422 on invalid fields.
-#[utoipa::path(post, path = "/api/v2/group", tag = "groups", request_body(content = Object, description = "{label, type?, subtype?}"),
-    responses((status = 201, description = "The created Group, with a Location header"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
+#[utoipa::path(post, path = "/api/v2/group", tag = "groups", request_body(content = super::schemas::bodies::NewGroup),
+    responses((status = 201, description = "The created Group, with a Location header", body = super::schemas::records::Group), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
 pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
     let row = service::create(&new.state, &new.caller, &new.input).await?;
     Ok(new.created(&format!("/api/v2/group/{}", row.id_group), render(&row, &new.selection)))
@@ -97,8 +109,8 @@ pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
 /// Change a group
 ///
 /// Manager of the group; 422 on invalid fields.
-#[utoipa::path(patch, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)), request_body(content = Object, description = "{label?, type?, subtype?, id_country?}"),
-    responses((status = 200, description = "The updated Group"), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
+#[utoipa::path(patch, path = "/api/v2/group/{id}", tag = "groups", params(("id" = String, Path)), request_body(content = super::schemas::bodies::GroupChanges),
+    responses((status = 200, description = "The updated Group", body = super::schemas::records::Group), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields")), security(("bearer" = [])))]
 pub async fn update(one: OneRecord, Input(input): Input) -> Result<Json, ApiError> {
     let row = service::update(&one.state, &one.caller, &one.id, &input).await?;
     Ok(axum::Json(render(&row, &one.selection)))
@@ -119,8 +131,8 @@ pub async fn remove(one: OneRecord) -> Result<StatusCode, ApiError> {
 ///
 /// `{role}`: viewer, operator or manager. Manager of the group.
 #[utoipa::path(put, path = "/api/v2/group/{id}/member/{id_user}", tag = "groups", params(("id" = String, Path), ("id_user" = String, Path)),
-    request_body(content = Object, description = "{role: viewer|operator|manager}"),
-    responses((status = 200, description = "{id_group, id_user, role}"), (status = 401, description = "Neither administrator nor manager"), (status = 404, description = "Group or user not found"), (status = 422, description = "Invalid role")), security(("bearer" = [])))]
+    request_body(content = super::schemas::bodies::NewRole),
+    responses((status = 200, description = "The role given", body = super::schemas::records::Membership), (status = 401, description = "Neither administrator nor manager"), (status = 404, description = "Group or user not found"), (status = 422, description = "Invalid role")), security(("bearer" = [])))]
 pub async fn put_member(
     State(state): State<AppState>,
     caller: Caller,

@@ -26,7 +26,7 @@ pub fn router() -> Router<AppState> {
 /// Liveness
 ///
 /// Answers while the process serves requests; no store work. No authentication.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "{\"status\":\"ok\"}")))]
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "The process runs", body = super::schemas::records::Health)))]
 pub async fn healthz() -> impl IntoResponse {
     axum::Json(json!({"status": "ok"}))
 }
@@ -38,7 +38,7 @@ const PROBE_REUSE: Duration = Duration::from_secs(1);
 ///
 /// 200 when the store can be read and written (a write probe); 503 otherwise, as with a full disk.
 /// No authentication.
-#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "The store answers and takes a write"), (status = 503, description = "The store cannot be reached or written")))]
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "The store answers and takes a write", body = super::schemas::records::Health), (status = 503, description = "The store cannot be reached or written")))]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let mut last = state.readiness.lock().await;
     let ready = match *last {
@@ -67,7 +67,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
 /// Prometheus metrics
 ///
 /// The text exposition format; every label takes a bounded set of values. No authentication.
-#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition")))]
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain; version=0.0.4; charset=utf-8")))]
 pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
     metrics::gauge!("devicecloud_page_cache_bytes").set(state.pages.weight() as f64);
     (

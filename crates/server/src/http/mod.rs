@@ -21,6 +21,7 @@ pub mod rate_limit;
 pub mod record;
 pub mod request_log;
 pub mod retention;
+pub mod schemas;
 pub mod sessions;
 pub mod stream;
 pub mod users;

@@ -12,12 +12,18 @@ use super::{
 };
 use crate::state::AppState;
 
+mod answers;
+mod requests;
+
+use answers::{ErrorBodies, Examples, FieldsSelection};
+use requests::{OptionalBodies, QueryParams};
+
 #[derive(OpenApi)]
 #[openapi(
     info(title = "devicecloud REST API", description = "Groups, physical devices, data, events and commands of an IoT device cloud."),
     paths(
         oauth::token::token, oauth::revoke::revoke,
-        groups::index, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
+        groups::index, groups::collection, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
         retention::view_retention, retention::update_retention,
         users::index, users::create, users::view, users::view_me, users::update, users::update_me,
         gateway::measurements, gateway::events,
@@ -28,7 +34,7 @@ use crate::state::AppState;
         health::healthz, health::readyz, health::metrics_text,
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
     ),
-    modifiers(&BearerAuth, &StandardErrors, &RateLimits, &OperationIds),
+    modifiers(&BearerAuth, &StandardErrors, &ErrorBodies, &RateLimits, &Examples, &FieldsSelection, &QueryParams, &OptionalBodies, &OperationIds),
 )]
 struct ApiDoc;
 

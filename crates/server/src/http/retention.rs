@@ -25,7 +25,7 @@ pub fn router() -> Router<AppState> {
 ///
 /// Days kept for raw points and each rollup (null: forever). Manager of the group.
 #[utoipa::path(get, path = "/api/v2/group/{id}/retention", tag = "groups", params(("id" = String, Path)),
-    responses((status = 200, description = "{raw_days, minute_days, hour_days, day_days}: days kept, null for ever"), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible")),
+    responses((status = 200, description = "Days kept per tier, null for ever", body = super::schemas::records::Retention), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible")),
     security(("bearer" = [])))]
 pub async fn view_retention(
     State(state): State<AppState>,
@@ -40,8 +40,8 @@ pub async fn view_retention(
 /// `{raw_days, minute_days, hour_days, day_days}`, each a positive integer or null. Manager of the
 /// group; 422 on invalid values.
 #[utoipa::path(put, path = "/api/v2/group/{id}/retention", tag = "groups", params(("id" = String, Path)),
-    request_body(content = String, description = "Any of raw_days, minute_days, hour_days, day_days: whole days from 1 to 36500, or null to keep forever; a field left out keeps its value", content_type = "application/json"),
-    responses((status = 200, description = "The retention now in force"), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid value")),
+    request_body(content = super::schemas::bodies::RetentionChanges, description = "Any of raw_days, minute_days, hour_days, day_days: whole days from 1 to 36500, or null to keep forever; a field left out keeps its value"),
+    responses((status = 200, description = "The retention now in force", body = super::schemas::records::Retention), (status = 401, description = "Not a manager of the group"), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid value")),
     security(("bearer" = [])))]
 pub async fn update_retention(
     State(state): State<AppState>,

@@ -80,7 +80,7 @@ impl Listed for Sessions {
 /// against `expand_max_entries`. Any account.
 #[utoipa::path(get, path = "/api/v2/data-session", tag = "data sessions",
     params(("sort" = Option<String>, Query, description = "for example -start"), ("expand" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
-    responses((status = 200, description = "Collection envelope of Data Session records with expand and labels"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection envelope of Data Session records with expand and labels", body = super::schemas::records::DataSessionCollection), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Sessions).await
@@ -90,7 +90,7 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
 ///
 /// One session with `fields` and `expand`. Viewer of its group; 404 when invisible.
 #[utoipa::path(get, path = "/api/v2/data-session/{id}", tag = "data sessions", params(("id" = String, Path)),
-    responses((status = 200, description = "A Data Session record"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+    responses((status = 200, description = "A Data Session record", body = super::schemas::records::DataSession), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     let session = access::session(&one.state, &one.caller, &one.id, Role::Viewer).await?;
     Ok(axum::Json(render(&one.state, &session, &one.selection).await?))

@@ -57,7 +57,7 @@ fn record(row: &UserRow) -> axum::Json<Value> {
 /// Administrators only.
 #[utoipa::path(get, path = "/api/v2/user", tag = "accounts",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query)),
-    responses((status = 200, description = "Collection envelope of User records {id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Invalid credentials, or not an administrator"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection envelope of User records", body = super::schemas::records::UserCollection), (status = 401, description = "Invalid credentials, or not an administrator"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Users).await
@@ -68,8 +68,8 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
 /// `{username, password, is_admin?}`: administrators only; 201; 422 on invalid fields (a password
 /// has 8 to 1,024 characters). Passwords are hashed in a lane of their own: 503 with `Retry-After`
 /// when it stays busy for 2 s.
-#[utoipa::path(post, path = "/api/v2/user", tag = "accounts", request_body(content = Object, description = "{username, password, is_admin?}"),
-    responses((status = 201, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid or taken username, short password")), security(("bearer" = [])))]
+#[utoipa::path(post, path = "/api/v2/user", tag = "accounts", request_body(content = super::schemas::bodies::NewUser),
+    responses((status = 201, description = "The created account", body = super::schemas::records::User), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid or taken username, short password")), security(("bearer" = [])))]
 pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
     let row = service::create(&new.state, &new.caller, &new.input).await?;
     Ok(new.created(
@@ -82,7 +82,7 @@ pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
 ///
 /// Administrators, or the account itself.
 #[utoipa::path(get, path = "/api/v2/user/{id}", tag = "accounts", params(("id" = String, Path), ("fields" = Option<String>, Query)),
-    responses((status = 200, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+    responses((status = 200, description = "The account", body = super::schemas::records::User), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     account(&one.state, &one.caller, &one.id, &one.selection).await
 }
@@ -91,7 +91,7 @@ pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
 ///
 /// Any account.
 #[utoipa::path(get, path = "/api/v2/user/me", tag = "accounts",
-    responses((status = 200, description = "The caller's own record {id_user, username, is_admin, disabled, created_at}")), security(("bearer" = [])))]
+    responses((status = 200, description = "The caller's own record", body = super::schemas::records::User)), security(("bearer" = [])))]
 pub async fn view_me(
     State(state): State<AppState>,
     caller: Caller,
@@ -126,8 +126,8 @@ async fn account(
 /// `password`, `is_admin`, `disabled`: administrators only. A new password or disabling ends every
 /// token and dashboard session of the account at once.
 #[utoipa::path(patch, path = "/api/v2/user/{id}", tag = "accounts", params(("id" = String, Path)),
-    request_body(content = Object, description = "Any of {password (8 characters or more), is_admin, disabled}. A new password or disabled: true ends every token and dashboard session of the account"),
-    responses((status = 200, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields, or an administrator disabling or demoting themselves")),
+    request_body(content = super::schemas::bodies::UserChanges, description = "Any of {password (8 characters or more), is_admin, disabled}. A new password or disabled: true ends every token and dashboard session of the account"),
+    responses((status = 200, description = "The account", body = super::schemas::records::User), (status = 401, description = "Not an administrator"), (status = 422, description = "Invalid fields, or an administrator disabling or demoting themselves")),
     security(("bearer" = [])))]
 pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Value>, ApiError> {
     Ok(record(
@@ -140,8 +140,8 @@ pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Va
 /// `{current_password, password}`; a wrong current password counts as a failed sign-in (429 past
 /// the limit).
 #[utoipa::path(patch, path = "/api/v2/user/me", tag = "accounts",
-    request_body(content = Object, description = "{current_password, password}: the new password (8 characters or more) ends every token and dashboard session of the account, the one of this request too"),
-    responses((status = 200, description = "{id_user, username, is_admin, disabled, created_at}"), (status = 422, description = "Invalid fields, or a wrong current_password"), (status = 429, description = "Too many wrong current passwords from this address; see Retry-After")),
+    request_body(content = super::schemas::bodies::NewPassword, description = "{current_password, password}: the new password (8 characters or more) ends every token and dashboard session of the account, the one of this request too"),
+    responses((status = 200, description = "The account", body = super::schemas::records::User), (status = 422, description = "Invalid fields, or a wrong current_password"), (status = 429, description = "Too many wrong current passwords from this address; see Retry-After")),
     security(("bearer" = [])))]
 pub async fn update_me(
     State(state): State<AppState>,

@@ -12,8 +12,6 @@ use devicecloud_query::CollectionSpec;
 use devicecloud_store::webhooks::{self, AttemptRow, WebhookRow};
 use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Map, Value, json};
-use utoipa::ToSchema;
-use utoipa::openapi::Object;
 
 use super::collection::{CollectionGet, CollectionPage, Listed, RawCollection, Rendered, Selection, each, spec};
 use super::record::{Input, NewRecord, OneRecord};
@@ -32,38 +30,6 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/webhook/{id}", get(view).patch(update).delete(remove))
         .route("/api/v2/webhook/{id}/attempt", get(attempts))
         .route("/api/v2/webhook-formatter", get(formatters))
-}
-
-/// A Webhook record as the OpenAPI document describes it (the handlers build it as a map, so
-/// that `fields` and `expand` apply; every field may be left out by `fields`).
-#[derive(ToSchema)]
-#[expect(dead_code, reason = "describes the record that webhook_fields builds")]
-struct Webhook {
-    id: Option<String>,
-    id_webhook: Option<String>,
-    id_group: Option<String>,
-    label: Option<String>,
-    /// `measurements` or `events`.
-    forwarding_type: Option<String>,
-    /// `json` or `ndjson`.
-    formatter: Option<String>,
-    url: Option<String>,
-    /// Masked: the scheme and at most the last four characters.
-    authorization: Option<String>,
-    /// 1 active, 0 inactive.
-    is_active: Option<i64>,
-    /// Why the service set the webhook inactive: `retry_window` or `backlog`; null otherwise.
-    disabled_reason: Option<String>,
-    /// When the service set it inactive (Unix seconds); null otherwise.
-    disabled_at: Option<i64>,
-    created_at: Option<i64>,
-    updated_at: Option<i64>,
-    created_by: Option<String>,
-    /// Only in the answer that creates the webhook: the signing key, shown this once.
-    secret: Option<String>,
-    /// With `expand=backlog`: `{queued_items, pending_deliveries, failed_deliveries}`.
-    backlog: Option<Object>,
-    _links: Option<Object>,
 }
 
 /// The expand options of a webhook, listed by its collection (specification: `expand` present
@@ -128,7 +94,7 @@ impl Listed for Attempts {
 /// The webhooks of the caller's groups; secrets never shown, `authorization` masked. Any account.
 #[utoipa::path(get, path = "/api/v2/webhook", tag = "webhooks",
     params(("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query), ("sort" = Option<String>, Query), ("fields" = Option<String>, Query)),
-    responses((status = 200, description = "Collection envelope of Webhook records"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection envelope of Webhook records", body = super::schemas::records::WebhookCollection), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Webhooks).await
@@ -138,7 +104,7 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
 ///
 /// Viewer of its group; `expand=backlog` adds what waits to be delivered.
 #[utoipa::path(get, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
-    responses((status = 200, description = "A Webhook record", body = Webhook), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
+    responses((status = 200, description = "A Webhook record", body = super::schemas::records::Webhook), (status = 404, description = "Not found or not visible")), security(("bearer" = [])))]
 pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
     let row = access::webhook(&one.state, &one.caller, &one.id, Role::Viewer).await?;
     Ok(axum::Json(render(&one.state, &row, &one.selection).await?))
@@ -149,8 +115,8 @@ pub async fn view(one: OneRecord) -> Result<axum::Json<Value>, ApiError> {
 /// Manager of the group; 201 with the secret shown this once; 422 on invalid fields, on a receiver
 /// that is not a public address, or past `webhooks_per_group`.
 #[utoipa::path(post, path = "/api/v2/webhook", tag = "webhooks",
-    request_body(content = Object, description = "{label, id_group, forwarding_type: measurements|events, formatter, url, authorization?, is_active?}"),
-    responses((status = 201, description = "The Webhook with its secret (shown this once) and a Location header", body = Webhook), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, a URL that does not resolve to public addresses only, a group the caller cannot see, or a group with webhooks_per_group webhooks already")),
+    request_body(content = super::schemas::bodies::NewWebhook),
+    responses((status = 201, description = "The Webhook with its secret (shown this once) and a Location header", body = super::schemas::records::Webhook), (status = 401, description = "Role below manager"), (status = 422, description = "Invalid fields, a URL that does not resolve to public addresses only, a group the caller cannot see, or a group with webhooks_per_group webhooks already")),
     security(("bearer" = [])))]
 pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
     let made = service::create(&new.state, &new.caller, &new.input).await?;
@@ -165,8 +131,8 @@ pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
 ///
 /// Manager of its group; re-activating a webhook starts from new data.
 #[utoipa::path(patch, path = "/api/v2/webhook/{id}", tag = "webhooks", params(("id" = String, Path)),
-    request_body(content = Object, description = "{label?, formatter?, url?, authorization?, is_active?}"),
-    responses((status = 200, description = "The updated Webhook (activating an inactive one clears disabled_reason and disabled_at and drops what it had queued)", body = Webhook), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields, or a URL that does not resolve to public addresses only")),
+    request_body(content = super::schemas::bodies::WebhookChanges),
+    responses((status = 200, description = "The updated Webhook (activating an inactive one clears disabled_reason and disabled_at and drops what it had queued)", body = super::schemas::records::Webhook), (status = 401, description = "Role below manager"), (status = 404, description = "Not found"), (status = 422, description = "Invalid fields, or a URL that does not resolve to public addresses only")),
     security(("bearer" = [])))]
 pub async fn update(one: OneRecord, Input(input): Input) -> Result<axum::Json<Value>, ApiError> {
     let row = service::update(&one.state, &one.caller, &one.id, &input).await?;
@@ -188,7 +154,7 @@ pub async fn remove(one: OneRecord) -> Result<StatusCode, ApiError> {
 ///
 /// The attempt log, newest first. Viewer of its group.
 #[utoipa::path(get, path = "/api/v2/webhook/{id}/attempt", tag = "webhooks", params(("id" = String, Path)),
-    responses((status = 200, description = "Collection of delivery attempts"), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid filter")),
+    responses((status = 200, description = "Collection of delivery attempts", body = super::schemas::records::WebhookAttemptCollection), (status = 404, description = "Not found or not visible"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn attempts(
     State(state): State<AppState>,
@@ -205,7 +171,7 @@ pub async fn attempts(
 ///
 /// The body formats a webhook may use. Any account.
 #[utoipa::path(get, path = "/api/v2/webhook-formatter", tag = "webhooks",
-    responses((status = 200, description = "Collection of formatters: {name, description, content_type}")), security(("bearer" = [])))]
+    responses((status = 200, description = "Collection of formatters", body = super::schemas::records::WebhookFormatterCollection)), security(("bearer" = [])))]
 pub async fn formatters(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     let query = get.raw.parse(&spec(&[], &[]))?;
     let records = FORMATTERS

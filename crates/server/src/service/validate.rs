@@ -63,6 +63,12 @@ impl<'a> Fields<'a> {
                 );
                 None
             }
+            // PostgreSQL cannot store a NUL; SQLite could, but the same input gets the same
+            // answer on either store.
+            Some(Value::String(s)) if s.contains('\0') => {
+                self.fail(field, format!("{} must not contain NUL characters.", label_of(field)));
+                None
+            }
             Some(Value::String(s)) => Some(s.as_str()),
             Some(_) => {
                 self.fail(field, format!("{} must be a string.", label_of(field)));
@@ -107,7 +113,12 @@ impl<'a> Fields<'a> {
                 }
                 return None;
             }
-            Some(Value::Number(n)) => n.as_i64(),
+            // As Yii reads a JSON float: 7045.0 prints as "7045", an integer.
+            Some(Value::Number(n)) => n.as_i64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 1e14)
+                    .map(|f| f as i64)
+            }),
             Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
             Some(_) => None,
         };

@@ -29,3 +29,22 @@ fn reports_each_bad_field_once() {
         ]
     );
 }
+
+#[test]
+fn refuses_nul_in_text_on_every_store() {
+    let body = serde_json::json!({"label": "a\u{0}b"});
+    let mut f = Fields::new(body.as_object().unwrap());
+    assert_eq!(f.string("label", false, 10), None);
+    let Err(ServiceError::Invalid(list)) = f.finish() else {
+        panic!("expected errors")
+    };
+    assert_eq!(list[0].message, "Label must not contain NUL characters.");
+}
+
+#[test]
+fn an_integral_float_is_an_integer_as_in_yii() {
+    let body = serde_json::json!({"days": 7045.0, "half": 2.5});
+    let mut f = Fields::new(body.as_object().unwrap());
+    assert_eq!(f.integer("days", true, 1, 36_500), Some(7045));
+    assert_eq!(f.integer("half", true, 1, 36_500), None);
+}

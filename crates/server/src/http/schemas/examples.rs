@@ -1,0 +1,155 @@
+//! Example answers for the OpenAPI document, taken from a running demo, so that a reader (and
+//! the API reference's "Example Value") sees what a call really returns.
+
+use serde_json::{Value, json};
+
+const GROUP: &str = "809185dd-12b1-477a-bfc2-7cd061f36ee3";
+const GATEWAY: &str = "068f1f66-abd4-44a7-b536-c9f923a04db6";
+const SENSOR: &str = "fae881c5-861d-4f08-b32c-e4de5c0fc14a";
+
+/// An example of the component schema `name`, if it has one.
+pub fn of(name: &str) -> Option<Value> {
+    Some(match name {
+        "Group" => json!({
+            "id": GROUP, "id_group": GROUP, "label": "Utrecht district heating", "type": "1",
+            "type_label": "Project", "subtype": "", "id_country": null, "created_at": 1_795_854_071,
+            "deleted_at": null,
+            "_links": {"self": {"href": format!("/api/v2/group/{GROUP}")}, "index": {"href": "/api/v2/group/index"}},
+        }),
+        "PhysicalDevice" => json!({
+            "id_physical_device": GATEWAY, "serial_hardware": "DEMO-GO-10", "label": "Service van",
+            "id_parent": null, "id_group": GROUP, "id_device_type": "GO",
+            "id_iot_device": "53df2d8a-25af-43c6-bf74-d3f5592d18cd", "is_connected": 1,
+            "expected_offline_interval": 600, "expected_live_status": 0, "device_status": 0,
+            "connection": "cellular", "created_at": 1_795_854_071, "last_data_at": 1_795_854_323,
+            "signal": 17, "commissioned_at": 1_795_854_071, "calibrated_at": null, "reconnected_at": null,
+            "platform_software_version": "5.1.2", "app_software_version": "2.4.0",
+            "archived_serial": null, "archived_at": null, "archived_by": null,
+            "_links": {"self": {"href": format!("/api/v2/physical-device/{GATEWAY}")}, "index": {"href": "/api/v2/physical-device"}},
+        }),
+        "DataPoint" => json!({
+            "id_container_data_latest": "ebe0d6e0-0bb8-49b4-a953-646f767c8a37", "id_group": GROUP,
+            "datatype": 30, "source_device": SENSOR, "timestamp_seconds": 1_795_854_139,
+            "microseconds": 496_777, "value": 20.6,
+        }),
+        "DownsampledPoint" => json!({
+            "id_container_data_latest": "00bcbaa3-362e-4d1c-9c2f-fc44f292875d", "id_group": GROUP,
+            "datatype": 30, "source_device": SENSOR, "timestamp_seconds": 1_795_219_200,
+            "min_val": 15.2, "max_val": 23.5, "avg_val": 20.44, "count_val": 188,
+        }),
+        "Event" => json!({
+            "id_event": 16, "id_group": GROUP, "source_device": GATEWAY, "from_device": 0,
+            "event_type": "209", "event_type_label": "Data session",
+            "event_type_description": "A data session of a GO module was opened (module turned on) or closed (turned off).",
+            "occurred_at": 1_795_854_071, "value": "1", "datatype": null, "event_value_label": "Opened",
+            "event_value_description": "The module was turned on; a new session is active.",
+        }),
+        "EventType" => json!({
+            "event_type": "209", "label": "Data session",
+            "description": "A data session of a GO module was opened (module turned on) or closed (turned off).",
+            "from_device": 0,
+            "values": [
+                {"value": "0", "label": "Closed", "description": "The module was turned off; the session has an end."},
+                {"value": "1", "label": "Opened", "description": "The module was turned on; a new session is active."},
+            ],
+        }),
+        "DataSession" => json!({
+            "id_data_session": "d31a9ff2-0c9d-4043-8d31-e78eebf46b3c", "id_group": GROUP,
+            "id_person": null, "label": "", "start": 1_795_854_071, "end": null,
+            "created_at": 1_795_854_071, "created_by": null, "updated_at": 1_795_854_071,
+            "updated_by": null, "archived_at": null, "datapoint_count": 6,
+            "isIngestionFinished": false, "isArchived": false,
+            "_links": {"self": {"href": "/api/v2/data-session/d31a9ff2-0c9d-4043-8d31-e78eebf46b3c"}, "index": {"href": "/api/v2/data-session"}},
+        }),
+        "User" => json!({
+            "id_user": "6ba062b6-6bc1-453e-93c8-e466e647cfb8", "username": "viewer@devicecloud.demo",
+            "is_admin": false, "disabled": false, "created_at": 1_795_854_071,
+        }),
+        "Webhook" => json!({
+            "id": "5d0c0f7e-3f0b-4b7c-9a43-0c1a8b7e2f11", "id_webhook": "5d0c0f7e-3f0b-4b7c-9a43-0c1a8b7e2f11",
+            "id_group": GROUP, "label": "Plant historian", "forwarding_type": "measurements",
+            "formatter": "json", "url": "https://historian.example.com/ingest",
+            "authorization": "Bearer ****3456", "is_active": 1, "disabled_reason": null,
+            "disabled_at": null, "created_at": 1_795_854_400, "updated_at": 1_795_854_400,
+            "created_by": "8699ff2a-224b-4d8b-aabd-0f13544b4207",
+            "_links": {"self": {"href": "/api/v2/webhook/5d0c0f7e-3f0b-4b7c-9a43-0c1a8b7e2f11"}, "attempts": {"href": "/api/v2/webhook/5d0c0f7e-3f0b-4b7c-9a43-0c1a8b7e2f11/attempt"}},
+        }),
+        "WebhookAttempt" => json!({
+            "id_attempt": 41, "id_webhook": "5d0c0f7e-3f0b-4b7c-9a43-0c1a8b7e2f11",
+            "id_delivery": "b3c1d9e2-6a7f-4e11-8c2d-3f4a5b6c7d8e", "attempted_at": 1_795_854_460,
+            "status_code": 503, "duration_ms": 18, "error": null, "item_count": 500, "attempt": 2,
+        }),
+        "WebhookFormatter" => json!({
+            "name": "ndjson",
+            "description": "Newline-delimited JSON: one record per line, each line ending with \\n.",
+            "content_type": "application/x-ndjson",
+        }),
+        "Retention" => json!({"raw_days": 30, "minute_days": 90, "hour_days": 730, "day_days": null}),
+        "Membership" => {
+            json!({"id_group": GROUP, "id_user": "6ba062b6-6bc1-453e-93c8-e466e647cfb8", "role": "operator"})
+        }
+        "NewDeviceToken" => json!({
+            "id_physical_device": GATEWAY,
+            "device_token": "69eda0d59cdc4000228b3549af0c4d134128fdf8bed5b1acb5f1f6c6a7653448",
+        }),
+        "DeviceAnswer" => json!({"status": 200, "payload": {"data": "pong", "result": "success"}}),
+        "ZwaveExclusion" => json!({
+            "fromCloud": false, "message": "The gateway started the exclusion of the node.",
+            "routeToPollEvents": format!("/api/v2/event?filter[source_device]={SENSOR}&filter[event_type]=420"),
+            "tips": [{"value": "0", "description": "The node was excluded."}],
+        }),
+        "GatewayAnswer" => json!({"status": 200, "payload": {"result": "success", "points": 1}}),
+        "Health" => json!({"status": "ok"}),
+        "TokenAnswer" => json!({
+            "access_token": "02878334ecd3b9938200be68194f623c44d4403f9f16d15fc110afe4224a0054",
+            "expires_in": 86_400, "token_type": "Bearer", "scope": null,
+            "refresh_token": "b9d37b39562648e1ee8a4dd37f4b4783ceeea3963823b05e65a7e4995f7444b1",
+        }),
+        "FieldErrors" => json!([{"field": "label", "message": "Label cannot be blank."}]),
+        _ => return None,
+    })
+}
+
+/// A page holding one `record`, as its collection answers it.
+pub fn page_of(path: &str, record: Value) -> Value {
+    let href = format!("https://devicecloud.example.com{path}?per-page=1&page=1");
+    json!({
+        "items": [record],
+        "_links": {"self": {"href": href}, "first": {"href": href}, "last": {"href": href}},
+        "_meta": {"totalCount": 1, "pageCount": 1, "currentPage": 1, "perPage": 1},
+        "expand": [],
+    })
+}
+
+/// The specification's error body for `status`, with a message the service really gives.
+pub fn error(status: &str) -> Option<Value> {
+    let (name, message) = match status {
+        "400" => (
+            "Bad Request",
+            "Invalid expand: \"a.b.c.d.e.f\" has 6 segments; at most 4 are allowed (such as parent.parent.parent.group).",
+        ),
+        "401" => ("Unauthorized", "Your request was made with invalid credentials."),
+        "404" => (
+            "Not Found",
+            "Physical device not found: 068f1f66-abd4-44a7-b536-c9f923a04db6",
+        ),
+        "405" => (
+            "Method Not Allowed",
+            "Method Not Allowed. This URL can only handle the following request methods: GET.",
+        ),
+        "408" => ("Request Timeout", "The request body did not arrive within 30 s."),
+        "413" => (
+            "Payload Too Large",
+            "Failed to buffer the request body: length limit exceeded",
+        ),
+        "429" => ("Too Many Requests", "Rate limit exceeded."),
+        "503" => (
+            "Service Unavailable",
+            "The store's disk is full; nothing was written. Try again later.",
+        ),
+        "504" => ("Gateway Timeout", "The device did not answer within 10000 ms."),
+        _ => return None,
+    };
+    let code: u16 = status.parse().ok()?;
+    Some(json!({"name": name, "message": message, "code": 0, "status": code}))
+}
