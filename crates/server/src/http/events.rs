@@ -55,7 +55,7 @@ pub use crate::event_catalogue::event_fields;
 /// Events of the devices of the caller's groups, latest first, with their catalogue labels. Any
 /// account; 422 on an invalid filter.
 #[utoipa::path(get, path = "/api/v2/event", tag = "events",
-    params(("filter[source_device]" = Option<String>, Query), ("filter[id_event]" = Option<i64>, Query), ("filter[event_type]" = Option<String>, Query), ("filter[occurred_at][gte]" = Option<i64>, Query), ("sort" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
+    params(("filter[source_device]" = Option<String>, Query), ("filter[id_event]" = Option<i64>, Query), ("filter[event_type]" = Option<i64>, Query, description = "The event type's code"), ("filter[occurred_at][gte]" = Option<i64>, Query), ("sort" = Option<String>, Query), ("page" = Option<i64>, Query), ("per-page" = Option<i64>, Query)),
     responses((status = 200, description = "Collection envelope of Event records, latest first", body = super::schemas::records::EventCollection), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter")),
     security(("bearer" = [])))]
 pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
