@@ -121,7 +121,8 @@ async fn the_device_collection_answers_at_index() {
 }
 
 /// Every operation of the served OpenAPI document has a summary and a description that says
-/// who may call it.
+/// who may call it, and every JSON answer it lists a schema and an example: a client generator
+/// types it, a reader sees it.
 #[tokio::test]
 async fn every_operation_is_described() {
     let app = TestApp::spawn().await;
@@ -129,7 +130,7 @@ async fn every_operation_is_described() {
         .await
         .expect(200)
         .json();
-    let mut bare = Vec::new();
+    let (mut bare, mut untyped) = (Vec::new(), Vec::new());
     for (path, operations) in document["paths"].as_object().unwrap() {
         for (method, operation) in operations.as_object().unwrap() {
             let summary = operation["summary"].as_str().unwrap_or_default();
@@ -137,10 +138,21 @@ async fn every_operation_is_described() {
             if summary.is_empty() || description.is_empty() {
                 bare.push(format!("{method} {path}"));
             }
+            for (status, answer) in operation["responses"].as_object().unwrap() {
+                let json = &answer["content"]["application/json"];
+                let error = status.as_str() >= "400";
+                if (!json.is_null() || error) && (!json["schema"].is_object() || json["example"].is_null()) {
+                    untyped.push(format!("{method} {path} {status}"));
+                }
+            }
         }
     }
     assert!(
         bare.is_empty(),
         "operations without a summary or a description: {bare:?}"
+    );
+    assert!(
+        untyped.is_empty(),
+        "JSON answers without a schema or an example: {untyped:#?}"
     );
 }

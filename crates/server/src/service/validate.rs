@@ -83,6 +83,10 @@ impl<'a> Fields<'a> {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
             Some(Value::Number(n)) if n.is_i64() => Some(n.to_string()),
+            // As Yii compares a JSON float with a code: 1.0 is "1".
+            Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 1e14) => {
+                n.as_f64().map(|f| (f as i64).to_string())
+            }
             Some(_) => {
                 self.fail(field, format!("{} must be a string.", label_of(field)));
                 None

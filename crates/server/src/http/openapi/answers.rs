@@ -2,6 +2,7 @@
 //! an example of every answer, and the `[]` a record becomes when `fields` keeps nothing.
 
 use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::AnyOfBuilder;
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr};
 
 use super::operations_mut;
@@ -16,26 +17,36 @@ fn referenced(schema: Option<&RefOr<utoipa::openapi::schema::Schema>>) -> Option
 }
 
 /// Every error answer has a JSON body: `FieldErrors` for 422 (`[{field, message}]`), the
-/// specification's `Error` otherwise (OAuth answers add `error` and `error_description`).
+/// specification's `Error` otherwise (OAuth answers add `error` and `error_description`). A
+/// command's error may also be the device's own `{status, payload}`, passed through with its
+/// status (a gateway's 400 `Invalid request`, or 404 for a node it does not have).
 pub struct ErrorBodies;
 
 impl utoipa::Modify for ErrorBodies {
     fn modify(&self, openapi: &mut OpenApi) {
         for item in openapi.paths.paths.values_mut() {
             for operation in operations_mut(item) {
+                let command = operation.tags.iter().flatten().any(|tag| tag == "commands");
                 for (status, response) in operation.responses.responses.iter_mut() {
                     let RefOr::T(response) = response else { continue };
                     if status.as_str() < "400" || !response.content.is_empty() {
                         continue;
                     }
-                    let schema = if status == "422" { "FieldErrors" } else { "Error" };
-                    response.content.insert(
-                        "application/json".into(),
-                        ContentBuilder::new()
-                            .schema(Some(Ref::from_schema_name(schema)))
-                            .build()
-                            .into(),
-                    );
+                    let content = match status.as_str() {
+                        "422" => ContentBuilder::new().schema(Some(Ref::from_schema_name("FieldErrors"))),
+                        "401" => ContentBuilder::new().schema(Some(Ref::from_schema_name("Error"))),
+                        _ if command => ContentBuilder::new()
+                            .schema(Some(
+                                AnyOfBuilder::new()
+                                    .item(Ref::from_schema_name("Error"))
+                                    .item(Ref::from_schema_name("DeviceAnswer")),
+                            ))
+                            .example(examples::error(status)),
+                        _ => ContentBuilder::new().schema(Some(Ref::from_schema_name("Error"))),
+                    };
+                    response
+                        .content
+                        .insert("application/json".into(), content.build().into());
                 }
             }
         }
@@ -65,6 +76,7 @@ fn add_examples(path: &str, operation: &mut Operation) {
                 continue;
             };
             content.example = match (name, name.strip_suffix("Collection")) {
+                ("Error", _) if path.starts_with("/oauth2/") => examples::oauth_error(status),
                 ("Error", _) => examples::error(status),
                 (_, Some(record)) => examples::of(record).map(|r| examples::page_of(path, r)),
                 _ => examples::of(name),

@@ -121,6 +121,34 @@ pub fn page_of(path: &str, record: Value) -> Value {
     })
 }
 
+/// The error body of the OAuth endpoints for `status`: the specification's, with RFC 6749's
+/// `error` and `error_description`.
+pub fn oauth_error(status: &str) -> Option<Value> {
+    let (name, error, message) = match status {
+        "400" => ("Bad Request", "invalid_client", "The client credentials are invalid"),
+        "401" => (
+            "Unauthorized",
+            "invalid_grant",
+            "Invalid username and password combination",
+        ),
+        "429" => (
+            "Too Many Requests",
+            "slow_down",
+            "Too many failed sign-in attempts; try again in 300 seconds.",
+        ),
+        "503" => (
+            "Service Unavailable",
+            "temporarily_unavailable",
+            "Too many password checks are running; try again in a few seconds.",
+        ),
+        _ => return error(status),
+    };
+    let code: u16 = status.parse().ok()?;
+    Some(
+        json!({"name": name, "message": message, "code": 0, "status": code, "error": error, "error_description": message}),
+    )
+}
+
 /// The specification's error body for `status`, with a message the service really gives.
 pub fn error(status: &str) -> Option<Value> {
     let (name, message) = match status {

@@ -48,3 +48,11 @@ fn an_integral_float_is_an_integer_as_in_yii() {
     assert_eq!(f.integer("days", true, 1, 36_500), Some(7045));
     assert_eq!(f.integer("half", true, 1, 36_500), None);
 }
+
+#[test]
+fn a_code_sent_as_an_integral_float_is_its_integer_text() {
+    let body = serde_json::json!({"type": 1.0, "other": 1.5});
+    let mut f = Fields::new(body.as_object().unwrap());
+    assert_eq!(f.code("type").as_deref(), Some("1"));
+    assert_eq!(f.code("other"), None);
+}
