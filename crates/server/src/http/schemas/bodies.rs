@@ -64,24 +64,24 @@ fn offline_interval() -> Schema {
     or_null(integer_like(0, 31_536_000))
 }
 
-built_schema!(
-    /// `POST /api/v2/group`.
-    NewGroup => body("A new group", vec![
-        ("label", nonblank(255), true),
+/// The fields of a group body: `label` required when creating (never blank when present).
+fn group_fields(creating: bool) -> Vec<(&'static str, Schema, bool)> {
+    vec![
+        ("label", nonblank(255), creating),
         ("type", or_null(group_type()), false),
         ("subtype", or_null(text(255)), false),
         ("id_country", or_null(text(64)), false),
-    ])
+    ]
+}
+
+built_schema!(
+    /// `POST /api/v2/group`.
+    NewGroup => body("A new group", group_fields(true))
 );
 
 built_schema!(
     /// `PATCH /api/v2/group/{id}`: the fields named change.
-    GroupChanges => body("Changes to a group: the fields named change", vec![
-        ("label", nonblank(255), false),
-        ("type", or_null(group_type()), false),
-        ("subtype", or_null(text(255)), false),
-        ("id_country", or_null(text(64)), false),
-    ])
+    GroupChanges => body("Changes to a group: the fields named change", group_fields(false))
 );
 
 built_schema!(
@@ -191,29 +191,33 @@ fn formatter() -> Schema {
     one_of(&names)
 }
 
-built_schema!(
-    /// `POST /api/v2/webhook`.
-    NewWebhook => body("A webhook", vec![
-        ("id_group", nonblank(64), true),
-        ("label", nonblank(255), true),
-        ("forwarding_type", one_of(&["measurements", "events"]), true),
-        ("formatter", formatter(), true),
-        ("url", url(), true),
+/// The fields of a webhook body: creating requires them and also takes `id_group` and
+/// `forwarding_type`, which never change after.
+fn webhook_fields(creating: bool) -> Vec<(&'static str, Schema, bool)> {
+    let mut fields = Vec::new();
+    if creating {
+        fields.push(("id_group", nonblank(64), true));
+        fields.push(("forwarding_type", one_of(&["measurements", "events"]), true));
+    }
+    fields.extend([
+        ("label", nonblank(255), creating),
+        ("formatter", formatter(), creating),
+        ("url", url(), creating),
         ("authorization", or_null(header_text()), false),
         ("is_active", or_null(boolean_like()), false),
-    ])
+    ]);
+    fields
+}
+
+built_schema!(
+    /// `POST /api/v2/webhook`.
+    NewWebhook => body("A webhook", webhook_fields(true))
 );
 
 built_schema!(
     /// `PATCH /api/v2/webhook/{id}`: the fields named change; `id_group` and
     /// `forwarding_type` cannot.
-    WebhookChanges => body("Changes to a webhook: the fields named change", vec![
-        ("label", nonblank(255), false),
-        ("formatter", formatter(), false),
-        ("url", url(), false),
-        ("authorization", or_null(header_text()), false),
-        ("is_active", or_null(boolean_like()), false),
-    ])
+    WebhookChanges => body("Changes to a webhook: the fields named change", webhook_fields(false))
 );
 
 built_schema!(
