@@ -90,6 +90,10 @@ impl From<StoreError> for ApiError {
                 tracing::warn!(%detail, "store work past the query timeout");
                 ApiError::Busy("The store did not answer in time; the request was cancelled.".into())
             }
+            StoreError::Unavailable(detail) => {
+                tracing::warn!(%detail, "the store is not available");
+                ApiError::Busy("The store is not available; nothing was written. Try again shortly.".into())
+            }
             StoreError::DiskFull(detail) => {
                 tracing::error!(%detail, "the store's disk is full");
                 metrics::counter!("devicecloud_store_disk_full_total").increment(1);

@@ -33,12 +33,17 @@ fn sqlite_pool() -> SqlitePoolOptions {
 
 /// Pool options for PostgreSQL: a connection idle for more than a second is pinged before it is
 /// handed out (the server may have closed it meanwhile); one in steady use is not, which spares
-/// a network round trip per statement.
+/// a network round trip per statement. For a while after a failure that suggests a failover,
+/// every connection is asked whether it leads to a writable primary, and dropped if not
+/// (`primary`).
 fn postgres_pool() -> PgPoolOptions {
     PgPoolOptions::new()
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
             Box::pin(async move {
+                if crate::primary::suspected() {
+                    return crate::primary::is_writable(conn).await;
+                }
                 if meta.idle_for > Duration::from_secs(1) {
                     sqlx::Connection::ping(conn).await?;
                 }

@@ -20,6 +20,14 @@ pub enum StoreError {
     /// with `Retry-After` (docs/operations.md, "Limits").
     #[error("the store's disk is full: {0}")]
     DiskFull(String),
+    /// The database cannot be reached, or the connection is not to a writable primary: a
+    /// connection refused or cut, a server shutting down or starting (PostgreSQL 57P01–57P03,
+    /// class 08), a standby refusing a write (25006, as after a failover, when a pooled
+    /// connection still leads to the demoted primary). Answered 503 with `Retry-After`; the
+    /// pool checks its connections for a while after (`primary`), so that the next request
+    /// gets one to the new primary (docs/scaling.md, "High availability").
+    #[error("the store is not available: {0}")]
+    Unavailable(String),
     /// Any other database failure: logged by the caller, never shown to clients.
     #[error("database error: {0}")]
     Database(sqlx::Error),
@@ -38,6 +46,10 @@ impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> StoreError {
         match &err {
             sqlx::Error::PoolTimedOut => return StoreError::Timeout(err.to_string()),
+            sqlx::Error::Io(io) if io.kind() != std::io::ErrorKind::StorageFull => {
+                crate::primary::suspect();
+                return StoreError::Unavailable(io.to_string());
+            }
             sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
                 return StoreError::DiskFull(io.to_string());
             }
@@ -51,6 +63,16 @@ impl From<sqlx::Error> for StoreError {
                     Some("57014") => return StoreError::Timeout(db.message().to_string()),
                     // PostgreSQL 53100 disk_full.
                     Some("53100") => return StoreError::DiskFull(db.message().to_string()),
+                    // 25006 read_only_sql_transaction (a standby, or a demoted primary), 57P01
+                    // admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now, and the
+                    // connection exceptions of class 08.
+                    Some(code)
+                        if db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some()
+                            && (matches!(code, "25006" | "57P01" | "57P02" | "57P03") || code.starts_with("08")) =>
+                    {
+                        crate::primary::suspect();
+                        return StoreError::Unavailable(db.message().to_string());
+                    }
                     // SQLite reports extended codes; the primary code is the low byte:
                     // 9 SQLITE_INTERRUPT (the request's deadline), 5 SQLITE_BUSY (the write
                     // lock stayed taken past the busy timeout), 13 SQLITE_FULL.

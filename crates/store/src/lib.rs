@@ -10,6 +10,7 @@ mod deadline;
 mod error;
 mod expiry;
 mod point_time;
+pub mod primary;
 mod quick_read;
 mod scope;
 mod write_turn;
