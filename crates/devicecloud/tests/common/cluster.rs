@@ -146,6 +146,12 @@ pub async fn nodes_with(count: usize, tag: &str, settings: &[(&'static str, &str
         return None;
     };
     let url = fresh_postgres(&base, tag).await;
+    Some(nodes_on(&url, count, tag, settings).await)
+}
+
+/// `count` nodes on the database `url`, with an administrator and an API client.
+pub async fn nodes_on(url: &str, count: usize, tag: &str, settings: &[(&'static str, &str)]) -> Nodes {
+    let url = url.to_string();
     let dirs: Vec<Dir> = (0..count).map(|i| Dir::new(&format!("{tag}-{i}"))).collect();
     // Short leases, so that a killed node is found out within the test.
     let store = |dir: &Dir| Store {
@@ -165,12 +171,12 @@ pub async fn nodes_with(count: usize, tag: &str, settings: &[(&'static str, &str
     for dir in &dirs {
         nodes.push(store(dir).serve().await);
     }
-    Some(Nodes {
+    Nodes {
         nodes,
         credentials,
         store: store(&dirs[0]),
         _dirs: dirs,
-    })
+    }
 }
 
 impl Nodes {
@@ -412,14 +418,14 @@ impl Haproxy {
 
 /// Publishes one second of every datatype per message through `mqtt` until `stop`, each message
 /// again after a lost connection until it is acknowledged (a new connection each time, as a
-/// gateway does); the seconds acknowledged.
+/// gateway does); the seconds acknowledged, each with when its PUBACK came.
 pub async fn publish_through(
     mqtt: std::net::SocketAddr,
     serial: String,
     token: String,
     first: i64,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<i64> {
+) -> Vec<(i64, tokio::time::Instant)> {
     let mut acked = Vec::new();
     let mut second = first;
     'connections: while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -451,7 +457,7 @@ pub async fn publish_through(
                     Ok(Err(_)) | Err(_) => continue 'connections,
                 }
             }
-            acked.push(second);
+            acked.push((second, tokio::time::Instant::now()));
             second += 1;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
