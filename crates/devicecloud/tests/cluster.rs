@@ -527,22 +527,7 @@ async fn a_node_killed_behind_haproxy_loses_no_acknowledged_point() {
     }
 
     // Every stored point reaches the webhook; one repeated only within its own delivery id.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut points = receiver.points();
-        points.sort();
-        points.dedup();
-        if points.len() >= expected {
-            assert_eq!(points.len(), expected);
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} of {expected} points reached the webhook in 30 s",
-            points.len()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    receiver.until_distinct(expected, "failover").await;
     let seen = receiver.seen.lock().unwrap().clone();
     let mut by_point: std::collections::HashMap<(String, i64, i64), String> = std::collections::HashMap::new();
     for (delivery, body) in &seen {

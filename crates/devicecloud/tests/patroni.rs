@@ -217,22 +217,7 @@ async fn failover(event: Event, base: u16, times: usize) -> Option<Vec<Duration>
         i64::try_from(expected).unwrap(),
         "{event:?}: points stored against acknowledged"
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut points = receiver.points();
-        points.sort();
-        points.dedup();
-        if points.len() >= expected {
-            assert_eq!(points.len(), expected, "{event:?}: points posted");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{event:?}: {} of {expected} points reached the webhook in 30 s",
-            points.len()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    receiver.until_distinct(expected, &format!("{event:?}")).await;
     eprintln!("{event:?}: {acked} messages acknowledged and stored, longest waits for an acknowledgement {gaps:?}");
     nodes.stop().await;
     drop(cluster);

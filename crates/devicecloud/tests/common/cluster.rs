@@ -263,6 +263,27 @@ pub struct Receiver {
 }
 
 impl Receiver {
+    /// Waits up to 30 s until `expected` distinct points have come (a point may come again
+    /// only when its batch was retried); fails if more come.
+    pub async fn until_distinct(&self, expected: usize, what: &str) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut points = self.points();
+            points.sort();
+            points.dedup();
+            if points.len() >= expected {
+                assert_eq!(points.len(), expected, "{what}: points posted");
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: {} of {expected} points reached the webhook in 30 s",
+                points.len()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Listens on a free loopback port; the webhook URL.
     pub async fn start(&self) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
