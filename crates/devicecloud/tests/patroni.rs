@@ -2,8 +2,9 @@
 //! members in synchronous mode, HAProxy routing to the primary), while ten gateways publish
 //! through two nodes: the leader's postmaster killed, a graceful switchover, and the same kill
 //! with a proxy that keeps the sessions of the server it marks down. Each time every
-//! acknowledged point is stored once and reaches the webhook, acknowledgements resume, and the
-//! API and `/readyz` answer again once the cluster has settled.
+//! acknowledged point is stored once and reaches the webhook, acknowledgements resume, the API
+//! answers 200 or 503 throughout (never 500), and the API and `/readyz` answer 200 again once
+//! the cluster has settled.
 //!
 //! Runs in the PostgreSQL pass of the tests (`DEVICECLOUD_TEST_DATABASE_URL` set) where `patroni`,
 //! `etcd` and `haproxy` are on `PATH`; skipped (with a note) otherwise, a failure with
@@ -147,6 +148,21 @@ async fn failover(event: Event, base: u16, times: usize) -> Option<Vec<Duration>
             stop.clone(),
         )));
     }
+    // The API through one node, polled all along: 200, or 503 while there is no primary.
+    let api = {
+        let (url, admin, stop) = (format!("{}/api/v2/group", node.base()), admin.clone(), stop.clone());
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(answer) = client.get(&url).bearer_auth(&admin).send().await {
+                    *statuses.entry(answer.status().as_u16()).or_default() += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            statuses
+        })
+    };
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let mut events = Vec::new();
@@ -173,6 +189,11 @@ async fn failover(event: Event, base: u16, times: usize) -> Option<Vec<Duration>
         acks.extend(acked.into_iter().map(|(_, at)| at));
     }
     acks.sort();
+    let statuses = api.await.unwrap();
+    assert!(
+        statuses.keys().all(|status| matches!(status, 200 | 503)),
+        "{event:?}: the API answered {statuses:?}"
+    );
     // After each event, the longest time without any acknowledgement until the next event.
     let gaps: Vec<Duration> = events
         .iter()
@@ -218,7 +239,9 @@ async fn failover(event: Event, base: u16, times: usize) -> Option<Vec<Duration>
         "{event:?}: points stored against acknowledged"
     );
     receiver.until_distinct(expected, &format!("{event:?}")).await;
-    eprintln!("{event:?}: {acked} messages acknowledged and stored, longest waits for an acknowledgement {gaps:?}");
+    eprintln!(
+        "{event:?}: {acked} messages acknowledged and stored, longest waits for an acknowledgement {gaps:?}, API answers {statuses:?}"
+    );
     nodes.stop().await;
     drop(cluster);
     Some(gaps)
