@@ -19,6 +19,7 @@ pub mod nodes;
 pub mod origin;
 pub mod page_cache;
 pub mod peers;
+pub mod periodic;
 pub mod render;
 pub mod retention;
 pub mod running;
@@ -56,57 +57,44 @@ pub(crate) fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown
     let (status_state, status_shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
         // device_status is kept current by the service, not computed on read (docs/operations.md).
-        let mut tick = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            tokio::select! {
-                _ = status_shutdown.cancelled() => break,
-                _ = tick.tick() => {
-                    if let Err(e) = devicecloud_store::devices::refresh_status(&status_state.writer, devicecloud_store::unix_now()).await {
-                        tracing::warn!(error = %e, "device status refresh failed");
-                    }
-                }
+        let mut every = periodic::Every::new(Duration::from_secs(5), &status_shutdown);
+        while every.tick().await {
+            let now = devicecloud_store::unix_now();
+            if let Err(e) = devicecloud_store::devices::refresh_status(&status_state.writer, now).await {
+                tracing::warn!(error = %e, "device status refresh failed");
             }
         }
     });
-    let (rejections_state, rejections_shutdown) = (state.clone(), shutdown.clone());
+    let (rejections, rejections_shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
         // Rejections counted during a minute are recorded when it ends (gateway::RejectionLog).
-        let mut tick = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            tokio::select! {
-                _ = rejections_shutdown.cancelled() => {
-                    // Stopping: what the open windows counted is recorded now.
-                    let all = rejections_state.rejections.due(std::time::Instant::now() + gateway::REJECTION_WINDOW);
-                    gateway::record_rejections(&rejections_state, &all).await;
-                    break;
-                }
-                _ = tick.tick() => {
-                    let due = rejections_state.rejections.due(std::time::Instant::now());
-                    if !due.is_empty() {
-                        gateway::record_rejections(&rejections_state, &due).await;
-                    }
-                }
+        let mut every = periodic::Every::new(Duration::from_secs(5), &rejections_shutdown);
+        while every.tick().await {
+            let due = rejections.rejections.due(std::time::Instant::now());
+            if !due.is_empty() {
+                gateway::record_rejections(&rejections, &due).await;
             }
         }
+        // Stopping: what the open windows counted is recorded now.
+        let all = rejections
+            .rejections
+            .due(std::time::Instant::now() + gateway::REJECTION_WINDOW);
+        gateway::record_rejections(&rejections, &all).await;
     });
     let (state, shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
         // Expired tokens are kept a day (a refresh of a just-expired token stays possible),
         // then removed so the table does not grow without bound.
-        let mut tick = tokio::time::interval(Duration::from_secs(3600));
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {
-                    match devicecloud_store::tokens::prune(&state.writer, devicecloud_store::unix_now() - 86_400).await {
-                        Ok(n) if n > 0 => tracing::info!(removed = n, "expired tokens pruned"),
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "token pruning failed"),
-                    }
-                    if let Err(e) = devicecloud_store::dashboard_sessions::prune(&state.writer, devicecloud_store::unix_now()).await {
-                        tracing::warn!(error = %e, "dashboard session pruning failed");
-                    }
-                }
+        let mut every = periodic::Every::new(Duration::from_secs(3600), &shutdown);
+        while every.tick().await {
+            let now = devicecloud_store::unix_now();
+            match devicecloud_store::tokens::prune(&state.writer, now - 86_400).await {
+                Ok(n) if n > 0 => tracing::info!(removed = n, "expired tokens pruned"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "token pruning failed"),
+            }
+            if let Err(e) = devicecloud_store::dashboard_sessions::prune(&state.writer, now).await {
+                tracing::warn!(error = %e, "dashboard session pruning failed");
             }
         }
     });

@@ -30,14 +30,9 @@ pub async fn keep(state: AppState) {
     {
         tracing::warn!(error = %e, "cannot clear the leases of earlier processes");
     }
-    let mut every = tokio::time::interval((lease / 3).max(Duration::from_millis(100)));
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut renewed_before = false;
-    loop {
-        tokio::select! {
-            _ = every.tick() => {}
-            _ = state.shutdown.cancelled() => return,
-        }
+    let mut every = crate::periodic::Every::new((lease / 3).max(Duration::from_millis(100)), &state.shutdown);
+    while every.tick().await {
         let now = now_ms();
         match nodes::renew(&state.writer, &state.node_id, now, now.saturating_add(lease_ms)).await {
             Ok(true) => {}

@@ -22,17 +22,11 @@ pub const PARTITIONS: &str = "devicecloud_retention_partitions_dropped_total";
 pub fn spawn(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
     let (state, shutdown) = (state.clone(), shutdown.clone());
     tracker.spawn(async move {
-        let mut tick = tokio::time::interval(state.settings.retention_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
+        let mut every = crate::periodic::Every::new(state.settings.retention_interval, &shutdown);
+        while every.tick().await {
             tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        _ = pass(&state.writer, &state.settings.retention) => {}
-                    }
-                }
+                _ = shutdown.cancelled() => {}
+                _ = pass(&state.writer, &state.settings.retention) => {}
             }
         }
     });

@@ -42,7 +42,9 @@ fn postgres_pool() -> PgPoolOptions {
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if crate::primary::suspected() {
-                    return crate::primary::is_writable(conn).await;
+                    // A connection that cannot even answer is dropped as quietly as one that
+                    // leads to a standby.
+                    return Ok(crate::primary::is_writable(conn).await.unwrap_or(false));
                 }
                 if meta.idle_for > Duration::from_secs(1) {
                     sqlx::Connection::ping(conn).await?;

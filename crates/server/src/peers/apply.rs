@@ -91,12 +91,8 @@ pub async fn report_requests(state: AppState) {
     if !state.peers.reaches_others() {
         return;
     }
-    let mut every = tokio::time::interval(REPORT_EVERY);
-    loop {
-        tokio::select! {
-            _ = every.tick() => {}
-            _ = state.shutdown.cancelled() => return,
-        }
+    let mut every = crate::periodic::Every::new(REPORT_EVERY, &state.shutdown);
+    while every.tick().await {
         for counts in limiter.reports().chunks(REPORT_ACCOUNTS) {
             tell(
                 &state,

@@ -421,18 +421,13 @@ async fn cut(context: &Context, hook: &WebhookRow) -> Result<Option<DeliveryRow>
 
 /// Removes attempts and failed deliveries older than the retention, hourly.
 async fn prune(context: Arc<Context>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(3600));
-    loop {
-        tokio::select! {
-            _ = context.shutdown.cancelled() => break,
-            _ = tick.tick() => {
-                let before = unix_now() - context.settings.webhook_attempt_retention.as_secs() as i64;
-                match webhooks::prune(&context.db, before).await {
-                    Ok(n) if n > 0 => tracing::info!(removed = n, "old webhook attempts pruned"),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "webhook pruning failed"),
-                }
-            }
+    let mut every = crate::periodic::Every::new(Duration::from_secs(3600), &context.shutdown);
+    while every.tick().await {
+        let before = unix_now() - context.settings.webhook_attempt_retention.as_secs() as i64;
+        match webhooks::prune(&context.db, before).await {
+            Ok(n) if n > 0 => tracing::info!(removed = n, "old webhook attempts pruned"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "webhook pruning failed"),
         }
     }
 }
