@@ -86,17 +86,6 @@ impl Caller {
         }
     }
 
-    /// A group the caller must be able to see with at least `need`: 404 when invisible (or
-    /// absent), 401 when visible with a lower role (docs/api.md, "Rights").
-    pub fn require(&self, group: Option<GroupRow>, id: &str, need: Role) -> Result<GroupRow, ApiError> {
-        let group = group.ok_or_else(|| ApiError::not_found("Group", id))?;
-        match self.role_in(&group) {
-            None => Err(ApiError::not_found("Group", id)),
-            Some(role) if role < need => Err(ApiError::forbidden()),
-            Some(_) => Ok(group),
-        }
-    }
-
     /// 401 unless the caller is an administrator.
     pub fn require_admin(&self) -> Result<(), ApiError> {
         if self.is_admin {

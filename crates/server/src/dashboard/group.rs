@@ -10,7 +10,7 @@ use devicecloud_query::{Param, parse_sort};
 use devicecloud_store::device_collection::{self, ATTRIBUTES, SORTABLE};
 use devicecloud_store::devices::DeviceRow;
 use devicecloud_store::event_collection::{self, ATTRIBUTES as EVENT_ATTRIBUTES};
-use devicecloud_store::{groups, unix_now};
+use devicecloud_store::unix_now;
 use maud::html;
 use serde_json::json;
 
@@ -50,9 +50,7 @@ pub async fn page(
     Path(id): Path<String>,
     Query(q): Query<GroupQuery>,
 ) -> Result<Html<String>, PageError> {
-    let group = viewer
-        .caller
-        .require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
+    let group = crate::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
     let sort_param = q.sort.clone().map(Param::Scalar);
     let sort = parse_sort(sort_param.as_ref(), SORTABLE);
     let condition = filter(&json!({"id_group": id, "archived_at": null}), &ATTRIBUTES)?;

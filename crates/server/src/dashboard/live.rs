@@ -16,7 +16,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use devicecloud_store::{groups, unix_now};
+use devicecloud_store::unix_now;
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
@@ -59,9 +59,7 @@ pub async fn group(
     Path(id): Path<String>,
 ) -> PageResult<Response> {
     let rights_seen = state.auth.changes();
-    viewer
-        .caller
-        .require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
+    crate::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
     let kinds = vec![Kind::Event, Kind::Command];
     Ok(open(state, viewer, &headers, vec![id], None, kinds, rights_seen))
 }

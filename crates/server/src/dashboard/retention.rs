@@ -6,7 +6,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use devicecloud_store::groups::{self, GroupRow};
+use devicecloud_store::groups::GroupRow;
 use devicecloud_store::retention::Retention;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
@@ -97,9 +97,7 @@ pub async fn page(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let group = viewer
-        .caller
-        .require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
+    let group = crate::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
     let content = render(&state, &viewer, &group, None, &[]).await?;
     Ok(respond(&viewer, StatusCode::OK, &group, content))
 }
@@ -117,9 +115,7 @@ pub async fn update(
         .filter_map(|(field, _)| posted.fields.get(*field).map(|v| (field.to_string(), json!(v.trim()))))
         .collect();
     let result = service::put(&state, &viewer.caller, &id, &input).await;
-    let group = viewer
-        .caller
-        .require(groups::get(&state.db, &id).await?, &id, Role::Viewer)?;
+    let group = crate::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
     match result {
         Ok(_) => {
             let content = render(&state, viewer, &group, Some("Retention saved."), &[]).await?;
