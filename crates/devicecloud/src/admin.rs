@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use devicecloud_server::auth::secrets::{hash_password, register_client};
-use devicecloud_server::service::accounts::{PASSWORD_MAX, PASSWORD_MIN};
-use devicecloud_store::{Db, accounts, unix_now};
+use devicecloud_server::auth::secrets::register_client;
+use devicecloud_server::service::{ServiceError, accounts};
+use devicecloud_store::Db;
 use serde_json::{Value, json};
 
 use crate::settings::Settings;
@@ -90,21 +90,20 @@ async fn on_store(db: &Db, command: AdminCommand) -> Result<Value> {
             password,
             admin,
         } => {
-            if username.trim().is_empty() {
-                bail!("--username must not be empty");
-            }
             let password = match password {
                 Some(password) => password,
                 None => password_from_stdin()?,
             };
-            let length = password.chars().count();
-            if !(PASSWORD_MIN..=PASSWORD_MAX).contains(&length) {
-                bail!("the password must have {PASSWORD_MIN} to {PASSWORD_MAX} characters (it has {length})");
-            }
-            let hash = hash_password(&password).map_err(anyhow::Error::msg)?;
-            let row = accounts::create(db, &username, &hash, admin, unix_now())
-                .await
-                .context("cannot create the account")?;
+            // The rules of the API and the dashboard (service::accounts::register).
+            let input = serde_json::from_value(json!({"username": username, "password": password, "is_admin": admin}))?;
+            let row = match accounts::register(db, &input).await {
+                Ok(row) => row,
+                Err(ServiceError::Invalid(fields)) => {
+                    let messages: Vec<String> = fields.into_iter().map(|f| f.message).collect();
+                    bail!("{}", messages.join(" "));
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("cannot create the account")),
+            };
             Ok(json!({"id_user": row.id_user, "username": row.username}))
         }
     }

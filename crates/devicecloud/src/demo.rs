@@ -3,7 +3,8 @@
 //! same process, and the credentials and working `curl` lines printed (docs/operations.md).
 
 use anyhow::{Context, Result};
-use devicecloud_server::auth::secrets::{hash_password, random_token, token_hash};
+use devicecloud_server::auth::secrets::{random_token, token_hash};
+use devicecloud_server::service::accounts as service_accounts;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, History, mixed_kin
 
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
-use devicecloud_store::{Db, accounts, clients, memberships, new_id, unix_now};
+use devicecloud_store::{Db, clients, memberships, new_id, unix_now};
 
 use crate::settings::Settings;
 
@@ -119,9 +120,12 @@ fn print_usage(data_dir: &str, http: SocketAddr, mqtt: SocketAddr, seeded: &Seed
 /// Accounts, an API client, a few groups and one provisioned gateway.
 async fn seed(db: &Db) -> Result<Seeded> {
     let now = unix_now();
-    let hash = hash_password(PASSWORD).map_err(anyhow::Error::msg)?;
-    accounts::create(db, ADMIN, &hash, true, now).await?;
-    let viewer = accounts::create(db, VIEWER, &hash, false, now).await?;
+    // Through the one account-creation path (service::accounts::register), with its rules.
+    let account = |username: &str, is_admin: bool| {
+        serde_json::from_value(serde_json::json!({"username": username, "password": PASSWORD, "is_admin": is_admin}))
+    };
+    service_accounts::register(db, &account(ADMIN, true)?).await?;
+    let viewer = service_accounts::register(db, &account(VIEWER, false)?).await?;
     let (client_id, secret, device_token) = (new_id(), random_token(), random_token());
     let mut group_ids = Vec::new();
     clients::create(db, &client_id, "demo", &token_hash(&secret), now).await?;

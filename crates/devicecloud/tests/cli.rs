@@ -243,11 +243,20 @@ fn create_user_takes_the_password_from_stdin_and_checks_its_length() {
         child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
         child.wait_with_output().unwrap()
     };
+    // The rules, and the words, of the API and the dashboard.
     let short = create(&["--username", "a@example.com", "--password", "x"], "");
     assert!(!short.status.success());
-    assert!(String::from_utf8_lossy(&short.stderr).contains("8 to 1024 characters"));
+    let said = String::from_utf8_lossy(&short.stderr).to_string();
+    assert!(said.contains("Password should contain at least 8 characters."), "{said}");
     let short = create(&["--username", "a@example.com"], "1234567\n");
     assert!(!short.status.success());
+    let long = "x".repeat(1025);
+    let long = create(&["--username", "a@example.com", "--password", &long], "");
+    let said = String::from_utf8_lossy(&long.stderr).to_string();
+    assert!(said.contains("Password should contain at most 1024 characters."), "{said}");
+    let blank = create(&["--username", " ", "--password", "long-enough"], "");
+    let said = String::from_utf8_lossy(&blank.stderr).to_string();
+    assert!(said.contains("Username cannot be blank."), "{said}");
     let made = create(&["--username", "a@example.com"], "from-standard-input\n");
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let client = admin(&dir, &["create-client", "--name", "c"]);

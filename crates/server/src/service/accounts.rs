@@ -28,6 +28,13 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
     if !caller.is_admin {
         return Err(ServiceError::NotAllowed);
     }
+    register(&state.db, input).await
+}
+
+/// Creates an account from `{username, password, is_admin?}` with the rules of every way in:
+/// the API, the dashboard, `devicecloud admin create-user` and the demo (which have no caller:
+/// the rights are the caller's to check).
+pub async fn register(db: &devicecloud_store::Db, input: &Input) -> Result<UserRow> {
     let mut f = Fields::new(input);
     let username = f.string("username", true, 255).map(str::to_string);
     let password = password_field(&mut f, "password", true);
@@ -35,7 +42,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
     f.finish()?;
     let (username, password) = (username.unwrap_or_default(), password.unwrap_or_default());
     let hash = hash_off_thread(password).await?;
-    Ok(accounts::create(&state.db, &username, &hash, is_admin, unix_now()).await?)
+    Ok(accounts::create(db, &username, &hash, is_admin, unix_now()).await?)
 }
 
 /// Changes account `id` from any of `{password, is_admin, disabled}`: administrators only (a
