@@ -3,6 +3,7 @@
 //! every file the process creates is readable by its own user only (0600, directories 0700),
 //! whichever code creates it (the database engine's store, log and shared-memory files, the
 //! key files, backups), and a store made by an older version is tightened at start.
+#![expect(unsafe_code, reason = "umask(2) has no safe binding in the standard library")]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -247,13 +247,19 @@ fn create_user_takes_the_password_from_stdin_and_checks_its_length() {
     let short = create(&["--username", "a@example.com", "--password", "x"], "");
     assert!(!short.status.success());
     let said = String::from_utf8_lossy(&short.stderr).to_string();
-    assert!(said.contains("Password should contain at least 8 characters."), "{said}");
+    assert!(
+        said.contains("Password should contain at least 8 characters."),
+        "{said}"
+    );
     let short = create(&["--username", "a@example.com"], "1234567\n");
     assert!(!short.status.success());
     let long = "x".repeat(1025);
     let long = create(&["--username", "a@example.com", "--password", &long], "");
     let said = String::from_utf8_lossy(&long.stderr).to_string();
-    assert!(said.contains("Password should contain at most 1024 characters."), "{said}");
+    assert!(
+        said.contains("Password should contain at most 1024 characters."),
+        "{said}"
+    );
     let blank = create(&["--username", " ", "--password", "long-enough"], "");
     let said = String::from_utf8_lossy(&blank.stderr).to_string();
     assert!(said.contains("Username cannot be blank."), "{said}");

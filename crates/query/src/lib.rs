@@ -6,7 +6,6 @@
 //! Behaviour follows Yii2's REST conventions, with the decisions of docs/api.md, "Collections".
 //! No input can make it panic or recurse without bound.
 
-#![forbid(unsafe_code)]
 // Input-derived data must never panic: these lints keep that promise checkable.
 #![cfg_attr(
     not(test),

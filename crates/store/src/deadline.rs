@@ -8,6 +8,10 @@
 //! reads. Both are installed once per connection, when it is opened, so acquiring a connection
 //! costs nothing more. The cell is shared with the trace hook through a raw pointer that the
 //! hook frees when SQLite reports the connection closed (`SQLITE_TRACE_CLOSE`).
+#![expect(
+    unsafe_code,
+    reason = "SQLite's trace and progress hooks are C callbacks over its handle"
+)]
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
