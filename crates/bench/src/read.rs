@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use devicecloud_store::ingest::{self, Point, SeriesId};
-use devicecloud_store::{Db, raw_data, sessions, unix_now};
+use devicecloud_store::{Db, data_sessions, raw_data, unix_now};
 use serde_json::{Value, json};
 
 use super::server::{ServerUnderTest, json, rss_kib};
@@ -65,7 +65,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     }
     let instants = o.group_points / 100;
     let session_start = end - instants;
-    let session = sessions::open(&db, &hundred_group, &hundred_gateway, session_start).await?;
+    let session = data_sessions::open(&db, &hundred_group, &hundred_gateway, session_start).await?;
     batch.clear();
     for second in session_start..end {
         for key in &keys {
@@ -77,7 +77,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
         }
     }
     ingest::write(&db, &batch, &[]).await?;
-    sessions::close(&db, &hundred_gateway, end).await?;
+    data_sessions::close(&db, &hundred_gateway, end).await?;
     eprintln!("  {:.0} s", loaded.elapsed().as_secs_f64());
 
     let get = |path: String| http.get(format!("{}{path}", server.base)).bearer_auth(&admin);

@@ -93,7 +93,7 @@ pub(crate) fn spawn_background(state: &AppState, tracker: &TaskTracker, shutdown
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "token pruning failed"),
             }
-            if let Err(e) = devicecloud_store::dashboard_sessions::prune(&state.writer, now).await {
+            if let Err(e) = devicecloud_store::sign_in_sessions::prune(&state.writer, now).await {
                 tracing::warn!(error = %e, "dashboard session pruning failed");
             }
         }

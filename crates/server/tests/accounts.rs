@@ -273,7 +273,7 @@ async fn an_account_changes_its_own_password() {
 }
 
 #[tokio::test]
-async fn disabling_an_account_ends_its_dashboard_sessions() {
+async fn disabling_an_account_ends_its_sign_in_sessions() {
     let app = TestApp::spawn().await;
     let (_, admin) = app.admin().await;
     let name = "dash@example.com";

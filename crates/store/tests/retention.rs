@@ -5,7 +5,7 @@
 
 use devicecloud_store::ingest::{self, Point};
 use devicecloud_store::retention::{self, Kind, Retention, cutoff};
-use devicecloud_store::{Backend, Db, partitions, sessions};
+use devicecloud_store::{Backend, Db, data_sessions, partitions};
 use std::time::Duration;
 
 mod common;
@@ -123,9 +123,11 @@ async fn defaults_apply_to_groups_without_their_own_and_sessions_say_their_point
     let db = store("defaults").await;
     let now = devicecloud_store::unix_now();
     let (id_group, gateway, key) = filled_group(&db, "sessions", now, 6, 600).await;
-    let old = sessions::open(&db, &id_group, &gateway, now - 5 * DAY).await.unwrap();
-    sessions::close(&db, &gateway, now - 4 * DAY).await.unwrap();
-    let recent = sessions::open(&db, &id_group, &gateway, now - 600).await.unwrap();
+    let old = data_sessions::open(&db, &id_group, &gateway, now - 5 * DAY)
+        .await
+        .unwrap();
+    data_sessions::close(&db, &gateway, now - 4 * DAY).await.unwrap();
+    let recent = data_sessions::open(&db, &id_group, &gateway, now - 600).await.unwrap();
     // The points of each session's span carry its key, as ingest gives them.
     let tag = match db.backend() {
         Backend::Sqlite => {

@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use devicecloud_store::groups::{GroupRow, GroupScope};
-use devicecloud_store::{dashboard_sessions, memberships, tokens, unix_now};
+use devicecloud_store::{memberships, sign_in_sessions, tokens, unix_now};
 
 use super::cache::TokenEntry;
 use super::rights::{Role, Roles};
@@ -43,7 +43,7 @@ impl Caller {
 
     /// The account of a live dashboard session, by the hash of its cookie.
     pub async fn of_session(state: &AppState, session_hash: &str) -> Result<Caller, ApiError> {
-        let session = dashboard_sessions::get(&state.db, session_hash, unix_now())
+        let session = sign_in_sessions::get(&state.db, session_hash, unix_now())
             .await?
             .ok_or_else(ApiError::invalid_credentials)?;
         Caller::of_account(state, session.id_user, session.is_admin != 0).await

@@ -15,7 +15,7 @@ use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
 use super::layout::{self, Section};
-use super::session::{Posted, SignInNotice, to_sign_in};
+use super::sign_in::{Posted, SignInNotice, to_sign_in};
 use super::viewer::Viewer;
 use super::{PageError, PageQuery, PageResult, field_errors, format, page_request, pager};
 use crate::error::{ApiError, FieldError};

@@ -13,7 +13,7 @@ use maud::{Markup, html};
 use serde_json::{Map, json};
 
 use super::layout::{self, Section};
-use super::session::Posted;
+use super::sign_in::Posted;
 use super::viewer::Viewer;
 use super::{PageError, PageResult, format, visible_groups};
 use crate::auth::secrets::register_client;

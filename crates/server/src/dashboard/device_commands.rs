@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::layout::{self, Section};
 use super::series::DatatypeName;
-use super::session::Posted;
+use super::sign_in::Posted;
 use super::viewer::Viewer;
 use super::{PageError, PageResult};
 use crate::error::ApiError;

@@ -7,6 +7,7 @@
 mod accounts;
 mod admin;
 mod chart;
+mod data_sessions;
 mod device;
 mod device_commands;
 mod error;
@@ -19,8 +20,7 @@ mod overview;
 mod password;
 mod retention;
 mod series;
-mod session;
-mod sessions;
+mod sign_in;
 mod viewer;
 mod webhooks;
 
@@ -49,8 +49,8 @@ const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; s
 pub fn router() -> Router<AppState> {
     let routes = Router::new()
         .route("/", get(overview::page))
-        .route("/login", get(session::login_form).post(session::login))
-        .route("/logout", post(session::logout))
+        .route("/login", get(sign_in::login_form).post(sign_in::login))
+        .route("/logout", post(sign_in::logout))
         .route("/assets/dashboard.css", get(layout::css))
         .route("/assets/dashboard.js", get(layout::js))
         .route("/groups/{id}", get(group::page))
@@ -60,9 +60,9 @@ pub fn router() -> Router<AppState> {
         .route("/devices/{id}/latest", get(device::latest))
         .route("/devices/{id}/live", get(live::device))
         .route("/devices/{id}/command", post(device_commands::run))
-        .route("/sessions", get(sessions::list))
-        .route("/sessions/{id}", get(sessions::page))
-        .route("/sessions/{id}/csv", get(sessions::csv))
+        .route("/sessions", get(data_sessions::list))
+        .route("/sessions/{id}", get(data_sessions::page))
+        .route("/sessions/{id}/csv", get(data_sessions::csv))
         .route("/events", get(events::page))
         .route("/webhooks", get(webhooks::list).post(webhooks::create))
         .route("/webhooks/new", get(webhooks::new_form))

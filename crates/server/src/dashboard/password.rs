@@ -11,7 +11,7 @@ use maud::{Markup, html};
 use serde_json::{Map, json};
 
 use super::layout::{self, Section};
-use super::session::{Posted, SignInNotice, to_sign_in};
+use super::sign_in::{Posted, SignInNotice, to_sign_in};
 use super::viewer::Viewer;
 use super::{PageResult, field_errors};
 use crate::error::FieldError;

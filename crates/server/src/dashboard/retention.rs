@@ -12,7 +12,7 @@ use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
 use super::layout::{self, Section};
-use super::session::Posted;
+use super::sign_in::Posted;
 use super::viewer::Viewer;
 use super::{PageError, field_errors};
 use crate::auth::Role;

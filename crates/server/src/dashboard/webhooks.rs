@@ -13,7 +13,7 @@ use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
 use super::layout::{self, Section};
-use super::session::Posted;
+use super::sign_in::Posted;
 use super::viewer::Viewer;
 use super::{PageError, PageQuery, PageResult, field_errors, format, list_args, page_request, pager, visible_groups};
 use crate::auth::Role;

@@ -17,7 +17,7 @@ use devicecloud_protocol::{
 };
 use devicecloud_store::devices::{self, Asset, Child, HelloUpdate};
 use devicecloud_store::events::{self, NewEvent};
-use devicecloud_store::{Db, StoreError, sessions};
+use devicecloud_store::{Db, StoreError, data_sessions};
 
 pub use auth::{AuthError, authenticate};
 pub use rejections::{Record as RejectionRecord, RejectionLog, WINDOW as REJECTION_WINDOW};
@@ -281,8 +281,8 @@ impl Gateway {
         )
         .await?;
         if self.kind == ModuleKind::Go && self.session_key.is_none() {
-            let opened = sessions::active(&state.db, &self.id).await?.is_none();
-            self.session_key = Some(sessions::open(&state.db, &self.id_group, &self.id, now).await?);
+            let opened = data_sessions::active(&state.db, &self.id).await?.is_none();
+            self.session_key = Some(data_sessions::open(&state.db, &self.id_group, &self.id, now).await?);
             if opened {
                 self.cloud_event(state, event_types::DATA_SESSION, "1", 0).await?;
             }
@@ -384,7 +384,7 @@ impl Gateway {
         if let Err(r) = parse_power(payload) {
             return Err(self.reject(state, "v1/gateway/power", r).await);
         }
-        if sessions::close(&state.db, &self.id, now_parts().0).await? {
+        if data_sessions::close(&state.db, &self.id, now_parts().0).await? {
             self.cloud_event(state, event_types::DATA_SESSION, "0", 0).await?;
         }
         self.session_key = None;

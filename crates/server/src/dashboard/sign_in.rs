@@ -14,7 +14,7 @@ use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use devicecloud_store::{dashboard_sessions, unix_now};
+use devicecloud_store::{sign_in_sessions, unix_now};
 use maud::html;
 
 use super::PageResult;
@@ -84,7 +84,7 @@ impl FromRequestParts<AppState> for Viewer {
         let sign_in = || PageError::SignIn { next: next.clone() };
         let token = cookie(&parts.headers, SESSION_COOKIE).ok_or_else(sign_in)?;
         let session_hash = token_hash(token);
-        let session = dashboard_sessions::get(&state.db, &session_hash, unix_now())
+        let session = sign_in_sessions::get(&state.db, &session_hash, unix_now())
             .await?
             .ok_or_else(sign_in)?;
         let caller = Caller::of_account(state, session.id_user, session.is_admin != 0).await?;
@@ -188,7 +188,7 @@ pub async fn login_form(
     let next = safe_next(q.next.as_deref());
     if let Some(token) = cookie(&headers, SESSION_COOKIE)
         && matches!(
-            dashboard_sessions::get(&state.db, &token_hash(token), unix_now()).await,
+            sign_in_sessions::get(&state.db, &token_hash(token), unix_now()).await,
             Ok(Some(_))
         )
     {
@@ -285,7 +285,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> PageResul
     };
     metrics::counter!("devicecloud_dashboard_sign_in_total", "outcome" => "accepted").increment(1);
     let (token, csrf, now) = (random_token(), random_token(), unix_now());
-    dashboard_sessions::create(
+    sign_in_sessions::create(
         &state.db,
         &token_hash(&token),
         &account.id_user,
@@ -306,7 +306,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> PageResul
 
 /// `POST /logout`: ends the session here and in the database.
 pub async fn logout(State(state): State<AppState>, origin: Origin, posted: Posted) -> PageResult<Response> {
-    dashboard_sessions::delete(&state.db, &posted.viewer.session_hash).await?;
+    sign_in_sessions::delete(&state.db, &posted.viewer.session_hash).await?;
     Ok(to_sign_in(&origin, None))
 }
 
