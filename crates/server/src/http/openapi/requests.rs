@@ -78,11 +78,16 @@ pub struct OptionalBodies;
 
 impl utoipa::Modify for OptionalBodies {
     fn modify(&self, openapi: &mut OpenApi) {
-        let serialized = serde_json::to_value(&openapi.components).unwrap_or_default();
-        let optional = |name: &str| {
-            let schema = &serialized["schemas"][name];
-            schema["type"] == "object" && schema["required"].as_array().is_none_or(Vec::is_empty)
-        };
+        let optional: Vec<String> = openapi
+            .components
+            .iter()
+            .flat_map(|components| &components.schemas)
+            .filter_map(|(name, schema)| match schema {
+                utoipa::openapi::RefOr::T(Schema::Object(object)) if object.required.is_empty() => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        let optional = |name: &str| optional.iter().any(|n| n == name);
         for item in openapi.paths.paths.values_mut() {
             for operation in operations_mut(item) {
                 let Some(utoipa::openapi::RefOr::T(body)) = operation.request_body.as_mut() else {
