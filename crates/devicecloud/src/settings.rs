@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use devicecloud_server::FrontEnd;
-use devicecloud_server::state::RateLimit;
+use devicecloud_server::settings::RateLimit;
 use ipnet::IpNet;
 
 use crate::limits::Limits;

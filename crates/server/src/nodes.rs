@@ -12,8 +12,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use devicecloud_store::{Backend, nodes};
 
-use crate::gateway::losses;
-use crate::state::AppState;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::{self, losses};
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -22,25 +25,24 @@ fn now_ms() -> i64 {
 }
 
 /// Keeps the lease until shutdown.
-pub async fn keep(state: AppState) {
-    let lease = state.settings.node_lease;
+pub async fn keep(ctx: Arc<gateway::Context>, lease: Duration, shutdown: CancellationToken) {
     let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-    if state.writer.backend() == Backend::Sqlite
-        && let Err(e) = nodes::alone(&state.writer, &state.node_id).await
+    if ctx.writer.backend() == Backend::Sqlite
+        && let Err(e) = nodes::alone(&ctx.writer, &ctx.node_id).await
     {
         tracing::warn!(error = %e, "cannot clear the leases of earlier processes");
     }
     let mut renewed_before = false;
-    let mut every = crate::periodic::Every::new((lease / 3).max(Duration::from_millis(100)), &state.shutdown);
+    let mut every = crate::periodic::Every::new((lease / 3).max(Duration::from_millis(100)), &shutdown);
     while every.tick().await {
         let now = now_ms();
-        match nodes::renew(&state.writer, &state.node_id, now, now.saturating_add(lease_ms)).await {
+        match nodes::renew(&ctx.writer, &ctx.node_id, now, now.saturating_add(lease_ms)).await {
             Ok(true) => {}
             Ok(false) if renewed_before => {
                 // Another node took this one for dead (it could not renew for a whole lease)
                 // and marked its gateways disconnected: they connect again to be shown.
-                tracing::warn!(node = %state.node_id, "this node's lease had run out; closing its gateway connections");
-                state.gateways.revoke_all();
+                tracing::warn!(node = %ctx.node_id, "this node's lease had run out; closing its gateway connections");
+                ctx.gateways.revoke_all();
             }
             Ok(false) => {}
             Err(e) => {
@@ -49,7 +51,7 @@ pub async fn keep(state: AppState) {
             }
         }
         renewed_before = true;
-        match nodes::expire(&state.writer, now).await {
+        match nodes::expire(&ctx.writer, now).await {
             Ok(gone) => {
                 for node in gone {
                     tracing::warn!(node = %node, "a node's lease ran out: its gateways are marked disconnected");
@@ -57,13 +59,13 @@ pub async fn keep(state: AppState) {
             }
             Err(e) => tracing::warn!(error = %e, "cannot look for nodes whose lease ran out"),
         }
-        match nodes::abandoned(&state.writer, now / 1000).await {
+        match nodes::abandoned(&ctx.writer, now / 1000).await {
             Ok(marked) if !marked.is_empty() => {
                 tracing::info!(
                     count = marked.len(),
                     "gateways of nodes that are gone marked disconnected"
                 );
-                losses::abandoned(&state, &marked).await;
+                losses::abandoned(&ctx, &marked).await;
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot mark the gateways of nodes that are gone"),
@@ -72,8 +74,8 @@ pub async fn keep(state: AppState) {
 }
 
 /// Removes this node's lease on a clean stop.
-pub async fn leave(state: &AppState) {
-    if let Err(e) = nodes::leave(&state.writer, &state.node_id).await {
+pub async fn leave(ctx: &gateway::Context) {
+    if let Err(e) = nodes::leave(&ctx.writer, &ctx.node_id).await {
         tracing::warn!(error = %e, "cannot remove this node's lease");
     }
 }

@@ -9,7 +9,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use crate::state::{AppState, FrontEnd, Settings};
+use crate::settings::{FrontEnd, Settings};
+use crate::state::AppState;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::HOST;
 use axum::http::request::Parts;

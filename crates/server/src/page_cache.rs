@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 
 use devicecloud_query::Page;
 
-use crate::auth::Caller;
-
 /// How long a remembered page may be served.
 pub const PAGE_TTL: Duration = Duration::from_secs(2);
 
@@ -76,14 +74,14 @@ impl PageCache {
         }
     }
 
-    /// The key of a request: the resource, who asks, and exactly what they ask (the query
-    /// string and the JSON body text); `None` when the request is too long to be worth
-    /// remembering.
-    pub fn key(resource: &str, caller: &Caller, query: &[u8], body: &str) -> Option<String> {
+    /// The key of a request: the resource, who asks (administrators all see the same pages),
+    /// and exactly what they ask (the query string and the JSON body text); `None` when the
+    /// request is too long to be worth remembering.
+    pub fn key(resource: &str, id_user: &str, is_admin: bool, query: &[u8], body: &str) -> Option<String> {
         if query.len() + body.len() > MAX_KEY_BYTES {
             return None;
         }
-        let who = if caller.is_admin { "*" } else { caller.id_user.as_str() };
+        let who = if is_admin { "*" } else { id_user };
         Some(format!("{resource}\0{who}\0{}\0{body}", String::from_utf8_lossy(query)))
     }
 

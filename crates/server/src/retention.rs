@@ -8,9 +8,17 @@ use devicecloud_store::{Db, partitions, retention, unix_now};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::state::AppState;
-
 /// The longest a slice of an SQLite delete holds the write lock.
+/// What the retention task works with.
+pub struct Context {
+    /// The background writers' pool.
+    pub db: Db,
+    /// The retention of groups without their own.
+    pub defaults: retention::Retention,
+    /// How often a pass runs.
+    pub interval: Duration,
+}
+
 pub const SLICE: Duration = Duration::from_millis(50);
 
 /// Rows removed one by one, by `kind` (raw, minute, hour, day).
@@ -19,14 +27,14 @@ pub const ROWS: &str = "devicecloud_retention_rows_removed_total";
 pub const PARTITIONS: &str = "devicecloud_retention_partitions_dropped_total";
 
 /// Starts the task on `tracker`; it stops when `shutdown` is cancelled, a pass in progress with it.
-pub fn spawn(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
-    let (state, shutdown) = (state.clone(), shutdown.clone());
+pub fn spawn(ctx: Context, tracker: &TaskTracker, shutdown: &CancellationToken) {
+    let shutdown = shutdown.clone();
     tracker.spawn(async move {
-        let mut every = crate::periodic::Every::new(state.settings.retention_interval, &shutdown);
+        let mut every = crate::periodic::Every::new(ctx.interval, &shutdown);
         while every.tick().await {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                _ = pass(&state.writer, &state.settings.retention) => {}
+                _ = pass(&ctx.db, &ctx.defaults) => {}
             }
         }
     });

@@ -4,6 +4,7 @@
 //! pruning of expired tokens and sessions) that production runs.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use devicecloud_store::Db;
@@ -12,8 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::mqtt::tls::TlsAcceptor;
-use crate::state::{AppState, Settings};
+use crate::settings::Settings;
+use crate::state::AppState;
 use crate::webhooks::vault::{KeyError, Vault};
+use crate::wiring::{Pools, wire};
+use crate::{gateway, mqtt};
 
 /// Why the service did not start.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +51,10 @@ pub struct Addresses {
 pub struct Running {
     pub state: AppState,
     pub addresses: Addresses,
+    /// The pools on the store, closed when the service stops.
+    pub pools: Pools,
+    mqtt: Arc<mqtt::Context>,
+    gateway: Arc<gateway::Context>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -67,11 +75,13 @@ impl Running {
         };
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let state = AppState::start(db, settings, vault, &tracker, &shutdown);
-        crate::spawn_background(&state, &tracker, &shutdown);
+        let wired = wire(db, settings, vault, &tracker, &shutdown);
         let running = Running {
-            state,
+            state: wired.state,
             addresses,
+            pools: wired.pools,
+            mqtt: wired.mqtt,
+            gateway: wired.gateway,
             shutdown,
             tracker,
         };
@@ -80,7 +90,7 @@ impl Running {
         }
         running.tracker.spawn(crate::mqtt::serve_mqtt(
             listeners.mqtt,
-            running.state.clone(),
+            running.mqtt.clone(),
             running.tracker.clone(),
             running.shutdown.clone(),
         ));
@@ -97,7 +107,7 @@ impl Running {
         self.tracker.spawn(crate::mqtt::serve_mqtts(
             listener,
             acceptor,
-            self.state.clone(),
+            self.mqtt.clone(),
             self.tracker.clone(),
             self.shutdown.clone(),
         ));
@@ -116,8 +126,8 @@ impl Running {
         self.tracker.close();
         let drained = tokio::time::timeout(grace, self.tracker.wait()).await.is_ok();
         // Gone cleanly: this node's gateways were marked as their connections closed.
-        crate::nodes::leave(&self.state).await;
-        self.state.close().await;
+        crate::nodes::leave(&self.gateway).await;
+        self.pools.close().await;
         drained
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{TestApp, assert_error, send};
 use devicecloud_server::Settings;
-use devicecloud_server::state::Limits;
+use devicecloud_server::settings::Limits;
 use devicecloud_store::{Db, StoreError};
 use reqwest::Method;
 use rumqttc::{AsyncClient, ConnectReturnCode, ConnectionError, Event, MqttOptions, Packet};
@@ -300,7 +300,7 @@ async fn store_work_past_the_query_timeout_is_a_503_and_writes_nothing() {
     let app = TestApp::spawn_with(settings(|l| l.query_timeout = Duration::from_millis(500))).await;
     let (_, admin) = app.admin().await;
     let group = app.create_group(&admin, "before").await;
-    let lock = lock_groups(&app.state.writer).await;
+    let lock = lock_groups(&app.running.pools.writer).await;
     let started = Instant::now();
     let reply = send(
         app.request(Method::PATCH, &format!("/api/v2/group/{group}"), &admin)
@@ -346,7 +346,7 @@ async fn run(db: &Db, sqlite: &str, postgres: &str) -> sqlx::Result<()> {
 #[tokio::test]
 async fn a_long_statement_on_the_request_pool_is_cancelled_by_the_database() {
     let app = TestApp::spawn().await;
-    let requests = app.state.writer.for_requests(Duration::from_millis(300), 1);
+    let requests = app.running.pools.writer.for_requests(Duration::from_millis(300), 1);
     let started = Instant::now();
     // About a second of work per ten million rows on SQLite; never finished here.
     let result = run(&requests, &count_to(1_000_000_000), "SELECT pg_sleep(30)").await;

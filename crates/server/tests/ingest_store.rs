@@ -360,12 +360,14 @@ async fn a_refused_group_commit_is_retried_job_by_job_and_every_outcome_counted(
     // Both queued before the writer runs (one thread), so they are one group commit.
     let good = app
         .state
+        .gateway
         .ingest
         .enqueue(&device, good, vec![(device.clone(), t)])
         .await
         .unwrap();
     let bad = app
         .state
+        .gateway
         .ingest
         .enqueue(&device, bad, vec![(device.clone(), t)])
         .await

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Reply, TestApp, send};
 use devicecloud_server::Settings;
-use devicecloud_server::state::RateLimit;
+use devicecloud_server::settings::RateLimit;
 use serde_json::json;
 
 fn limited(requests: u32, seconds: u64) -> Settings {

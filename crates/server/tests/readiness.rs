@@ -39,7 +39,7 @@ async fn refuse_writes(db: &Db, refuse: bool) {
 async fn a_store_that_cannot_be_written_is_not_ready() {
     let app = TestApp::spawn().await;
     send(app.http.get(app.url("/readyz"))).await.expect(200);
-    refuse_writes(&app.state.writer, true).await;
+    refuse_writes(&app.running.pools.writer, true).await;
     // A probe answers for a second; the next one writes again.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let reply = send(app.http.get(app.url("/readyz"))).await;
@@ -52,7 +52,7 @@ async fn a_store_that_cannot_be_written_is_not_ready() {
     );
     // Reads still work, and the process is live.
     send(app.http.get(app.url("/healthz"))).await.expect(200);
-    refuse_writes(&app.state.writer, false).await;
+    refuse_writes(&app.running.pools.writer, false).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     send(app.http.get(app.url("/readyz"))).await.expect(200);
 }

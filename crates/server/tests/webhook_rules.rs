@@ -351,7 +351,7 @@ async fn credentials_are_stored_sealed_and_survive_a_restart_with_the_same_key_f
         mqtt: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         mqtts: None,
     };
-    let refused = devicecloud_server::Running::start(app.state.writer.clone(), settings(), listeners);
+    let refused = devicecloud_server::Running::start(app.running.pools.writer.clone(), settings(), listeners);
     let message = refused.err().expect("a malformed key file stops the start").to_string();
     assert!(message.contains(&key_file.display().to_string()), "{message}");
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use devicecloud_server::FrontEnd;
-use devicecloud_server::state::RateLimit;
+use devicecloud_server::settings::RateLimit;
 use serde::Deserialize;
 
 use super::{LogFormat, Settings, proxies};

@@ -5,9 +5,9 @@
 use devicecloud_protocol::ModuleKind;
 use devicecloud_store::devices;
 
+use super::Context;
 use super::Gateway;
 use crate::auth::secrets::{same_hash, token_hash};
-use crate::state::AppState;
 
 /// Why a gateway may not connect.
 #[derive(Debug, thiserror::Error)]
@@ -24,13 +24,13 @@ pub enum AuthError {
 }
 
 /// Checks a serial and device token.
-pub async fn authenticate(state: &AppState, serial: &str, token: &[u8]) -> Result<Gateway, AuthError> {
+pub async fn authenticate(ctx: &Context, serial: &str, token: &[u8]) -> Result<Gateway, AuthError> {
     if serial.is_empty() || serial.contains('\0') {
         return Err(AuthError::BadCredentials);
     }
     // Read before anything of the gateway is: an asset archived from now on is forgotten.
-    let archivings = state.gateways.archived.count();
-    let found = devices::gateway_auth(&state.db, serial).await.map_err(|e| {
+    let archivings = ctx.gateways.archived.count();
+    let found = devices::gateway_auth(&ctx.db, serial).await.map_err(|e| {
         tracing::error!(error = %e, "gateway authentication failed");
         AuthError::Unavailable
     })?;

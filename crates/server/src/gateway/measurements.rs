@@ -7,9 +7,9 @@ use devicecloud_store::StoreError;
 use devicecloud_store::devices::{self, Asset, Child};
 use devicecloud_store::ingest::{self, Point, SeriesId};
 
+use super::Context;
 use super::{Gateway, GatewayError, not_an_asset, now_parts, too_many_assets};
 use crate::ingest::Receipt;
-use crate::state::AppState;
 
 impl Gateway {
     /// The device id of a source serial: the gateway itself, or an asset (created on first
@@ -17,10 +17,10 @@ impl Gateway {
     /// most assets (docs/gateway-protocol.md, "Limits").
     pub(super) async fn source(
         &mut self,
-        state: &AppState,
+        ctx: &Context,
         serial: Option<&str>,
     ) -> Result<Result<String, Rejection>, StoreError> {
-        self.forget_archived(state);
+        self.forget_archived(ctx);
         let Some(serial) = serial.filter(|s| *s != self.serial) else {
             return Ok(Ok(self.id.clone()));
         };
@@ -34,8 +34,8 @@ impl Gateway {
             device_type: None,
             label: None,
         };
-        let max = state.settings.limits.assets_per_gateway;
-        Ok(match devices::child(&state.db, &asset, max, now_parts().0).await? {
+        let max = ctx.assets_per_gateway;
+        Ok(match devices::child(&ctx.db, &asset, max, now_parts().0).await? {
             Child::Device(id) => {
                 self.children.insert(serial.to_string(), id.clone());
                 Ok(id)
@@ -50,7 +50,7 @@ impl Gateway {
     /// datatypes (docs/gateway-protocol.md, "Limits").
     async fn make_series(
         &mut self,
-        state: &AppState,
+        ctx: &Context,
         unknown: Vec<(String, i64)>,
     ) -> Result<Result<(), Rejection>, StoreError> {
         let series: Vec<SeriesId> = unknown
@@ -61,8 +61,8 @@ impl Gateway {
                 datatype,
             })
             .collect();
-        let max = state.settings.limits.datatypes_per_device;
-        let keys = ingest::container_keys(&state.db, &series, max).await?;
+        let max = ctx.datatypes_per_device;
+        let keys = ingest::container_keys(&ctx.db, &series, max).await?;
         for (id, key) in series.into_iter().zip(keys) {
             let Some(key) = key else {
                 return Ok(Err(Rejection::invalid(
@@ -117,8 +117,8 @@ impl Gateway {
 
     /// Measurements (docs/gateway-protocol.md, "Messages"): validated whole, then stored through
     /// the ingest queue; returns once every point is durably committed.
-    pub async fn measurements(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
-        let (count, receipt) = self.queue_measurements(state, payload).await?;
+    pub async fn measurements(&mut self, ctx: &Context, payload: &[u8]) -> Result<usize, GatewayError> {
+        let (count, receipt) = self.queue_measurements(ctx, payload).await?;
         receipt.await?;
         Ok(count)
     }
@@ -130,35 +130,35 @@ impl Gateway {
     /// here.
     pub async fn queue_measurements(
         &mut self,
-        state: &AppState,
+        ctx: &Context,
         payload: &[u8],
     ) -> Result<(usize, Receipt), GatewayError> {
         let (points, touched) = self
-            .prepare_measurements(state, payload)
+            .prepare_measurements(ctx, payload)
             .await
             .map_err(GatewayError::counted)?;
         let count = points.len();
-        Ok((count, state.ingest.enqueue(&self.id, points, touched).await?))
+        Ok((count, ctx.ingest.enqueue(&self.id, points, touched).await?))
     }
 
     /// The points of a measurements message, validated whole, and the devices whose
     /// `last_data_at` they move.
     async fn prepare_measurements(
         &mut self,
-        state: &AppState,
+        ctx: &Context,
         payload: &[u8],
     ) -> Result<(Vec<Point>, Vec<(String, i64)>), GatewayError> {
         const TOPIC: &str = "v1/gateway/measurements";
         let (now, now_us) = now_parts();
         let batch = match parse_measurements(payload, now) {
             Ok(b) => b,
-            Err(r) => return Err(self.reject(state, TOPIC, r).await),
+            Err(r) => return Err(self.reject(ctx, TOPIC, r).await),
         };
         let mut sources = Vec::with_capacity(batch.len());
         for m in &batch {
-            match self.source(state, m.device.as_deref()).await? {
+            match self.source(ctx, m.device.as_deref()).await? {
                 Ok(source) => sources.push(source),
-                Err(r) => return Err(self.reject(state, TOPIC, r).await),
+                Err(r) => return Err(self.reject(ctx, TOPIC, r).await),
             }
         }
         // A gateway's first message names series not made yet: they are made, all at once,
@@ -166,8 +166,8 @@ impl Gateway {
         let points = match self.points_of(&batch, &sources, (now, now_us)) {
             Ok(points) => points,
             Err(unknown) => {
-                if let Err(r) = self.make_series(state, unknown).await? {
-                    return Err(self.reject(state, TOPIC, r).await);
+                if let Err(r) = self.make_series(ctx, unknown).await? {
+                    return Err(self.reject(ctx, TOPIC, r).await);
                 }
                 self.points_of(&batch, &sources, (now, now_us))
                     .map_err(|unknown| StoreError::Decode(format!("series not made: {unknown:?}")))?

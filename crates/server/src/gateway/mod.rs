@@ -4,9 +4,11 @@
 
 pub mod archived;
 mod auth;
+mod context;
 pub mod departures;
 pub mod losses;
 mod measurements;
+pub mod registry;
 pub mod rejections;
 
 use std::collections::HashMap;
@@ -20,13 +22,14 @@ use devicecloud_store::events::{self, NewEvent};
 use devicecloud_store::{Db, StoreError, data_sessions};
 
 pub use auth::{AuthError, authenticate};
+pub use context::Context;
 pub use rejections::{Record as RejectionRecord, RejectionLog, WINDOW as REJECTION_WINDOW};
 
 use crate::commands::Pending;
 use crate::event_types;
 use crate::ingest::IngestError;
 use crate::metrics::{Closed, Dropped, Failed, Outcome};
-use crate::state::AppState;
+
 use archived::Forget;
 pub use departures::{Departure, Departures};
 
@@ -117,7 +120,7 @@ fn not_an_asset(serial: Option<&str>) -> Rejection {
 
 /// Writes rejection events (212) through the writers' pool; a failure is logged, as the
 /// message's refusal stands whatever happens to its event.
-pub async fn record_rejections(state: &AppState, records: &[RejectionRecord]) {
+pub async fn record_rejections(ctx: &Context, records: &[RejectionRecord]) {
     let now = now_parts().0;
     let events: Vec<NewEvent> = records
         .iter()
@@ -132,16 +135,16 @@ pub async fn record_rejections(state: &AppState, records: &[RejectionRecord]) {
             value_description: Some(&r.description),
         })
         .collect();
-    if let Err(e) = record_events(state, &state.writer, &events, now).await {
+    if let Err(e) = record_events(ctx, &ctx.writer, &events, now).await {
         tracing::warn!(error = %e, "cannot record a rejected message");
     }
 }
 
 /// Records events through `db`, routed to the webhooks of their groups, and hands them to the
 /// live stream once committed; returns how many.
-async fn record_events(state: &AppState, db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<usize, StoreError> {
-    let ids = events::insert_routed(db, &state.webhooks.routes, events, now).await?;
-    state.stream.events(events, &ids);
+async fn record_events(ctx: &Context, db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<usize, StoreError> {
+    let ids = events::insert_routed(db, &ctx.webhooks.routes, events, now).await?;
+    ctx.stream.events(events, &ids);
     Ok(ids.len())
 }
 
@@ -182,8 +185,8 @@ impl Gateway {
     /// Forgets the assets of this gateway archived since it last looked, so that the next
     /// message naming one of their serials makes a new asset, as after a reconnection
     /// (docs/gateway-protocol.md, "Messages").
-    pub(super) fn forget_archived(&mut self, state: &AppState) {
-        let (forget, seen) = state.gateways.archived.since(&self.id, self.archivings_seen);
+    pub(super) fn forget_archived(&mut self, ctx: &Context) {
+        let (forget, seen) = ctx.gateways.archived.since(&self.id, self.archivings_seen);
         self.archivings_seen = seen;
         match forget {
             Forget::Nothing => {}
@@ -203,25 +206,25 @@ impl Gateway {
     /// Records a refused message (event 212, coalesced per minute: see [`RejectionLog`]), and
     /// hands the rejection back (counted as the message's outcome by the method that received
     /// it).
-    async fn reject(&self, state: &AppState, topic: &str, rejection: Rejection) -> GatewayError {
+    async fn reject(&self, ctx: &Context, topic: &str, rejection: Rejection) -> GatewayError {
         let record = RejectionRecord {
             id_group: self.id_group.clone(),
             gateway: self.id.clone(),
             topic: topic.to_string(),
             description: rejection.description(),
         };
-        if let Some(record) = state
+        if let Some(record) = ctx
             .rejections
             .note(rejection.reason(), record, std::time::Instant::now())
         {
-            record_rejections(state, &[record]).await;
+            record_rejections(ctx, &[record]).await;
         }
         GatewayError::Rejected(rejection)
     }
 
     async fn cloud_event(
         &self,
-        state: &AppState,
+        ctx: &Context,
         event_type: i64,
         value: &str,
         from_device: i64,
@@ -237,24 +240,24 @@ impl Gateway {
             datatype: None,
             value_description: None,
         };
-        record_events(state, &state.db, &[event], now).await.map(drop)
+        record_events(ctx, &ctx.db, &[event], now).await.map(drop)
     }
 
     /// Hello (docs/gateway-protocol.md, "Messages"): device fields, event 208, and for a GO module
     /// a data session. A hello with another module kind than provisioned records event 211 and
     /// ends with [`GatewayError::KindMismatch`] (the connection is to be closed).
-    pub async fn hello(&mut self, state: &AppState, payload: &[u8], client_id: &str) -> Result<(), GatewayError> {
-        let result = self.apply_hello(state, payload, client_id).await;
+    pub async fn hello(&mut self, ctx: &Context, payload: &[u8], client_id: &str) -> Result<(), GatewayError> {
+        let result = self.apply_hello(ctx, payload, client_id).await;
         counted(result, Outcome::Stored)
     }
 
-    async fn apply_hello(&mut self, state: &AppState, payload: &[u8], client_id: &str) -> Result<(), GatewayError> {
+    async fn apply_hello(&mut self, ctx: &Context, payload: &[u8], client_id: &str) -> Result<(), GatewayError> {
         let hello: Hello = match parse_hello(payload) {
             Ok(h) => h,
-            Err(r) => return Err(self.reject(state, "v1/gateway/hello", r).await),
+            Err(r) => return Err(self.reject(ctx, "v1/gateway/hello", r).await),
         };
         if hello.kind != self.kind {
-            self.cloud_event(state, event_types::KIND_MISMATCH, &hello.kind.to_string(), 0)
+            self.cloud_event(ctx, event_types::KIND_MISMATCH, &hello.kind.to_string(), 0)
                 .await?;
             return Err(GatewayError::KindMismatch(hello.kind.to_string()));
         }
@@ -270,21 +273,21 @@ impl Gateway {
             sim_json: json(&hello.sim),
             modbus_template_json: json(&hello.modbus_template),
             client_identifier: client_id,
-            node_id: &state.node_id,
+            node_id: &ctx.node_id,
         };
-        devices::hello(&state.db, &self.id, &update, now).await?;
+        devices::hello(&ctx.db, &self.id, &update, now).await?;
         self.cloud_event(
-            state,
+            ctx,
             event_types::CONNECTIVITY,
             &hello.connection.event_value().to_string(),
             1,
         )
         .await?;
         if self.kind == ModuleKind::Go && self.session_key.is_none() {
-            let opened = data_sessions::active(&state.db, &self.id).await?.is_none();
-            self.session_key = Some(data_sessions::open(&state.db, &self.id_group, &self.id, now).await?);
+            let opened = data_sessions::active(&ctx.db, &self.id).await?.is_none();
+            self.session_key = Some(data_sessions::open(&ctx.db, &self.id_group, &self.id, now).await?);
             if opened {
-                self.cloud_event(state, event_types::DATA_SESSION, "1", 0).await?;
+                self.cloud_event(ctx, event_types::DATA_SESSION, "1", 0).await?;
             }
         }
         self.powered_off = false;
@@ -293,23 +296,23 @@ impl Gateway {
 
     /// Events (docs/gateway-protocol.md, "Messages"): stored with `from_device` 1 on their source
     /// device.
-    pub async fn events(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
-        let result = self.store_events(state, payload).await;
+    pub async fn events(&mut self, ctx: &Context, payload: &[u8]) -> Result<usize, GatewayError> {
+        let result = self.store_events(ctx, payload).await;
         counted(result, Outcome::Stored)
     }
 
-    async fn store_events(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
+    async fn store_events(&mut self, ctx: &Context, payload: &[u8]) -> Result<usize, GatewayError> {
         const TOPIC: &str = "v1/gateway/events";
         let (now, _) = now_parts();
         let batch = match parse_events(payload, now) {
             Ok(b) => b,
-            Err(r) => return Err(self.reject(state, TOPIC, r).await),
+            Err(r) => return Err(self.reject(ctx, TOPIC, r).await),
         };
         let mut sources = Vec::with_capacity(batch.len());
         for e in &batch {
-            match self.source(state, e.device.as_deref()).await? {
+            match self.source(ctx, e.device.as_deref()).await? {
                 Ok(id) => sources.push(id),
-                Err(r) => return Err(self.reject(state, TOPIC, r).await),
+                Err(r) => return Err(self.reject(ctx, TOPIC, r).await),
             }
         }
         let records: Vec<NewEvent> = batch
@@ -326,23 +329,23 @@ impl Gateway {
                 value_description: None,
             })
             .collect();
-        Ok(record_events(state, &state.db, &records, now).await?)
+        Ok(record_events(ctx, &ctx.db, &records, now).await?)
     }
 
     /// Attached assets (docs/gateway-protocol.md, "Messages"): created or updated as children of
     /// the gateway.
-    pub async fn devices(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
-        let result = self.store_devices(state, payload).await;
+    pub async fn devices(&mut self, ctx: &Context, payload: &[u8]) -> Result<usize, GatewayError> {
+        let result = self.store_devices(ctx, payload).await;
         counted(result, Outcome::Stored)
     }
 
-    async fn store_devices(&mut self, state: &AppState, payload: &[u8]) -> Result<usize, GatewayError> {
+    async fn store_devices(&mut self, ctx: &Context, payload: &[u8]) -> Result<usize, GatewayError> {
         let assets = match parse_devices(payload) {
             Ok(a) => a,
-            Err(r) => return Err(self.reject(state, "v1/gateway/devices", r).await),
+            Err(r) => return Err(self.reject(ctx, "v1/gateway/devices", r).await),
         };
         let now = now_parts().0;
-        let max = state.settings.limits.assets_per_gateway;
+        let max = ctx.assets_per_gateway;
         let (mut taken, mut over) = (Vec::new(), Vec::new());
         for item in &assets {
             let asset = Asset {
@@ -352,7 +355,7 @@ impl Gateway {
                 device_type: Some(&item.r#type),
                 label: item.label.as_deref(),
             };
-            match devices::child(&state.db, &asset, max, now).await? {
+            match devices::child(&ctx.db, &asset, max, now).await? {
                 Child::Device(id) => {
                     self.children.insert(item.serial.clone(), id);
                 }
@@ -370,22 +373,22 @@ impl Gateway {
         } else {
             return Ok(assets.len());
         };
-        Err(self.reject(state, "v1/gateway/devices", rejection).await)
+        Err(self.reject(ctx, "v1/gateway/devices", rejection).await)
     }
 
     /// Power off (docs/gateway-protocol.md, "Messages"): a GO module's data session is closed; the
     /// disconnect that follows is expected and records no connection loss.
-    pub async fn power(&mut self, state: &AppState, payload: &[u8]) -> Result<(), GatewayError> {
-        let result = self.power_off(state, payload).await;
+    pub async fn power(&mut self, ctx: &Context, payload: &[u8]) -> Result<(), GatewayError> {
+        let result = self.power_off(ctx, payload).await;
         counted(result, Outcome::Stored)
     }
 
-    async fn power_off(&mut self, state: &AppState, payload: &[u8]) -> Result<(), GatewayError> {
+    async fn power_off(&mut self, ctx: &Context, payload: &[u8]) -> Result<(), GatewayError> {
         if let Err(r) = parse_power(payload) {
-            return Err(self.reject(state, "v1/gateway/power", r).await);
+            return Err(self.reject(ctx, "v1/gateway/power", r).await);
         }
-        if data_sessions::close(&state.db, &self.id, now_parts().0).await? {
-            self.cloud_event(state, event_types::DATA_SESSION, "0", 0).await?;
+        if data_sessions::close(&ctx.db, &self.id, now_parts().0).await? {
+            self.cloud_event(ctx, event_types::DATA_SESSION, "0", 0).await?;
         }
         self.session_key = None;
         self.powered_off = true;
@@ -397,7 +400,7 @@ impl Gateway {
     /// recorded as a rejection.
     pub async fn response(
         &self,
-        state: &AppState,
+        ctx: &Context,
         pending: &mut Pending,
         request_id: String,
         payload: &[u8],
@@ -415,7 +418,7 @@ impl Gateway {
             Err(rejection) => {
                 pending.resolve(&request_id, Err(rejection.description()));
                 let topic = GatewayTopic::Response { request_id }.as_topic();
-                Err(self.reject(state, &topic, rejection).await.counted())
+                Err(self.reject(ctx, &topic, rejection).await.counted())
             }
         }
     }
@@ -424,7 +427,7 @@ impl Gateway {
     /// DISCONNECT, token rotated or device archived) — event 208 with value 0. A take-over by a new
     /// connection records nothing and leaves `is_connected` alone (docs/gateway-protocol.md,
     /// "Transport").
-    pub async fn ended(&self, state: &AppState, taken_over: bool) {
+    pub async fn ended(&self, ctx: &Context, taken_over: bool) {
         if taken_over {
             return;
         }
@@ -434,9 +437,9 @@ impl Gateway {
             serial: self.serial.clone(),
             event: !self.powered_off,
         };
-        let batch = state.departures.queue(departure).await;
+        let batch = ctx.departures.queue(departure).await;
         for chunk in batch.chunks() {
-            losses::write(state, chunk).await;
+            losses::write(ctx, chunk).await;
         }
     }
 }

@@ -6,10 +6,14 @@
 //! (connected gateway, reason), so the map is bounded by the connections.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use devicecloud_protocol::RejectReason;
+use tokio_util::sync::CancellationToken;
+
+use super::{Context, record_rejections};
+use crate::periodic::Every;
 
 /// How long one event stands for the rejections after it.
 pub const WINDOW: Duration = Duration::from_secs(60);
@@ -106,6 +110,20 @@ fn counted(mut record: Record, count: u64) -> Record {
         );
     }
     record
+}
+
+/// Records, every 5 s, the windows whose minute ended; when the service stops, what the open
+/// windows counted is recorded at once.
+pub async fn flush(ctx: Arc<Context>, shutdown: CancellationToken) {
+    let mut every = Every::new(Duration::from_secs(5), &shutdown);
+    while every.tick().await {
+        let due = ctx.rejections.due(Instant::now());
+        if !due.is_empty() {
+            record_rejections(&ctx, &due).await;
+        }
+    }
+    let all = ctx.rejections.due(Instant::now() + WINDOW);
+    record_rejections(&ctx, &all).await;
 }
 
 #[cfg(test)]

@@ -113,7 +113,15 @@ impl CollectionGet {
         let CollectionGet { state, caller, raw } = self;
         collection.allowed(&caller)?;
         let query = raw.parse(&C::SPEC)?;
-        let key = C::CACHED_AS.and_then(|name| PageCache::key(name, &caller, raw.query_bytes(), &raw.body_text()));
+        let key = C::CACHED_AS.and_then(|name| {
+            PageCache::key(
+                name,
+                &caller.id_user,
+                caller.is_admin,
+                raw.query_bytes(),
+                &raw.body_text(),
+            )
+        });
         let cached = match key.as_deref().and_then(|key| state.pages.get(key)) {
             Some(hit) => hit,
             None => {

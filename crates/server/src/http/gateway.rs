@@ -50,7 +50,7 @@ async fn gateway(state: &AppState, headers: &HeaderMap) -> Result<Gateway, Respo
             "Gateway credentials (HTTP Basic: serial and device token) are required.",
         ));
     };
-    authenticate(state, &serial, token.as_bytes())
+    authenticate(&state.gateway, &serial, token.as_bytes())
         .await
         .map_err(|e| match e {
             AuthError::BadCredentials => unauthorized("Bad serial or device token."),
@@ -91,7 +91,7 @@ fn answer(outcome: Result<usize, GatewayError>, what: &str) -> Response {
     security(("basic" = [])))]
 pub async fn measurements(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     match gateway(&state, &headers).await {
-        Ok(mut gw) => answer(gw.measurements(&state, &body).await, "points"),
+        Ok(mut gw) => answer(gw.measurements(&state.gateway, &body).await, "points"),
         Err(response) => response,
     }
 }
@@ -106,7 +106,7 @@ pub async fn measurements(State(state): State<AppState>, headers: HeaderMap, bod
     security(("basic" = [])))]
 pub async fn events(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     match gateway(&state, &headers).await {
-        Ok(mut gw) => answer(gw.events(&state, &body).await, "events"),
+        Ok(mut gw) => answer(gw.events(&state.gateway, &body).await, "events"),
         Err(response) => response,
     }
 }

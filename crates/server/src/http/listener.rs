@@ -29,7 +29,7 @@ use tower::ServiceExt;
 
 use super::head_deadline::{EndsRequest, HeadDeadline, InRequest};
 use crate::address_slots::AddressSlots;
-use crate::state::{FrontEnd, Limits};
+use crate::settings::{FrontEnd, Limits};
 
 /// How long the accept loop pauses after a failed accept (out of file descriptors and the
 /// like): long enough not to spin, short enough that service resumes as soon as a descriptor

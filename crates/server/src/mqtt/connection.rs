@@ -14,15 +14,16 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
+use super::Context;
 use super::acks::Acks;
 use super::packets::{self, Connack, Inbound, Version};
-use super::registry::Kick;
 use crate::admission::Entry;
 use crate::commands::{Outbound, Pending};
+use crate::gateway;
+use crate::gateway::registry::Kick;
 use crate::gateway::{AuthError, Gateway, GatewayError, authenticate};
 use crate::metrics::{Closed, Failed, Outcome};
 use crate::peers::{self, Change};
-use crate::state::AppState;
 use devicecloud_protocol::{GatewayTopic, command_topic, subscription_allowed};
 
 /// How long a client may take to send CONNECT after opening the connection (and, on the TLS
@@ -44,7 +45,12 @@ type Transport<S> = Framed<S, MqttCodec>;
 /// Runs a connection to its end. `entry` holds the connection's places until its CONNECT is
 /// answered; an accepted CONNECT then takes a gateway slot, held until the end, and without one
 /// (every slot taken) is answered "server unavailable" and the connection closed.
-pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState, shutdown: CancellationToken) {
+pub(super) async fn run<S: Stream>(
+    stream: S,
+    mut entry: Entry,
+    ctx: std::sync::Arc<Context>,
+    shutdown: CancellationToken,
+) {
     let mut framed = Framed::new(stream, MqttCodec::Version(VersionCodec));
     // One deadline for the whole CONNECT, however its bytes are spread.
     let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
@@ -53,7 +59,7 @@ pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState,
         Ok(Some(Ok((MqttPacket::Version(ProtocolVersion::MQTT5), _)))) => Version::V5,
         _ => return,
     };
-    let max = state.settings.mqtt_max_packet_bytes;
+    let max = ctx.max_packet_bytes;
     *framed.codec_mut() = match version {
         Version::V3 => MqttCodec::V3(v3::Codec::new(max)),
         Version::V5 => MqttCodec::V5(v5::Codec::new(max, max)),
@@ -75,7 +81,7 @@ pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState,
     // or it would keep that whole buffer (8 KiB) alive for as long as the connection lasts.
     let authenticated = {
         let (serial, token) = (username.unwrap_or_default(), password.unwrap_or_default());
-        Box::pin(authenticate(&state, &serial, &token)).await
+        Box::pin(authenticate(&ctx.gateway, &serial, &token)).await
     };
     entry.answered();
     let mut gateway = match authenticated {
@@ -92,24 +98,24 @@ pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState,
         }
     };
     // A gateway slot is taken only by a connection whose CONNECT is accepted.
-    let Some(_slot) = state.mqtt_admission.gateway_slot() else {
+    let Some(_slot) = ctx.admission.gateway_slot() else {
         metrics::counter!("devicecloud_mqtt_connect_refused_total", "reason" => "connection limit").increment(1);
         let _ = framed
             .send(packets::connack(version, Connack::ServiceUnavailable))
             .await;
         return;
     };
-    let registration = state.gateways.register(&gateway.id);
+    let registration = ctx.gateway.gateways.register(&gateway.id);
     let (connection, mut kicked, commands) = (registration.id, registration.kicked, registration.commands);
     if framed.send(packets::connack(version, Connack::Accepted)).await.is_err() {
-        state.gateways.unregister(&gateway.id, connection);
-        Box::pin(gateway.ended(&state, false)).await;
+        ctx.gateway.gateways.unregister(&gateway.id, connection);
+        Box::pin(gateway.ended(&ctx.gateway, false)).await;
         return;
     }
     metrics::gauge!("devicecloud_mqtt_connections").increment(1.0);
     // A connection of this gateway to another node is taken over by this one.
     peers::apply::tell(
-        &state,
+        &ctx.peers,
         Change::Connected {
             device: gateway.id.clone(),
         },
@@ -200,7 +206,7 @@ pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState,
         let handled = handle(
             &mut framed,
             version,
-            &state,
+            &ctx.gateway,
             &mut gateway,
             &mut waiting,
             &client_id,
@@ -217,10 +223,10 @@ pub(super) async fn run<S: Stream>(stream: S, mut entry: Entry, state: AppState,
         }
     }
     metrics::gauge!("devicecloud_mqtt_connections").decrement(1.0);
-    state.gateways.unregister(&gateway.id, connection);
+    ctx.gateway.gateways.unregister(&gateway.id, connection);
     // Callers waiting for an answer learn now that none will come on this connection.
     drop(waiting);
-    Box::pin(gateway.ended(&state, taken_over)).await;
+    Box::pin(gateway.ended(&ctx.gateway, taken_over)).await;
 }
 
 /// What a connection waits for; dropped with the connection.
@@ -274,13 +280,13 @@ async fn acknowledge_on_close<S: Stream>(framed: &mut Transport<S>, version: Ver
 /// Queues a measurements message for the writer and its acknowledgement behind the ones before
 /// it; `false` closes the connection (the message could not be queued).
 async fn queue_measurements(
-    state: &AppState,
+    ctx: &gateway::Context,
     gateway: &mut Gateway,
     acks: &mut Acks,
     packet_id: Option<NonZeroU16>,
     payload: &[u8],
 ) -> bool {
-    match gateway.queue_measurements(state, payload).await {
+    match gateway.queue_measurements(ctx, payload).await {
         Ok((_, receipt)) => acks.push(packet_id, Some(receipt)),
         // A rejected message is still acknowledged, so it is not sent again
         // (docs/gateway-protocol.md, "Messages").
@@ -340,7 +346,7 @@ fn release_buffers<S>(framed: &mut Transport<S>) {
 async fn handle<S: Stream>(
     framed: &mut Transport<S>,
     version: Version,
-    state: &AppState,
+    ctx: &gateway::Context,
     gateway: &mut Gateway,
     waiting: &mut Waiting,
     client_id: &str,
@@ -365,20 +371,18 @@ async fn handle<S: Stream>(
             };
             let packet_id = packet_id.filter(|_| qos == QoS::AtLeastOnce);
             let outcome = match topic {
-                GatewayTopic::Hello => gateway.hello(state, &payload, client_id).await,
+                GatewayTopic::Hello => gateway.hello(ctx, &payload, client_id).await,
                 // Acknowledged once committed, by the connection loop (see `acks`).
                 GatewayTopic::Measurements => {
-                    return Ok(queue_measurements(state, gateway, &mut waiting.commits, packet_id, &payload).await);
+                    return Ok(queue_measurements(ctx, gateway, &mut waiting.commits, packet_id, &payload).await);
                 }
-                GatewayTopic::Events => gateway.events(state, &payload).await.map(drop),
-                GatewayTopic::Devices => gateway.devices(state, &payload).await.map(drop),
-                GatewayTopic::Power => gateway.power(state, &payload).await,
+                GatewayTopic::Events => gateway.events(ctx, &payload).await.map(drop),
+                GatewayTopic::Devices => gateway.devices(ctx, &payload).await.map(drop),
+                GatewayTopic::Power => gateway.power(ctx, &payload).await,
                 // An answer goes to the caller waiting for it; a late or unknown one is dropped.
                 // An unreadable one fails its caller and is recorded as a rejection.
                 GatewayTopic::Response { request_id } => {
-                    gateway
-                        .response(state, &mut waiting.answers, request_id, &payload)
-                        .await
+                    gateway.response(ctx, &mut waiting.answers, request_id, &payload).await
                 }
             };
             // The gateway counted the message's outcome.

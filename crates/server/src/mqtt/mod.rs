@@ -4,8 +4,8 @@
 
 mod acks;
 mod connection;
+mod context;
 pub mod packets;
-pub mod registry;
 pub mod tls;
 
 use std::future::Future;
@@ -18,14 +18,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admission::{Admission, Entry};
-use crate::state::AppState;
+pub use context::Context;
 use tls::TlsAcceptor;
 
 /// Accepts gateway connections on `listener` until `shutdown` is cancelled; connections end
 /// with it, and `tracker` lets the caller wait for them.
-pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTracker, shutdown: CancellationToken) {
-    let admission = Arc::clone(&state.mqtt_admission);
-    let serve = |stream, entry| connection::run(stream, entry, state.clone(), shutdown.clone());
+pub async fn serve_mqtt(listener: TcpListener, ctx: Arc<Context>, tracker: TaskTracker, shutdown: CancellationToken) {
+    let admission = Arc::clone(&ctx.admission);
+    let serve = |stream, entry| connection::run(stream, entry, ctx.clone(), shutdown.clone());
     accept_loop(listener, &admission, &tracker, &shutdown, serve).await;
 }
 
@@ -34,16 +34,16 @@ pub async fn serve_mqtt(listener: TcpListener, state: AppState, tracker: TaskTra
 pub async fn serve_mqtts(
     listener: TcpListener,
     acceptor: TlsAcceptor,
-    state: AppState,
+    ctx: Arc<Context>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 ) {
-    let admission = Arc::clone(&state.mqtt_admission);
+    let admission = Arc::clone(&ctx.admission);
     let serve = |stream, entry| {
-        let (acceptor, state, shutdown) = (acceptor.clone(), state.clone(), shutdown.clone());
+        let (acceptor, ctx, shutdown) = (acceptor.clone(), ctx.clone(), shutdown.clone());
         async move {
             if let Some(stream) = tls::handshake(&acceptor, stream, &shutdown).await {
-                connection::run(stream, entry, state, shutdown).await;
+                connection::run(stream, entry, ctx, shutdown).await;
             }
         }
     };

@@ -13,7 +13,8 @@ use tokio::sync::oneshot;
 use super::{Answer, Change};
 use crate::commands::{self, CommandError};
 
-use crate::state::AppState;
+use super::Context;
+use std::sync::Arc;
 
 /// Room kept in a notification for the envelope around an answer.
 const ENVELOPE: usize = 256;
@@ -22,30 +23,30 @@ const ENVELOPE: usize = 256;
 /// read with the caller's rights check), and waits for the answer at most the command timeout.
 /// [`CommandError::Offline`] when no other node holds it (or there are no other nodes).
 pub async fn call(
-    state: &AppState,
+    ctx: &Arc<Context>,
     device: &str,
     node: Option<&str>,
     request_id: String,
     request: &CommandRequest,
 ) -> Result<CommandResponse, CommandError> {
-    let limit = state.settings.command_timeout;
+    let limit = ctx.command_timeout;
     let node = match node {
-        Some(node) if node != state.node_id && state.peers.reaches_others() => node.to_string(),
+        Some(node) if node != ctx.node_id && ctx.peers.reaches_others() => node.to_string(),
         _ => return Err(CommandError::Offline),
     };
     let (reply, answer) = oneshot::channel();
-    state.peers.wait(&request_id, reply);
+    ctx.peers.wait(&request_id, reply);
     let payload = String::from_utf8_lossy(&request.to_payload()).into_owned();
     let command = Change::Command {
         to: node,
-        reply_to: state.node_id.clone(),
+        reply_to: ctx.node_id.clone(),
         device: device.to_string(),
         request_id: request_id.clone(),
         payload,
     };
-    state.peers.tell(command);
+    ctx.peers.tell(command);
     let answer = tokio::time::timeout(limit, answer).await;
-    state.peers.forget(&request_id);
+    ctx.peers.forget(&request_id);
     match answer {
         Ok(Ok(answer)) => outcome(answer, limit),
         // The other node never answered (it died, or its answer was lost).
@@ -68,9 +69,9 @@ fn outcome(answer: Answer, limit: Duration) -> Result<CommandResponse, CommandEr
 
 /// Sends a command another node relays to a gateway connected here, and tells that node what
 /// became of it.
-pub(super) fn relay(state: &AppState, reply_to: &str, device: &str, request_id: &str, payload: &str) {
-    let (state, reply_to, device, request_id, payload) = (
-        state.clone(),
+pub(super) fn relay(ctx: &Arc<Context>, reply_to: &str, device: &str, request_id: &str, payload: &str) {
+    let (ctx, reply_to, device, request_id, payload) = (
+        ctx.clone(),
         reply_to.to_string(),
         device.to_string(),
         request_id.to_string(),
@@ -78,8 +79,8 @@ pub(super) fn relay(state: &AppState, reply_to: &str, device: &str, request_id: 
     );
     // Bounded by the command timeout.
     tokio::spawn(async move {
-        let queue = state.gateways.commands(&device);
-        let limit = state.settings.command_timeout;
+        let queue = ctx.gateways.commands(&device);
+        let limit = ctx.command_timeout;
         let answer = match commands::send_payload(queue, limit, request_id.clone(), payload).await {
             Ok(response) => Answer::Response {
                 status: response.status,
@@ -91,7 +92,7 @@ pub(super) fn relay(state: &AppState, reply_to: &str, device: &str, request_id: 
             },
         };
         let answer = fitting(answer);
-        state.peers.tell(Change::Answer {
+        ctx.peers.tell(Change::Answer {
             to: reply_to,
             request_id,
             answer,

@@ -30,6 +30,9 @@ use tokio_util::sync::CancellationToken;
 
 pub mod apply;
 pub mod commands;
+mod context;
+
+pub use context::Context;
 
 pub(crate) const CHANNEL: &str = "devicecloud_control";
 

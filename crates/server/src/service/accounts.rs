@@ -118,7 +118,7 @@ async fn apply(state: &AppState, id: &str, changes: &AccountChanges<'_>) -> Resu
         .await?
         .ok_or_else(|| ServiceError::not_found("User", id))?;
     peers::apply::change(
-        state,
+        &state.peers,
         Change::Account {
             id_user: id.to_string(),
         },

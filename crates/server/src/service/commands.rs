@@ -126,7 +126,7 @@ pub async fn run(
     // A gateway connected to another node gets the command through that node.
     let outcome = match state.gateways.commands(gateway) {
         Some(queue) => commands::send(Some(queue), state.settings.command_timeout, request_id, &request).await,
-        None => peers::commands::call(state, gateway, target.node.as_deref(), request_id, &request).await,
+        None => peers::commands::call(&state.peers, gateway, target.node.as_deref(), request_id, &request).await,
     };
     (record.outcome, record.http_status) = match &outcome {
         Ok(response) => (response.status.to_string(), commands::answer_status(response.status)),

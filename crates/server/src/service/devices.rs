@@ -103,13 +103,13 @@ pub async fn archive(state: &AppState, caller: &Caller, id: &str) -> Result<()> 
     match device.id_parent {
         // An asset: its gateway's connection stops sending its data to it.
         Some(gateway) => peers::apply::change(
-            state,
+            &state.peers,
             Change::AssetArchived {
                 gateway,
                 asset: id.to_string(),
             },
         ),
-        None => peers::apply::change(state, Change::Revoked { device: id.to_string() }),
+        None => peers::apply::change(&state.peers, Change::Revoked { device: id.to_string() }),
     }
     Ok(())
 }
@@ -121,6 +121,6 @@ pub async fn rotate_token(state: &AppState, caller: &Caller, id: &str) -> Result
     if !devices::rotate_token(&state.db, id, &token_hash(&token)).await? {
         return Err(ServiceError::not_found("Physical device", id));
     }
-    peers::apply::change(state, Change::Revoked { device: id.to_string() });
+    peers::apply::change(&state.peers, Change::Revoked { device: id.to_string() });
     Ok(token)
 }

@@ -70,7 +70,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
         id_country: country.as_deref(),
     };
     let row = groups::create(&state.db, &new, unix_now()).await?;
-    peers::apply::change(state, Change::Groups);
+    peers::apply::change(&state.peers, Change::Groups);
     Ok(row)
 }
 
@@ -87,7 +87,7 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
     let row = groups::update(&state.db, id, &changes)
         .await?
         .ok_or_else(|| ServiceError::not_found("Group", id))?;
-    peers::apply::change(state, Change::Groups);
+    peers::apply::change(&state.peers, Change::Groups);
     Ok(row)
 }
 
@@ -98,16 +98,16 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
 pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::group(state, caller, id, Role::Manager).await?;
     groups::soft_delete(&state.db, id, unix_now()).await?;
-    peers::apply::change(state, Change::Groups);
+    peers::apply::change(&state.peers, Change::Groups);
     let mut stopped = false;
     for hook in webhooks::active_of_group(&state.db, id).await? {
         stopped |= set_inactive(&state.db, &state.stream, &hook.id_webhook, REASON_GROUP_DELETED).await?;
     }
     if stopped {
-        peers::apply::change(state, Change::Webhooks);
+        peers::apply::change(&state.peers, Change::Webhooks);
     }
     for device in devices::connected_gateways(&state.db, id).await? {
-        peers::apply::change(state, Change::Revoked { device });
+        peers::apply::change(&state.peers, Change::Revoked { device });
     }
     Ok(())
 }

@@ -28,7 +28,7 @@ pub async fn put(state: &AppState, caller: &Caller, id_group: &str, id_user: &st
         .ok_or_else(|| ServiceError::not_found("User", id_user))?;
     memberships::put(&state.db, id_group, id_user, &role).await?;
     peers::apply::change(
-        state,
+        &state.peers,
         Change::Roles {
             id_user: id_user.to_string(),
         },
@@ -45,7 +45,7 @@ pub async fn remove(state: &AppState, caller: &Caller, id_group: &str, id_user: 
         )));
     }
     peers::apply::change(
-        state,
+        &state.peers,
         Change::Roles {
             id_user: id_user.to_string(),
         },

@@ -62,12 +62,12 @@ pub async fn checked(
     match account.filter(|a| matches && a.disabled == 0) {
         Some(account) => {
             state.login_limiter.take_back(key);
-            peers::apply::change(state, Change::SignedIn { key: key.clone() });
+            peers::apply::change(&state.peers, Change::SignedIn { key: key.clone() });
             Ok(account)
         }
         None => {
             // Counted here already (before the check); the other nodes count it now.
-            peers::apply::tell(state, Change::SignInFailed { key: key.clone() });
+            peers::apply::tell(&state.peers, Change::SignInFailed { key: key.clone() });
             Err(ServiceError::SignInRefused)
         }
     }

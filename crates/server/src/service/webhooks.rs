@@ -4,8 +4,8 @@
 //! after each change.
 
 use axum::http::HeaderValue;
+use devicecloud_store::unix_now;
 use devicecloud_store::webhooks::{self, FORWARDING_TYPES, NewWebhook, WebhookChanges, WebhookRow};
-use devicecloud_store::{Db, StoreError, unix_now};
 use serde_json::{Map, Value};
 
 use super::validate::Fields;
@@ -16,7 +16,7 @@ use crate::peers::{self, Change};
 use crate::state::AppState;
 use crate::webhooks::address::{self, MAX_URL_CHARS};
 use crate::webhooks::format::{FORMATTERS, formatter};
-use crate::webhooks::vault::{self, Vault};
+use crate::webhooks::vault;
 
 /// Longest `authorization` value accepted.
 const MAX_AUTHORIZATION_CHARS: usize = 4096;
@@ -143,7 +143,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
                 format!("The group already has {per_group} webhooks, the most it may have."),
             )
         })?;
-    peers::apply::change(state, Change::Webhooks);
+    peers::apply::change(&state.peers, Change::Webhooks);
     Ok(Created { row, secret })
 }
 
@@ -172,37 +172,8 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
         .await?
         .ok_or_else(|| ServiceError::not_found("Webhook", id))?;
     metrics::counter!(crate::webhooks::ITEMS, "outcome" => "dropped").increment(dropped);
-    peers::apply::change(state, Change::Webhooks);
+    peers::apply::change(&state.peers, Change::Webhooks);
     Ok(row)
-}
-
-/// Seals the `secret` and `authorization` that an older version stored in clear text; sealed
-/// ones are left as they are, so running it again (every start, every node) changes nothing.
-/// Returns how many webhooks were sealed.
-pub async fn seal_stored(db: &Db, vault: &Vault) -> Result<u64, StoreError> {
-    let mut sealed = 0;
-    for (id, secret, authorization) in webhooks::stored_secrets(db).await? {
-        let clear_secret = !Vault::is_sealed(&secret);
-        let clear_authorization = authorization.as_deref().is_some_and(|a| !Vault::is_sealed(a));
-        if !clear_secret && !clear_authorization {
-            continue;
-        }
-        let new_secret = if clear_secret {
-            vault.seal(vault::SECRET, &secret)
-        } else {
-            secret.clone()
-        };
-        let new_authorization = match authorization.as_deref() {
-            Some(a) if clear_authorization => Some(vault.seal(vault::AUTHORIZATION, a)),
-            other => other.map(str::to_string),
-        };
-        let old = (secret.as_str(), authorization.as_deref());
-        let new = (new_secret.as_str(), new_authorization.as_deref());
-        if webhooks::replace_secrets(db, &id, old, new).await? {
-            sealed += 1;
-        }
-    }
-    Ok(sealed)
 }
 
 /// Enables a disabled webhook or disables an enabled one.
@@ -217,6 +188,6 @@ pub async fn toggle(state: &AppState, caller: &Caller, id: &str) -> Result<Webho
 pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     access::webhook(state, caller, id, Role::Manager).await?;
     webhooks::delete(&state.db, id).await?;
-    peers::apply::change(state, Change::Webhooks);
+    peers::apply::change(&state.peers, Change::Webhooks);
     Ok(())
 }

@@ -18,7 +18,7 @@
 //! like its own. Ids are each process's numbers (`<epoch>-<seq>`, the epoch drawn at start), so
 //! a resume through another node (or after a restart) answers `overflow`.
 //!
-//! [`Settings::stream_retention`]: crate::state::Settings::stream_retention
+//! [`Settings::stream_retention`]: crate::settings::Settings::stream_retention
 
 pub mod client;
 mod cluster;

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 
 use address::CheckedResolver;
 use vault::Vault;
-pub use worker::{DISABLED, ITEMS, backoff, set_inactive, spawn_worker};
+pub use worker::{DISABLED, ITEMS, WorkerContext, backoff, set_inactive, spawn_worker};
 
 /// What the ingest path, the API and the worker share about webhooks.
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 //! nonce followed by the ciphertext; the field name (`secret`, `authorization`) is the
 //! associated data, so one field's value cannot stand in for the other's. Anything without the
 //! prefix is a clear value written by an older version, which the service seals at start
-//! ([`crate::service::webhooks::seal_stored`]) and reads meanwhile as it is.
+//! ([`seal_stored`]) and reads meanwhile as it is.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -179,6 +179,35 @@ fn create_new(path: &Path, key: &[u8; KEY_BYTES]) -> std::io::Result<()> {
     let mut file = options.open(path)?;
     file.write_all(format!("{}\n", hex::encode(key)).as_bytes())?;
     file.sync_all()
+}
+
+/// Seals the `secret` and `authorization` that an older version stored in clear text; sealed
+/// ones are left as they are, so running it again (every start, every node) changes nothing.
+/// Returns how many webhooks were sealed.
+pub async fn seal_stored(db: &devicecloud_store::Db, vault: &Vault) -> Result<u64, devicecloud_store::StoreError> {
+    let mut sealed = 0;
+    for (id, secret, authorization) in devicecloud_store::webhooks::stored_secrets(db).await? {
+        let clear_secret = !Vault::is_sealed(&secret);
+        let clear_authorization = authorization.as_deref().is_some_and(|a| !Vault::is_sealed(a));
+        if !clear_secret && !clear_authorization {
+            continue;
+        }
+        let new_secret = if clear_secret {
+            vault.seal(SECRET, &secret)
+        } else {
+            secret.clone()
+        };
+        let new_authorization = match authorization.as_deref() {
+            Some(a) if clear_authorization => Some(vault.seal(AUTHORIZATION, a)),
+            other => other.map(str::to_string),
+        };
+        let old = (secret.as_str(), authorization.as_deref());
+        let new = (new_secret.as_str(), new_authorization.as_deref());
+        if devicecloud_store::webhooks::replace_secrets(db, &id, old, new).await? {
+            sealed += 1;
+        }
+    }
+    Ok(sealed)
 }
 
 #[cfg(test)]

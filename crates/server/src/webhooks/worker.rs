@@ -27,7 +27,7 @@ use super::transport::{self, Failure};
 use super::{WebhookHub, format};
 use crate::event_catalogue::{REASON_BACKLOG, REASON_RETRY_WINDOW};
 use crate::event_types;
-use crate::state::{AppState, Settings};
+use crate::settings::Settings;
 use crate::stream::LiveFeed;
 
 /// First retry delay, doubled per failure up to [`BACKOFF_MAX`] (docs/api.md, "Deliveries").
@@ -68,6 +68,19 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// What the worker is started with (by the composition root).
+pub struct WorkerContext {
+    /// The background writers' pool.
+    pub db: Db,
+    pub hub: Arc<WebhookHub>,
+    /// Where the event of a webhook set inactive goes once committed.
+    pub stream: Arc<LiveFeed>,
+    /// The webhook settings (timeouts, batch size, retry window, backlog limit, lease).
+    pub settings: Arc<Settings>,
+    /// This node, which holds a lane before it works it.
+    pub node_id: String,
+}
+
 /// What lanes share.
 struct Context {
     db: Db,
@@ -84,8 +97,8 @@ struct Context {
 /// Starts the worker on `tracker`: lanes for the active webhooks, revised when webhooks change,
 /// and the pruning of old attempts. Everything stops when `shutdown` is cancelled (a request in
 /// flight is abandoned and its batch sent again after the restart: at least once).
-pub fn spawn_worker(state: &AppState, tracker: &TaskTracker, shutdown: &CancellationToken) {
-    let client = match transport::client(state.webhooks.resolver.clone(), state.settings.webhook_timeout) {
+pub fn spawn_worker(ctx: WorkerContext, tracker: &TaskTracker, shutdown: &CancellationToken) {
+    let client = match transport::client(ctx.hub.resolver.clone(), ctx.settings.webhook_timeout) {
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the webhook HTTP client; webhooks are not delivered");
@@ -93,18 +106,18 @@ pub fn spawn_worker(state: &AppState, tracker: &TaskTracker, shutdown: &Cancella
         }
     };
     let context = Arc::new(Context {
-        db: state.writer.clone(),
-        hub: state.webhooks.clone(),
-        stream: state.stream.clone(),
-        settings: state.settings.clone(),
+        db: ctx.db,
+        hub: ctx.hub,
+        stream: ctx.stream,
+        settings: ctx.settings,
         client,
         shutdown: shutdown.clone(),
-        node_id: state.node_id.clone(),
+        node_id: ctx.node_id,
     });
     let start = context.clone();
     tracker.spawn(async move {
         // Credentials an older version kept in clear text are sealed before the first lane.
-        match crate::service::webhooks::seal_stored(&start.db, &start.hub.vault).await {
+        match super::vault::seal_stored(&start.db, &start.hub.vault).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(webhooks = n, "webhook credentials sealed with the secret key"),
             Err(e) => {

@@ -58,7 +58,7 @@ pub struct TestApp {
     pub client_id: String,
     pub client_secret: String,
     shutdown: CancellationToken,
-    running: Running,
+    pub running: Running,
     /// Where the store is, for a restart.
     db_url: String,
     _dir: TempDir,

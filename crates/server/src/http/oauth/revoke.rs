@@ -51,7 +51,7 @@ pub async fn revoke(State(state): State<AppState>, req: Request) -> Result<Respo
     })?;
     // The hint only says where to look first; one statement looks at both kinds anyway.
     if let Some(access_hash) = tokens::revoke(&state.db, &token_hash(token), &client_id).await? {
-        peers::apply::change(&state, Change::Token { hash: access_hash });
+        peers::apply::change(&state.peers, Change::Token { hash: access_hash });
     }
     // No body, so no content type either.
     Ok((StatusCode::OK, [(CACHE_CONTROL, HeaderValue::from_static("no-store"))]).into_response())

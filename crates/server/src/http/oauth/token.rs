@@ -225,7 +225,7 @@ async fn refresh_grant(
         Refresh::Unknown => return Err(oauth(StatusCode::BAD_REQUEST, "invalid_grant", "Invalid refresh token")),
     };
     peers::apply::change(
-        state,
+        &state.peers,
         Change::Token {
             hash: access_hash.clone(),
         },

@@ -1,0 +1,229 @@
+//! The composition root's inside: the one place that builds the pools, every engine's context
+//! and the front ends' state from the settings, and starts the engines and their background
+//! tasks (docs/ARCHITECTURE.md, "Engines and their contexts"). Nothing else spawns a task that
+//! outlives a request.
+
+use std::sync::Arc;
+
+use devicecloud_store::{Backend, Db};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::admission::{Admission, Places};
+use crate::auth::cache::AuthCache;
+use crate::auth::login_limit::LoginLimiter;
+use crate::auth::rate_limit::AccountLimiter;
+use crate::commands::CommandLog;
+use crate::gateway::departures::Departures;
+use crate::gateway::registry::GatewayRegistry;
+use crate::gateway::rejections::{self, RejectionLog};
+use crate::ingest::{self, IngestQueue};
+use crate::page_cache::PageCache;
+use crate::peers::{self, Ears, Peers};
+use crate::settings::Settings;
+use crate::state::{AppState, Services};
+use crate::stream::{self, LiveFeed};
+use crate::webhooks::address::{CheckedResolver, SystemLookup};
+use crate::webhooks::vault::Vault;
+use crate::webhooks::{self, WebhookHub, WorkerContext};
+use crate::{gateway, mqtt, nodes, retention, upkeep};
+
+/// The three pools on one database: requests, the background writers, and the ingest writers.
+/// Apart so that none starves another of connections.
+#[derive(Clone)]
+pub struct Pools {
+    /// Requests (API, dashboard, gateway messages): statements bounded by the query timeout.
+    pub requests: Db,
+    /// The background writers (command log, webhooks, upkeep, losses, rejections).
+    pub writer: Db,
+    /// The ingest writers' own pool ([`Db::dedicated`]).
+    pub ingest: Db,
+}
+
+impl Pools {
+    /// `db` becomes the writers' pool; requests and ingest get pools of their own on the same
+    /// database.
+    fn over(db: Db, settings: &Settings) -> Pools {
+        let connections = match db.backend() {
+            // SQLite readers scale with the cores; PostgreSQL connections are server processes.
+            Backend::Sqlite => 8,
+            Backend::Postgres => 16,
+        };
+        Pools {
+            requests: db.for_requests(settings.limits.query_timeout, connections),
+            ingest: db.dedicated(),
+            writer: db,
+        }
+    }
+
+    /// Closes the pools (on SQLite, the last one closed checkpoints the WAL).
+    pub async fn close(&self) {
+        self.requests.close().await;
+        self.ingest.close().await;
+        self.writer.close().await;
+    }
+}
+
+/// What the composition root hands on: the front ends' state, the MQTT transport's context,
+/// and what stopping needs.
+pub struct Wired {
+    pub state: AppState,
+    pub mqtt: Arc<mqtt::Context>,
+    pub gateway: Arc<gateway::Context>,
+    pub pools: Pools,
+}
+
+/// Builds the service on `db` and starts its engines on `tracker`; they stop (the ingest
+/// queue after draining) when `shutdown` is cancelled. `vault` holds the key of the webhook
+/// credentials.
+pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shutdown: &CancellationToken) -> Wired {
+    let settings = Arc::new(settings);
+    let limits = &settings.limits;
+    let pools = Pools::over(db, &settings);
+    let node_id = settings.node_id.clone().unwrap_or_else(default_node_id);
+
+    // What the engines share: caches, limits, routes.
+    let resolver = CheckedResolver::new(Arc::new(SystemLookup), settings.webhook_allow_private);
+    let webhooks = Arc::new(WebhookHub::new(settings.auth_cache_ttl, resolver, vault));
+    let auth = Arc::new(AuthCache::new(settings.auth_cache_ttl));
+    let pages = Arc::new(PageCache::new(limits.page_cache_bytes));
+    let gateways = Arc::new(GatewayRegistry::default());
+    let login_limiter = Arc::new(LoginLimiter::new(
+        limits.signin_failures_max,
+        limits.signin_address_failures_max,
+        limits.signin_window,
+    ));
+
+    // One listening connection for the stream's and the peers' channels.
+    let mut ears = Ears::new(&pools.writer);
+    let stream_heard = ears.hear(&stream::CHANNELS);
+    let peers_heard = ears.hear(&[peers::CHANNEL, &peers::node_channel(&node_id)]);
+    ears.start(tracker, shutdown);
+    let stream = LiveFeed::start(
+        pools.writer.clone(),
+        stream_heard,
+        limits.stream_buffer_bytes,
+        settings.stream_retention,
+        tracker,
+        shutdown.clone(),
+    );
+    let told = Peers::start(&pools.writer, &node_id, peers_heard, tracker, shutdown);
+    // With other nodes to tell, requests are counted for them too.
+    let account_limiter = AccountLimiter::new(settings.rate_limit)
+        .map(|l| if told.reaches_others() { l.reporting() } else { l })
+        .map(Arc::new);
+    let writers = ingest::Writers {
+        lanes: settings
+            .ingest_writers
+            .unwrap_or(ingest::default_lanes(pools.writer.backend())),
+        batch_points: settings.ingest_batch_points,
+    };
+    let ingest = IngestQueue::start(
+        pools.ingest.clone(),
+        writers,
+        webhooks.clone(),
+        stream.clone(),
+        tracker,
+        shutdown.clone(),
+    );
+    let command_log = CommandLog::start(pools.writer.clone(), stream.clone(), tracker, shutdown.clone());
+
+    // The engines' contexts.
+    let gateway = Arc::new(gateway::Context {
+        db: pools.requests.clone(),
+        writer: pools.writer.clone(),
+        node_id: node_id.clone(),
+        assets_per_gateway: limits.assets_per_gateway,
+        datatypes_per_device: limits.datatypes_per_device,
+        ingest,
+        stream: stream.clone(),
+        webhooks: webhooks.clone(),
+        gateways: gateways.clone(),
+        departures: Departures::default(),
+        rejections: RejectionLog::default(),
+    });
+    let peers = Arc::new(peers::Context {
+        node_id: node_id.clone(),
+        peers: told,
+        auth: auth.clone(),
+        pages: pages.clone(),
+        webhooks: webhooks.clone(),
+        account_limiter: account_limiter.clone(),
+        login_limiter: login_limiter.clone(),
+        gateways: gateways.clone(),
+        command_timeout: settings.command_timeout,
+        shutdown: shutdown.clone(),
+    });
+    let mqtt = Arc::new(mqtt::Context {
+        gateway: gateway.clone(),
+        peers: peers.clone(),
+        admission: Arc::new(Admission::new(Places {
+            gateways: limits.mqtt_max_connections,
+            unauthenticated: limits.mqtt_unauthenticated_max,
+            per_address: limits.connections_per_address,
+            trusted: settings.front_end.trusted_proxies.clone(),
+        })),
+        max_packet_bytes: settings.mqtt_max_packet_bytes,
+    });
+
+    // The background tasks.
+    tracker.spawn(peers::apply::listen(peers.clone()));
+    tracker.spawn(peers::apply::report_requests(peers.clone()));
+    tracker.spawn(nodes::keep(gateway.clone(), settings.node_lease, shutdown.clone()));
+    tracker.spawn(rejections::flush(gateway.clone(), shutdown.clone()));
+    let worker = WorkerContext {
+        db: pools.writer.clone(),
+        hub: webhooks.clone(),
+        stream: stream.clone(),
+        settings: settings.clone(),
+        node_id: node_id.clone(),
+    };
+    webhooks::spawn_worker(worker, tracker, shutdown);
+    let expiry = retention::Context {
+        db: pools.writer.clone(),
+        defaults: settings.retention,
+        interval: settings.retention_interval,
+    };
+    retention::spawn(expiry, tracker, shutdown);
+    upkeep::spawn(pools.writer.clone(), tracker, shutdown);
+
+    // The front ends' state.
+    let state = AppState::new(Services {
+        db: pools.requests.clone(),
+        settings,
+        auth,
+        pages,
+        metrics: crate::metrics::handle(),
+        gateway: gateway.clone(),
+        gateways,
+        command_log,
+        node_id,
+        peers,
+        readiness: tokio::sync::Mutex::new(None),
+        webhooks,
+        login_limiter,
+        account_limiter,
+        shutdown: shutdown.clone(),
+        stream,
+    });
+    Wired {
+        state,
+        mqtt,
+        gateway,
+        pools,
+    }
+}
+
+/// The host name and the process id (`gateway-7-4242`): unique among live nodes, new at every
+/// start.
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(40)
+        .collect();
+    let host = if host.is_empty() { "node".to_string() } else { host };
+    format!("{host}-{}", std::process::id())
+}
