@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use super::server::{ServerUnderTest, json, token};
-use crate::Throughput;
+use crate::throughput::{Throughput, throughput};
 
 /// Options of the API benchmark.
 #[derive(Clone, Debug, clap::Args)]
@@ -229,5 +229,5 @@ async fn load(
             Ok(latencies)
         }));
     }
-    crate::throughput(workers, started).await
+    throughput(workers, started).await
 }

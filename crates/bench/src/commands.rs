@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use devicecloud_simulator::{Fleet, FleetOptions, Provisioner};
 
 use super::server::ServerUnderTest;
-use crate::Throughput;
+use crate::throughput::{Throughput, throughput};
 
 /// What `bench commands` takes.
 #[derive(Clone, Debug, clap::Args)]
@@ -106,5 +106,5 @@ pub(crate) async fn run(
             anyhow::Ok(latencies)
         }));
     }
-    crate::throughput(workers, started).await
+    throughput(workers, started).await
 }

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::server::{GatewayCredentials, ServerUnderTest, provision, rss_kib};
-use crate::Throughput;
+use crate::throughput::{Throughput, throughput};
 
 /// What `bench idle` takes.
 #[derive(Clone, Debug, clap::Args)]
@@ -162,7 +162,7 @@ async fn ping_random(
             anyhow::Ok(latencies)
         }));
     }
-    crate::throughput(workers, started).await
+    throughput(workers, started).await
 }
 
 pub async fn idle(options: IdleOptions) -> Result<()> {

@@ -10,7 +10,7 @@ use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId};
 use devicecloud_store::{Db, partitions, unix_now};
 
-use devicecloud_server::ingest::BATCH_POINTS as BATCH;
+use devicecloud_engine::settings::INGEST_BATCH_POINTS as BATCH;
 
 use super::publisher::{Message, publish};
 use super::server::{ServerUnderTest, provision};

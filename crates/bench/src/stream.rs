@@ -14,9 +14,9 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use super::percentile_ms;
 use super::publisher::{Message, Pace, publish_paced};
 use super::server::{GatewayCredentials, ServerUnderTest, provision_group};
+use crate::throughput::percentile_ms;
 
 /// Options of the stream benchmark.
 #[derive(Clone, Debug, clap::Args)]

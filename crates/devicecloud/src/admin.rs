@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use devicecloud_server::auth::secrets::register_client;
-use devicecloud_server::service::{ServiceError, accounts};
+use devicecloud_engine::auth::secrets::register_client;
 use devicecloud_store::Db;
+use devicecloud_web::service::{ServiceError, accounts};
 use serde_json::{Value, json};
 
 use crate::settings::Settings;

@@ -3,8 +3,8 @@
 //! same process, and the credentials and working `curl` lines printed (docs/operations.md).
 
 use anyhow::{Context, Result};
-use devicecloud_server::auth::secrets::{random_token, token_hash};
-use devicecloud_server::service::accounts as service_accounts;
+use devicecloud_engine::auth::secrets::{random_token, token_hash};
+use devicecloud_web::service::accounts as service_accounts;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ pub async fn run(mut settings: Settings) -> Result<()> {
         });
         print_usage(&data_dir, http, mqtt, &seeded);
     };
-    crate::serve(settings, Some(db), Some(Box::new(on_ready))).await
+    crate::serve::serve(settings, Some(db), Some(Box::new(on_ready))).await
 }
 
 /// What the demo store holds that the printed lines need.

@@ -34,7 +34,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        let d = devicecloud_server::settings::Limits::default();
+        let d = devicecloud_engine::settings::Limits::default();
         Limits {
             expand_max_depth: d.expand_max_depth as u64,
             filter_max_values: d.filter_max_values as u64,
@@ -127,9 +127,9 @@ impl Limits {
     }
 
     /// The limits as the server takes them.
-    pub fn server(&self) -> devicecloud_server::settings::Limits {
+    pub fn server(&self) -> devicecloud_engine::settings::Limits {
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-        devicecloud_server::settings::Limits {
+        devicecloud_engine::settings::Limits {
             expand_max_depth: size(self.expand_max_depth),
             filter_max_values: size(self.filter_max_values),
             http_header_timeout: Duration::from_secs(self.http_header_timeout_s),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
+use devicecloud_engine::settings::RateLimit;
 use devicecloud_server::FrontEnd;
-use devicecloud_server::settings::RateLimit;
 use ipnet::IpNet;
 
 use crate::limits::Limits;
@@ -85,7 +85,7 @@ impl Default for Settings {
             webhook_retry_window_s: 24 * 3600,
             webhook_batch_max: 1000,
             webhook_attempt_retention_days: 7,
-            ingest_batch_points: devicecloud_server::ingest::BATCH_POINTS,
+            ingest_batch_points: devicecloud_engine::settings::INGEST_BATCH_POINTS,
             ingest_writers: None,
             log: "info".into(),
             log_format: LogFormat::Text,

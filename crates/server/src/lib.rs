@@ -1,48 +1,10 @@
-//! The running devicecloud service: REST API and OAuth 2.0 over HTTP, rights, and the
-//! background tasks, driven by one [`AppState`] and stopped by one cancellation token.
+//! The running devicecloud service put together: the composition root that builds the engines
+//! (`devicecloud-engine`) with their contexts, the MQTT transport (`devicecloud-mqtt`) and the
+//! web front ends (`devicecloud-web`), starts them, and stops them with one cancellation token.
 
-pub mod address_slots;
-pub mod admission;
-pub mod auth;
-pub mod browser;
-pub mod commands;
-pub mod dashboard;
-pub mod error;
-pub mod event_catalogue;
-pub mod event_types;
-pub mod gateway;
-pub mod http;
-pub mod ingest;
-pub mod metrics;
-pub mod mqtt;
-pub mod nodes;
-pub mod origin;
-pub mod page_cache;
-pub mod peers;
-pub mod periodic;
-pub mod render;
-pub mod retention;
 pub mod running;
-pub mod service;
-pub mod settings;
-pub mod state;
-pub mod stream;
-pub mod upkeep;
-pub mod webhooks;
 pub mod wiring;
 
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
-
-pub use running::{Addresses, Listeners, Running, StartError};
-pub use settings::{FrontEnd, Settings};
-pub use state::AppState;
-
-/// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight
-/// (`http::listener`). Tests bind port 0 and pass the listener in.
-pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
-    let (limits, front_end) = (state.settings.limits.clone(), state.settings.front_end.clone());
-    let app = http::app(state, dashboard::router());
-    http::listener::serve(listener, app, &limits, &front_end, shutdown).await;
-    Ok(())
-}
+pub use devicecloud_engine::settings::{FrontEnd, Settings};
+pub use devicecloud_web::AppState;
+pub use running::{Addresses, Listeners, Running, StartError, serve_http};

@@ -12,12 +12,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::mqtt::tls::TlsAcceptor;
-use crate::settings::Settings;
-use crate::state::AppState;
-use crate::webhooks::vault::{KeyError, Vault};
 use crate::wiring::{Pools, wire};
-use crate::{gateway, mqtt};
+use devicecloud_engine::gateway;
+use devicecloud_engine::settings::Settings;
+use devicecloud_engine::webhooks::vault::{KeyError, Vault};
+use devicecloud_mqtt::tls::TlsAcceptor;
+use devicecloud_web::state::AppState;
+use devicecloud_web::{dashboard, http};
 
 /// Why the service did not start.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +54,7 @@ pub struct Running {
     pub addresses: Addresses,
     /// The pools on the store, closed when the service stops.
     pub pools: Pools,
-    mqtt: Arc<mqtt::Context>,
+    mqtt: Arc<devicecloud_mqtt::Context>,
     gateway: Arc<gateway::Context>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -88,13 +89,13 @@ impl Running {
         if let Some((listener, acceptor)) = listeners.mqtts {
             running.serve_mqtts(listener, acceptor);
         }
-        running.tracker.spawn(crate::mqtt::serve_mqtt(
+        running.tracker.spawn(devicecloud_mqtt::serve_mqtt(
             listeners.mqtt,
             running.mqtt.clone(),
             running.tracker.clone(),
             running.shutdown.clone(),
         ));
-        running.tracker.spawn(crate::serve_http(
+        running.tracker.spawn(serve_http(
             listeners.http,
             running.state.clone(),
             running.shutdown.clone(),
@@ -104,7 +105,7 @@ impl Running {
 
     /// Serves MQTT over TLS on one more listener, stopped with the service.
     pub fn serve_mqtts(&self, listener: TcpListener, acceptor: TlsAcceptor) {
-        self.tracker.spawn(crate::mqtt::serve_mqtts(
+        self.tracker.spawn(devicecloud_mqtt::serve_mqtts(
             listener,
             acceptor,
             self.mqtt.clone(),
@@ -126,8 +127,17 @@ impl Running {
         self.tracker.close();
         let drained = tokio::time::timeout(grace, self.tracker.wait()).await.is_ok();
         // Gone cleanly: this node's gateways were marked as their connections closed.
-        crate::nodes::leave(&self.gateway).await;
+        devicecloud_engine::nodes::leave(&self.gateway).await;
         self.pools.close().await;
         drained
     }
+}
+
+/// Serves HTTP on `listener` until `shutdown` is cancelled, then finishes requests in flight
+/// (`http::listener`). Tests bind port 0 and pass the listener in.
+pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
+    let (limits, front_end) = (state.settings.limits.clone(), state.settings.front_end.clone());
+    let app = http::app(state, dashboard::router());
+    http::listener::serve(listener, app, &limits, &front_end, shutdown).await;
+    Ok(())
 }

@@ -9,24 +9,24 @@ use devicecloud_store::{Backend, Db};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admission::{Admission, Places};
-use crate::auth::cache::AuthCache;
-use crate::auth::login_limit::LoginLimiter;
-use crate::auth::rate_limit::AccountLimiter;
-use crate::commands::CommandLog;
-use crate::gateway::departures::Departures;
-use crate::gateway::registry::GatewayRegistry;
-use crate::gateway::rejections::{self, RejectionLog};
-use crate::ingest::{self, IngestQueue};
-use crate::page_cache::PageCache;
-use crate::peers::{self, Ears, Peers};
-use crate::settings::Settings;
-use crate::state::{AppState, Services};
-use crate::stream::{self, LiveFeed};
-use crate::webhooks::address::{CheckedResolver, SystemLookup};
-use crate::webhooks::vault::Vault;
-use crate::webhooks::{self, WebhookHub, WorkerContext};
-use crate::{gateway, mqtt, nodes, retention, upkeep};
+use devicecloud_engine::admission::{Admission, Places};
+use devicecloud_engine::auth::cache::AuthCache;
+use devicecloud_engine::auth::login_limit::LoginLimiter;
+use devicecloud_engine::auth::rate_limit::AccountLimiter;
+use devicecloud_engine::commands::CommandLog;
+use devicecloud_engine::gateway::departures::Departures;
+use devicecloud_engine::gateway::registry::GatewayRegistry;
+use devicecloud_engine::gateway::rejections::{self, RejectionLog};
+use devicecloud_engine::ingest::{self, IngestQueue};
+use devicecloud_engine::page_cache::PageCache;
+use devicecloud_engine::peers::{self, Ears, Peers};
+use devicecloud_engine::settings::Settings;
+use devicecloud_engine::stream::{self, LiveFeed};
+use devicecloud_engine::webhooks::address::{CheckedResolver, SystemLookup};
+use devicecloud_engine::webhooks::vault::Vault;
+use devicecloud_engine::webhooks::{self, WebhookHub, WorkerContext};
+use devicecloud_engine::{gateway, nodes, retention, upkeep};
+use devicecloud_web::state::{AppState, Services};
 
 /// The three pools on one database: requests, the background writers, and the ingest writers.
 /// Apart so that none starves another of connections.
@@ -68,7 +68,7 @@ impl Pools {
 /// and what stopping needs.
 pub struct Wired {
     pub state: AppState,
-    pub mqtt: Arc<mqtt::Context>,
+    pub mqtt: Arc<devicecloud_mqtt::Context>,
     pub gateway: Arc<gateway::Context>,
     pub pools: Pools,
 }
@@ -154,7 +154,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         command_timeout: settings.command_timeout,
         shutdown: shutdown.clone(),
     });
-    let mqtt = Arc::new(mqtt::Context {
+    let mqtt = Arc::new(devicecloud_mqtt::Context {
         gateway: gateway.clone(),
         peers: peers.clone(),
         admission: Arc::new(Admission::new(Places {
@@ -193,7 +193,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         settings,
         auth,
         pages,
-        metrics: crate::metrics::handle(),
+        metrics: devicecloud_engine::metrics::handle(),
         gateway: gateway.clone(),
         gateways,
         command_log,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{TestApp, assert_error, keys, send};
-use devicecloud_server::auth::secrets::token_hash;
+use devicecloud_engine::auth::secrets::token_hash;
 use devicecloud_store::devices;
 use reqwest::Method;
 use serde_json::{Value, json};

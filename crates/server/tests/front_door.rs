@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{TestApp, assert_error, send};
+use devicecloud_engine::settings::Limits;
 use devicecloud_server::Settings;
-use devicecloud_server::settings::Limits;
 use devicecloud_store::{Db, StoreError};
 use reqwest::Method;
 use rumqttc::{AsyncClient, ConnectReturnCode, ConnectionError, Event, MqttOptions, Packet};

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{TestApp, assert_error, send};
+use devicecloud_engine::metrics::{self, MESSAGES, Outcome, POINTS};
 use devicecloud_protocol::RejectReason;
-use devicecloud_server::metrics::{self, MESSAGES, Outcome, POINTS};
 use devicecloud_store::Db;
 use reqwest::Method;
 use serde_json::json;

@@ -7,7 +7,7 @@ mod common;
 
 use common::gateway_client::TestGateway;
 use common::{TestApp, assert_error, send};
-use devicecloud_server::settings::Settings;
+use devicecloud_engine::settings::Settings;
 use devicecloud_store::Db;
 use serde_json::{Value, json};
 

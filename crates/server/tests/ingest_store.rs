@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use devicecloud_server::metrics::{self, Failed, MESSAGES, Outcome, POINTS};
+use devicecloud_engine::metrics::{self, Failed, MESSAGES, Outcome, POINTS};
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId, Written};

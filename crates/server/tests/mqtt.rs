@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{TestApp, send};
+use devicecloud_engine::metrics::{self, Closed, MESSAGES, Outcome};
 use devicecloud_protocol::RejectReason;
-use devicecloud_server::metrics::{self, Closed, MESSAGES, Outcome};
 use devicecloud_store::{Backend, Db};
 use reqwest::Method;
 use rumqttc::{AsyncClient, ConnectReturnCode, ConnectionError, Event, EventLoop, MqttOptions, Packet, QoS};

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{TempDir, TestApp, send};
-use devicecloud_server::mqtt::tls::{self, TlsError};
+use devicecloud_mqtt::tls::{self, TlsError};
 use reqwest::Method;
 use rumqttc::{AsyncClient, ConnectReturnCode, ConnectionError, Event, EventLoop, MqttOptions, Packet, QoS, Transport};
 use serde_json::json;

@@ -317,7 +317,7 @@ async fn refresh_with_a_foreign_refresh_token_is_invalid_grant() {
         &app.state.db,
         &other_id,
         "other",
-        &devicecloud_server::auth::secrets::token_hash(&other_secret),
+        &devicecloud_engine::auth::secrets::token_hash(&other_secret),
         0,
     )
     .await

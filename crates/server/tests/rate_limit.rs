@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{Reply, TestApp, send};
+use devicecloud_engine::settings::RateLimit;
 use devicecloud_server::Settings;
-use devicecloud_server::settings::RateLimit;
 use serde_json::json;
 
 fn limited(requests: u32, seconds: u64) -> Settings {
@@ -84,7 +84,7 @@ async fn past_the_limit_the_answer_is_429() {
 /// The username behind a token (asked before the limit is reached would cost a request, so
 /// read from the store).
 async fn app_username(app: &TestApp, token: &str) -> String {
-    let hash = devicecloud_server::auth::secrets::token_hash(token);
+    let hash = devicecloud_engine::auth::secrets::token_hash(token);
     let owner = devicecloud_store::tokens::owner(&app.state.db, &hash)
         .await
         .unwrap()

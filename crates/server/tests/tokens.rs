@@ -101,7 +101,7 @@ async fn unknown_tokens_are_revoked_quietly() {
 async fn another_clients_token_is_not_revoked() {
     let app = TestApp::spawn().await;
     let (_, _, access, _) = app.user_with_tokens(false).await;
-    let (other_id, other_secret) = devicecloud_server::auth::secrets::register_client(&app.state.db, "other")
+    let (other_id, other_secret) = devicecloud_engine::auth::secrets::register_client(&app.state.db, "other")
         .await
         .map(|(row, secret)| (row.client_id, secret))
         .unwrap();

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use common::webhook_receiver::{Receiver, assert_signed, header};
 use common::{TempDir, TestApp, fresh_db_url, send};
+use devicecloud_engine::auth::secrets::{hash_password, random_token, token_hash};
 use devicecloud_server::Settings;
-use devicecloud_server::auth::secrets::{hash_password, random_token, token_hash};
 use devicecloud_store::unix_now;
 use reqwest::Method;
 use serde_json::json;

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{FollowUp, Model, ZWAVE_EXCLUSION_EVENT};
-use crate::{Behaviour, FleetOptions, FleetStats, GatewaySpec, History};
+use crate::spec::{Behaviour, FleetOptions, FleetStats, GatewaySpec, History};
 
 /// What the connection's poller hands to the gateway.
 enum Incoming {

@@ -4,7 +4,7 @@
 use devicecloud_protocol::ModuleKind;
 use serde_json::{Value, json};
 
-use crate::{GatewaySpec, SimulatorError};
+use crate::spec::{GatewaySpec, SimulatorError};
 
 /// A REST API client for provisioning.
 #[derive(Debug, Clone)]
@@ -61,7 +61,7 @@ impl Provisioner {
     /// PLUS.
     pub async fn fleet(&self, id_group: &str, prefix: &str, count: usize) -> Result<Vec<GatewaySpec>, SimulatorError> {
         let mut specs = Vec::with_capacity(count);
-        for (i, kind) in crate::mixed_kinds(count).into_iter().enumerate() {
+        for (i, kind) in crate::spec::mixed_kinds(count).into_iter().enumerate() {
             specs.push(self.gateway(id_group, &format!("{prefix}-{}", i + 1), kind).await?);
         }
         Ok(specs)

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use devicecloud_engine::settings::RateLimit;
 use devicecloud_server::FrontEnd;
-use devicecloud_server::settings::RateLimit;
 use serde::Deserialize;
 
 use super::{LogFormat, Settings, proxies};

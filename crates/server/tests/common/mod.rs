@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use devicecloud_server::auth::secrets::{hash_password, random_token, token_hash};
+use devicecloud_engine::auth::secrets::{hash_password, random_token, token_hash};
 use devicecloud_server::{AppState, Listeners, Running, Settings};
 use devicecloud_store::{Db, accounts, clients, unix_now};
 use reqwest::{Method, RequestBuilder, Response};
@@ -191,7 +191,7 @@ impl TestApp {
 
     /// Starts the TLS listener of the gateway endpoint beside the plain one (loopback, port
     /// chosen here), stopped with the app.
-    pub async fn start_mqtts(&self, acceptor: devicecloud_server::mqtt::tls::TlsAcceptor) -> std::net::SocketAddr {
+    pub async fn start_mqtts(&self, acceptor: devicecloud_mqtt::tls::TlsAcceptor) -> std::net::SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         self.running.serve_mqtts(listener, acceptor);

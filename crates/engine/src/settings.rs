@@ -1,0 +1,232 @@
+//! The settings of the running service: one type, with its defaults, that every part reads
+//! (the binary fills it from flags, the TOML file and `DEVICECLOUD_*` variables;
+//! docs/operations.md lists them).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+pub use crate::auth::rate_limit::RateLimit;
+
+/// Points one group commit takes at most by default (`ingest_batch_points`); more wait for the
+/// next one. Larger groups are fewer commits, and a commit's cost is mostly the pages it logs
+/// (docs/benchmarks.md, "API during full ingest"); other writers wait for one slice of it.
+pub const INGEST_BATCH_POINTS: usize = 100_000;
+
+/// Settings of the running service that handlers need (the binary fills them from flags, the
+/// TOML file and `DEVICECLOUD_*` variables).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// How long a command waits for the gateway's answer (`DEVICECLOUD_COMMAND_TIMEOUT_S`).
+    pub command_timeout: Duration,
+    /// Whether webhook URLs may resolve to private addresses (`DEVICECLOUD_WEBHOOK_ALLOW_PRIVATE`).
+    pub webhook_allow_private: bool,
+    /// Largest request body accepted, in bytes; larger ones answer 413.
+    pub max_body_bytes: usize,
+    /// How long a token or a set of roles is trusted from memory.
+    pub auth_cache_ttl: Duration,
+    /// Largest MQTT packet accepted, in bytes; a larger one closes the connection.
+    pub mqtt_max_packet_bytes: u32,
+    /// How long one webhook request may take before it counts as failed.
+    pub webhook_timeout: Duration,
+    /// How long a webhook batch is retried before it is marked failed (docs/api.md, "Deliveries":
+    /// 24 h).
+    pub webhook_retry_window: Duration,
+    /// Most records in one webhook request.
+    pub webhook_batch_max: usize,
+    /// Most points in one ingest transaction (a group commit; docs/operations.md, "Storage").
+    pub ingest_batch_points: usize,
+    /// Ingest writers, each with a queue and a connection of its own; `None`: the store's
+    /// default ([`crate::ingest::default_lanes`]).
+    pub ingest_writers: Option<usize>,
+    /// How long webhook attempts (and failed batches) are kept.
+    pub webhook_attempt_retention: Duration,
+    /// The limits that keep one client from taking the service down.
+    pub limits: Limits,
+    /// The public URL and the trusted proxies (docs/operations.md, "Behind a reverse proxy").
+    pub front_end: FrontEnd,
+    /// Requests per account on `/api/v2/` (`DEVICECLOUD_RATE_LIMIT`, `N/S`); `None`: off.
+    pub rate_limit: Option<RateLimit>,
+    /// The key file that encrypts webhook secrets at rest (`DEVICECLOUD_SECRET_KEY_FILE`; the
+    /// binary defaults it to `secret.key` in the data dir). `None` keeps a key in memory only,
+    /// for tests and throw-away stores.
+    pub secret_key_file: Option<std::path::PathBuf>,
+    /// How often the live stream sends a comment line (docs/api.md, "Live stream": 15 s).
+    pub stream_heartbeat: Duration,
+    /// How often the live stream checks its client's token and groups again when no change
+    /// of rights was made through this node meanwhile.
+    pub stream_recheck: Duration,
+    /// How long the live stream records after its last client left: the time within which a
+    /// reconnection resumes without a gap (docs/api.md, "Live stream": 10 minutes).
+    pub stream_retention: Duration,
+    /// The retention of groups without their own (docs/operations.md, "Retention").
+    pub retention: devicecloud_store::retention::Retention,
+    /// How often expired points and rollups are removed (`DEVICECLOUD_RETENTION_INTERVAL_S`).
+    pub retention_interval: Duration,
+    /// This node's name among the nodes sharing the store (`DEVICECLOUD_NODE_ID`); `None`: the
+    /// host name and the process id.
+    pub node_id: Option<String>,
+    /// How long this node's lease lasts without renewal (`DEVICECLOUD_NODE_LEASE_S`, 15 s): a
+    /// node silent for longer is taken for dead, and the gateways it held for disconnected.
+    pub node_lease: Duration,
+}
+
+/// The limits of docs/operations.md, "Limits": every one a setting, each refusal the
+/// specification's error body.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Most segments in one `expand` path (`parent.parent.parent.group` is 4); deeper is a
+    /// 400 before any store work (`DEVICECLOUD_EXPAND_MAX_DEPTH`).
+    pub expand_max_depth: usize,
+    /// Most values in one `in` / `nin` list of a filter; more is a 422 filter error
+    /// (`DEVICECLOUD_FILTER_MAX_VALUES`).
+    pub filter_max_values: usize,
+    /// A request's headers must arrive within this from its first byte (a fresh connection:
+    /// from its opening) (`DEVICECLOUD_HTTP_HEADER_TIMEOUT_S`).
+    pub http_header_timeout: Duration,
+    /// A request body must arrive within this, or the answer is 408
+    /// (`DEVICECLOUD_HTTP_BODY_TIMEOUT_S`).
+    pub http_body_timeout: Duration,
+    /// Most HTTP connections at once; more are closed on accept
+    /// (`DEVICECLOUD_HTTP_MAX_CONNECTIONS`).
+    pub http_max_connections: usize,
+    /// Most MQTT connections at once on both listeners; more get CONNACK 3 and are closed
+    /// (`DEVICECLOUD_MQTT_MAX_CONNECTIONS`).
+    pub mqtt_max_connections: usize,
+    /// How long one request's store work may run before it is cancelled and answered 503
+    /// (`DEVICECLOUD_QUERY_TIMEOUT_S`).
+    pub query_timeout: Duration,
+    /// Bytes the remembered-page cache may hold (`DEVICECLOUD_PAGE_CACHE_MB`).
+    pub page_cache_bytes: usize,
+    /// Failed sign-ins of one (username, client address) within `signin_window` after which
+    /// that pair answers 429 without the password being checked (`DEVICECLOUD_SIGNIN_FAILURES_MAX`).
+    pub signin_failures_max: u32,
+    /// The window the failed sign-ins are counted in (`DEVICECLOUD_SIGNIN_WINDOW_S`).
+    pub signin_window: Duration,
+    /// How long after the password grant its token pair may be refreshed
+    /// (`DEVICECLOUD_TOKEN_LIFETIME_DAYS`).
+    pub token_lifetime: Duration,
+    /// Most webhooks in one group; one more answers 422 (`DEVICECLOUD_WEBHOOKS_PER_GROUP`).
+    pub webhooks_per_group: usize,
+    /// Queued items of one webhook beyond which it is set inactive
+    /// (`DEVICECLOUD_WEBHOOK_BACKLOG_MAX`).
+    pub webhook_backlog_max: u64,
+    /// Most child devices one gateway may have (`DEVICECLOUD_ASSETS_PER_GATEWAY`).
+    pub assets_per_gateway: usize,
+    /// Most datatypes (series) one device may have (`DEVICECLOUD_DATATYPES_PER_DEVICE`).
+    pub datatypes_per_device: usize,
+    /// Bytes the live stream's replay buffer may hold (`DEVICECLOUD_STREAM_BUFFER_MB`): a client
+    /// further behind, or resuming from further back, gets `overflow`.
+    pub stream_buffer_bytes: usize,
+    /// Most entries the expanded relations of one answer may hold in all (series of
+    /// `latestData`, templates of `modbusTemplateHistory`); more is a 400 naming `expand`,
+    /// before the answer is built (`DEVICECLOUD_EXPAND_MAX_ENTRIES`).
+    pub expand_max_entries: usize,
+    /// Most live streams one account may hold open; one more answers 429
+    /// (`DEVICECLOUD_STREAMS_PER_ACCOUNT`).
+    pub streams_per_account: usize,
+    /// Most connections one client address may hold, HTTP and MQTT each
+    /// (`DEVICECLOUD_CONNECTIONS_PER_ADDRESS`).
+    pub connections_per_address: usize,
+    /// Failed sign-ins from one client address, whatever the username, within `signin_window`
+    /// after which that address answers 429 (`DEVICECLOUD_SIGNIN_ADDRESS_FAILURES_MAX`).
+    pub signin_address_failures_max: u32,
+    /// Most MQTT connections at once whose CONNECT is not yet answered; more are closed on
+    /// accept (`DEVICECLOUD_MQTT_UNAUTHENTICATED_MAX`).
+    pub mqtt_unauthenticated_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            expand_max_depth: 4,
+            filter_max_values: 1000,
+            http_header_timeout: Duration::from_secs(10),
+            http_body_timeout: Duration::from_secs(30),
+            http_max_connections: 10_000,
+            mqtt_max_connections: 100_000,
+            query_timeout: Duration::from_secs(10),
+            page_cache_bytes: 64 * 1024 * 1024,
+            signin_failures_max: 10,
+            signin_window: Duration::from_secs(300),
+            token_lifetime: Duration::from_secs(90 * 86_400),
+            webhooks_per_group: 20,
+            webhook_backlog_max: 1_000_000,
+            assets_per_gateway: 1000,
+            datatypes_per_device: 1000,
+            stream_buffer_bytes: 64 * 1024 * 1024,
+            expand_max_entries: 10_000,
+            streams_per_account: 16,
+            connections_per_address: 256,
+            signin_address_failures_max: 30,
+            mqtt_unauthenticated_max: 4096,
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            command_timeout: Duration::from_secs(10),
+            webhook_allow_private: false,
+            max_body_bytes: 1024 * 1024,
+            auth_cache_ttl: Duration::from_secs(5),
+            mqtt_max_packet_bytes: 256 * 1024,
+            webhook_timeout: Duration::from_secs(10),
+            webhook_retry_window: Duration::from_secs(24 * 3600),
+            webhook_batch_max: 1000,
+            ingest_batch_points: INGEST_BATCH_POINTS,
+            ingest_writers: None,
+            webhook_attempt_retention: Duration::from_secs(7 * 86_400),
+            limits: Limits::default(),
+            front_end: FrontEnd::default(),
+            rate_limit: Some(RateLimit {
+                requests: 6000,
+                per: Duration::from_secs(60),
+            }),
+            secret_key_file: None,
+            stream_heartbeat: Duration::from_secs(15),
+            stream_recheck: Duration::from_secs(1),
+            stream_retention: Duration::from_secs(600),
+            retention: devicecloud_store::retention::Retention::default(),
+            retention_interval: Duration::from_secs(600),
+            node_id: None,
+            node_lease: Duration::from_secs(15),
+        }
+    }
+}
+
+/// The settings of the front end: the public URL and the proxies whose headers count.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FrontEnd {
+    /// Base of every absolute link, such as `https://iot.example.com` or
+    /// `https://example.com/devicecloud` (no trailing slash); also decides the dashboard
+    /// cookie's `Secure` flag (`DEVICECLOUD_PUBLIC_URL`).
+    pub public_url: Option<String>,
+    /// Peers whose forwarding headers are believed (`DEVICECLOUD_TRUSTED_PROXIES`).
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+impl FrontEnd {
+    /// Checks and normalises a public URL: `http` or `https`, a host, no query or fragment;
+    /// a trailing `/` is dropped.
+    pub fn public_url(text: &str) -> Result<String, String> {
+        let trimmed = text.trim().trim_end_matches('/');
+        let uri: http::Uri = trimmed
+            .parse()
+            .map_err(|_| format!("{text} is not a URL such as https://iot.example.com"))?;
+        let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+        if !scheme_ok || uri.host().is_none_or(str::is_empty) || uri.query().is_some() || trimmed.contains('#') {
+            return Err(format!(
+                "{text} must be an http:// or https:// URL with a host and no query, such as https://iot.example.com"
+            ));
+        }
+        Ok(trimmed.to_string())
+    }
+
+    /// Whether `addr` (already canonical, see `origin`) is a trusted proxy.
+    pub fn trusts(&self, addr: IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|net| net.contains(&addr))
+    }
+}

@@ -1,0 +1,15 @@
+//! Who is looking at a page: the signed-in account (see `session` for how a request becomes
+//! one) and the CSRF token its forms carry.
+
+use crate::caller::Caller;
+
+/// The hidden field of every form.
+pub const CSRF_FIELD: &str = "_csrf";
+
+/// The signed-in account behind a page request, with the same rights as its API tokens.
+pub struct Viewer {
+    pub caller: Caller,
+    pub username: String,
+    pub csrf: String,
+    pub(super) session_hash: String,
+}
