@@ -3,7 +3,7 @@
 //! gateways are documented to send, and gives every event record its `event_type_label`,
 //! `event_type_description`, `event_value_label` and `event_value_description`.
 
-use devicecloud_store::event_collection::EventRow;
+use devicecloud_store::events::EventRow;
 use serde_json::{Map, Value, json};
 
 use crate::event_types;

@@ -13,15 +13,16 @@ use serde::de::DeserializeOwned;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
-use crate::backend::Backend;
-use crate::comparison::compare;
-use crate::db::{Db, on_pool};
+use crate::database::db::{Db, on_pool};
+use crate::sql::backend::Backend;
+use crate::sql::comparison::compare;
 
 mod table;
 
-use crate::point_time::{self, TimePart};
-use crate::scope::GroupScope;
-use crate::{Result, StoreError};
+use crate::database::Result;
+use crate::database::StoreError;
+use crate::sql::point_time::{self, TimePart};
+use crate::sql::scope::GroupScope;
 pub(crate) use table::{GROUP, GROUP_LABEL, Table};
 
 /// One attribute of a collection and the SQL column behind it. The attribute's kind types its

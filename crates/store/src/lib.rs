@@ -2,63 +2,40 @@
 //! (multi-node), with migrations for both, one module per table family, and the translation of
 //! collection queries (the `query` crate's AST) into SQL through sea-query.
 
-mod backend;
 mod collection;
-mod comparison;
-mod db;
-mod deadline;
-mod error;
-mod expiry;
-mod point_time;
-pub mod primary;
-mod quick_read;
-mod scope;
-mod write_turn;
-
-pub mod accounts;
-pub mod backup;
-pub mod chart_series;
-pub mod clients;
-pub mod data_sessions;
-pub mod device_collection;
-pub mod device_info;
-pub mod devices;
-pub mod downsampled;
-pub mod event_collection;
-pub mod events;
-pub mod groups;
+mod database;
 pub mod ingest;
-pub mod memberships;
-pub mod nodes;
-pub mod notify;
-pub mod partitions;
-pub mod raw_data;
-pub mod retention;
-pub mod series;
-pub mod session_collection;
-pub mod sign_in_sessions;
-pub mod tokens;
-pub mod wal;
-pub mod webhooks;
+mod lifecycle;
+mod reads;
+mod sql;
+mod tables;
 
-pub use backend::Backend;
+pub use database::notify;
+pub use database::partitions;
+pub use database::primary;
+pub use database::wal;
+pub use lifecycle::backup;
+pub use lifecycle::retention;
+pub use reads::chart_series;
+pub use reads::device_collection;
+pub use reads::downsampled;
+pub use reads::event_collection;
+pub use reads::raw_data;
+pub use reads::series;
+pub use reads::session_collection;
+pub use tables::accounts;
+pub use tables::clients;
+pub use tables::data_sessions;
+pub use tables::device_info;
+pub use tables::devices;
+pub use tables::events;
+pub use tables::groups;
+pub use tables::memberships;
+pub use tables::nodes;
+pub use tables::sign_in_sessions;
+pub use tables::tokens;
+pub use tables::webhooks;
+
 pub use collection::{Column, ListArgs, ListRequest, Listing, attributes, names};
-pub use db::Db;
-pub use error::StoreError;
-pub use point_time::TimePart;
-
-/// Result of every store call.
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
-
-/// Current Unix time in whole seconds; the store never reads the clock itself except here.
-pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-/// A fresh random identifier in the UUID text form every `id_*` field uses.
-pub fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
+pub use database::{Db, Result, StoreError, new_id, unix_now};
+pub use sql::{Backend, TimePart};

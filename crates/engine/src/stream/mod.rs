@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use devicecloud_store::Db;
-use devicecloud_store::event_collection::EventRow;
+use devicecloud_store::events::EventRow;
 use devicecloud_store::events::NewEvent;
 use devicecloud_store::ingest::Point;
 use devicecloud_store::notify::Heard;

@@ -10,8 +10,8 @@ use sea_query::{Expr, ExprTrait, SelectStatement};
 use serde::de::DeserializeOwned;
 
 use super::{Column, ListArgs, Listing, Relation, list, output_of};
-use crate::Result;
-use crate::db::{Db, Row};
+use crate::database::Result;
+use crate::database::db::{Db, Row};
 
 /// The collection of the records `T` of one table.
 pub(crate) struct Table<T> {

@@ -6,7 +6,7 @@
 //! big-endian integers and floats PostgreSQL stores, so nothing is parsed either
 //! (docs/benchmarks.md, "Ingest").
 
-use super::batch::PointColumns;
+use super::sql::PointColumns;
 
 /// The statement the rows of [`binary`] are sent with.
 pub(super) const STATEMENT: &str =

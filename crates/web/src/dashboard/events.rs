@@ -3,7 +3,8 @@
 
 use axum::extract::{Query, State};
 use axum::response::Html;
-use devicecloud_store::event_collection::{self, ATTRIBUTES, EventRow};
+use devicecloud_store::event_collection::{self, ATTRIBUTES};
+use devicecloud_store::events::EventRow;
 use devicecloud_store::unix_now;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};

@@ -4,7 +4,8 @@
 use axum::Router;
 use axum::routing::get;
 use devicecloud_query::{AttrKind, Attribute, CollectionSpec};
-use devicecloud_store::event_collection::{self, EventRow};
+use devicecloud_store::event_collection;
+use devicecloud_store::events::EventRow;
 use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Map, Value, json};
 

@@ -1,0 +1,126 @@
+//! Events: occurrences reported by gateways (`from_device` 1) and recorded by the cloud
+//! (`from_device` 0), read through `GET /api/v2/event`.
+//!
+//! An event is queued for the events webhooks of its group in the transaction that records it,
+//! routed like measurements by the route table (`webhooks::Routes`, docs/api.md, "Webhooks").
+
+use crate::database::Result;
+use crate::database::db::{Db, on_pool};
+use crate::tables::webhooks::{RouteTable, Routes};
+
+/// A stored event.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+pub struct EventRow {
+    pub id_event: i64,
+    pub id_group: String,
+    pub source_device: String,
+    pub from_device: Option<i64>,
+    pub event_type: i64,
+    pub occurred_at: i64,
+    pub value: String,
+    pub datatype: Option<i64>,
+    pub value_description: Option<String>,
+}
+
+/// `SELECT <every column of EventRow> FROM events`.
+pub const SELECT: &str = "SELECT id_event, id_group, source_device, from_device, event_type, occurred_at, value, \
+                          datatype, value_description FROM events";
+
+/// An event to record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent<'a> {
+    pub id_group: &'a str,
+    pub source_device: &'a str,
+    /// 1 from the device, 0 from the cloud.
+    pub from_device: Option<i64>,
+    pub event_type: i64,
+    pub occurred_at: i64,
+    pub value: &'a str,
+    pub datatype: Option<i64>,
+    /// Why, for cloud events such as a rejected message (`event_value_description`).
+    pub value_description: Option<&'a str>,
+}
+
+impl NewEvent<'_> {
+    /// The event as recorded under `id_event`: the record the `event` endpoint reads back.
+    pub fn recorded(&self, id_event: i64) -> EventRow {
+        EventRow {
+            id_event,
+            id_group: self.id_group.to_string(),
+            source_device: self.source_device.to_string(),
+            from_device: self.from_device,
+            event_type: self.event_type,
+            occurred_at: self.occurred_at,
+            value: self.value.to_string(),
+            datatype: self.datatype,
+            value_description: self.value_description.map(str::to_string),
+        }
+    }
+}
+
+/// Records events in one transaction, each queued in it for the active events webhooks of its
+/// group as the service's cached route table names them (the table that routes measurements);
+/// returns their ids, in the order of `events`.
+pub async fn insert_routed(db: &Db, routes: &Routes, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
+    let table = routes.table(db).await?;
+    write(db, Some(&table), events, now).await
+}
+
+/// [`insert_routed`] for callers without the service's route cache (the command log, tools):
+/// the route table is read in the transaction itself. Returns the events' ids.
+pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
+    write(db, None, events, now).await
+}
+
+/// Records `events` and their outbox rows in one transaction, routed by `table` (read in the
+/// transaction when `None`); returns their ids.
+async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
+    let sql = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, datatype, \
+               value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";
+    let queue = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
+    let _turn = db.write_turn().await?;
+    let ids = on_pool!(db, |p| async {
+        let mut tx = p.begin().await?;
+        // The events are written first: on SQLite a transaction that reads before its first
+        // write cannot wait for the write lock (another writer between its read and its write
+        // fails it at once with SQLITE_BUSY), while one that starts with a write waits its turn.
+        let mut ids = Vec::with_capacity(events.len());
+        for e in events {
+            let id_event: i64 = sqlx::query_scalar(sql)
+                .bind(e.id_group)
+                .bind(e.source_device)
+                .bind(e.from_device)
+                .bind(e.event_type)
+                .bind(e.occurred_at)
+                .bind(e.value)
+                .bind(e.datatype)
+                .bind(e.value_description)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+            ids.push(id_event);
+        }
+        let read;
+        let table = match table {
+            Some(table) => table,
+            None => {
+                read = RouteTable::from_rows(sqlx::query_as(RouteTable::SELECT).fetch_all(&mut *tx).await?);
+                &read
+            }
+        };
+        for (e, id_event) in events.iter().zip(&ids) {
+            // Most groups have no events webhook: no statement at all.
+            for id_webhook in table.events_of(e.id_group) {
+                sqlx::query(queue)
+                    .bind(id_webhook)
+                    .bind(id_event)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(ids)
+    }
+    .await)?;
+    Ok(ids)
+}

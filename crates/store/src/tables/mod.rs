@@ -1,0 +1,15 @@
+//! The tables the service writes and reads by key: accounts and their clients, tokens and
+//! sign-ins, groups and memberships, devices and their sessions, events, webhooks, nodes.
+
+pub mod accounts;
+pub mod clients;
+pub mod data_sessions;
+pub mod device_info;
+pub mod devices;
+pub mod events;
+pub mod groups;
+pub mod memberships;
+pub mod nodes;
+pub mod sign_in_sessions;
+pub mod tokens;
+pub mod webhooks;
