@@ -20,7 +20,7 @@ pub struct TokenEntry {
     pub expires_at: i64,
 }
 
-/// The cache itself; one per service, shared through `AppState`.
+/// The cache itself; one per service, shared by the front ends and the peers (`peers::Context`).
 #[derive(Debug)]
 pub struct AuthCache {
     ttl: Duration,
