@@ -6,8 +6,6 @@ mod admin;
 mod backup;
 mod demo;
 mod file_modes;
-mod limits;
-mod retention;
 mod serve;
 mod settings;
 mod simulate;

@@ -181,7 +181,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
     webhooks::spawn_worker(worker, tracker, shutdown);
     let expiry = retention::Context {
         db: pools.writer.clone(),
-        defaults: settings.retention,
+        defaults: settings.retention.into(),
         interval: settings.retention_interval,
     };
     retention::spawn(expiry, tracker, shutdown);

@@ -26,7 +26,10 @@ async fn managers_read_and_change_a_groups_retention() {
         ..Retention::default()
     };
     let app = TestApp::spawn_with(Settings {
-        retention: defaults,
+        retention: devicecloud_engine::settings::RetentionDefaults {
+            raw_days: defaults.raw_days,
+            ..Default::default()
+        },
         ..Settings::default()
     })
     .await;

@@ -237,21 +237,10 @@ fn raw(lower: Option<f64>, upper: Option<f64>, session_key: Option<i64>, backend
         .expr_as(Expr::cust("CAST(1 AS BIGINT)"), "count_val")
         .from_as("raw_points", "r");
     join_containers(&mut select, "r");
-    if let Some(lower) = lower {
-        select.and_where(point_time::compare_seconds(
-            backend,
-            "r",
-            CompareOp::Gte,
-            lower.floor() as i64,
-        ));
-    }
-    if let Some(upper) = upper {
-        select.and_where(point_time::compare_seconds(
-            backend,
-            "r",
-            CompareOp::Lte,
-            upper.floor() as i64,
-        ));
+    for (bound, op) in [(lower, CompareOp::Gte), (upper, CompareOp::Lte)] {
+        if let Some(bound) = bound {
+            select.and_where(point_time::compare_seconds(backend, "r", op, bound.floor() as i64));
+        }
     }
     if let Some(key) = session_key {
         select.and_where(Expr::col(("r", "session_key")).eq(key));

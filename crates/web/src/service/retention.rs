@@ -32,7 +32,9 @@ pub async fn get(state: &AppState, caller: &Caller, id: &str) -> Result<Retentio
 /// The retention in force for the group `id`, its own or the defaults, unchecked: for callers
 /// that checked the caller's role in the group already.
 pub async fn in_force(state: &AppState, id: &str) -> Result<Retention, ServiceError> {
-    Ok(retention::get(&state.db, id).await?.unwrap_or(state.settings.retention))
+    Ok(retention::get(&state.db, id)
+        .await?
+        .unwrap_or(state.settings.retention.into()))
 }
 
 /// Changes the group's retention with `{raw_days?, minute_days?, hour_days?, day_days?}`, each
