@@ -12,6 +12,24 @@ use super::{Gateway, GatewayError, not_an_asset, now_parts, too_many_assets};
 use crate::ingest::Receipt;
 
 impl Gateway {
+    /// The source device of each record of a message, in order; a serial that is no source
+    /// of this gateway refuses the whole message (recorded under `topic`).
+    pub(super) async fn sources(
+        &mut self,
+        ctx: &Context,
+        topic: &str,
+        serials: Vec<Option<&str>>,
+    ) -> Result<Vec<String>, GatewayError> {
+        let mut sources = Vec::with_capacity(serials.len());
+        for serial in serials {
+            match self.source(ctx, serial).await? {
+                Ok(source) => sources.push(source),
+                Err(r) => return Err(self.reject(ctx, topic, r).await),
+            }
+        }
+        Ok(sources)
+    }
+
     /// The device id of a source serial: the gateway itself, or an asset (created on first
     /// sight); a rejection when the serial is not this gateway's to use or the gateway has its
     /// most assets (docs/gateway-protocol.md, "Limits").
@@ -154,13 +172,9 @@ impl Gateway {
             Ok(b) => b,
             Err(r) => return Err(self.reject(ctx, TOPIC, r).await),
         };
-        let mut sources = Vec::with_capacity(batch.len());
-        for m in &batch {
-            match self.source(ctx, m.device.as_deref()).await? {
-                Ok(source) => sources.push(source),
-                Err(r) => return Err(self.reject(ctx, TOPIC, r).await),
-            }
-        }
+        let sources = self
+            .sources(ctx, TOPIC, batch.iter().map(|m| m.device.as_deref()).collect())
+            .await?;
         // A gateway's first message names series not made yet: they are made, all at once,
         // and the points looked up again.
         let points = match self.points_of(&batch, &sources, (now, now_us)) {

@@ -308,13 +308,9 @@ impl Gateway {
             Ok(b) => b,
             Err(r) => return Err(self.reject(ctx, TOPIC, r).await),
         };
-        let mut sources = Vec::with_capacity(batch.len());
-        for e in &batch {
-            match self.source(ctx, e.device.as_deref()).await? {
-                Ok(id) => sources.push(id),
-                Err(r) => return Err(self.reject(ctx, TOPIC, r).await),
-            }
-        }
+        let sources = self
+            .sources(ctx, TOPIC, batch.iter().map(|e| e.device.as_deref()).collect())
+            .await?;
         let records: Vec<NewEvent> = batch
             .iter()
             .zip(&sources)
