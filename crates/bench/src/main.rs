@@ -14,6 +14,7 @@
 
 mod abuse;
 mod api;
+mod chunks;
 mod cluster;
 mod commands;
 mod crash;
@@ -73,6 +74,10 @@ enum BenchCommand {
     /// Gateways publish into several groups, first alone, then with live stream clients spread
     /// over the groups: durable points/s with and without clients, and PUBACK → client latency.
     Stream(stream::StreamOptions),
+    /// The bytes a stored point takes in a compressed chunk, and the time to pack and read it:
+    /// pcodec (the store's codec) against Gorilla, over chunk sizes and three kinds of series.
+    /// No server is started.
+    Chunks(chunks::ChunksOptions),
     /// Many gateways connected and idle: the server's resident memory per connection, then
     /// pings to random ones of them.
     Idle(idle::IdleOptions),
@@ -145,5 +150,6 @@ async fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Read(options) => read::read(options).await,
         BenchCommand::Dashboard(options) => dashboard::dashboard(options).await,
         BenchCommand::Api(options) => api::api(options).await,
+        BenchCommand::Chunks(options) => chunks::chunks(&options),
     }
 }

@@ -2,6 +2,7 @@
 //! (multi-node), with migrations for both, one module per table family, and the translation of
 //! collection queries (the `query` crate's AST) into SQL through sea-query.
 
+pub mod chunks;
 mod collection;
 mod database;
 pub mod ingest;
