@@ -44,6 +44,8 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
     let fleet = provision(&http, &server.base, &admin, "ING", o.gateways).await?;
     let per_message = o.measurements as usize * o.datatypes as usize;
 
+    let store_url = server.store_url();
+    let size_before = store_bytes(&store_url).await?;
     eprintln!("publishing for {} s…", o.seconds);
     let started = Instant::now();
     let deadline = started + Duration::from_secs(o.seconds);
@@ -73,7 +75,12 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
         latencies.extend(outcome.latencies);
     }
     let elapsed = started.elapsed().as_secs_f64().max(o.seconds as f64);
-    server.stop(false).await;
+    // Stopped first, so that SQLite's log is checkpointed into the file that is measured.
+    let data_dir = server.data_dir.clone();
+    server.stop(true).await;
+    let growth = store_bytes(&store_url).await? - size_before;
+    let stored = stored_points(&store_url).await?;
+    let _ = std::fs::remove_dir_all(&data_dir);
     latencies.sort_unstable();
     let pct = |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)));
     let ms = |d: Option<&Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
@@ -110,6 +117,10 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
         }
         None => println!("store alone: measured on SQLite only (run without --database-url)"),
     }
+    println!(
+        "store growth a stored point (points, keys, rollups, series): {:>5.1}",
+        growth as f64 / stored.max(1) as f64
+    );
     if let Some(bytes) = point_bytes {
         println!("bytes a stored raw point takes (table and key):  {bytes:>12.1}");
     }
@@ -117,6 +128,36 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
         println!("gateways whose connection failed: {failed}");
     }
     Ok(())
+}
+
+/// The bytes the whole store at `url` takes: the SQLite file with its log, or the PostgreSQL
+/// database (tables, indexes, and what they hold of free pages).
+async fn store_bytes(url: &str) -> Result<i64> {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let size = |suffix: &str| std::fs::metadata(format!("{path}{suffix}")).map_or(0, |m| m.len() as i64);
+        return Ok(size("") + size("-wal"));
+    }
+    let pool = sqlx::PgPool::connect(url).await?;
+    let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
+    Ok(bytes)
+}
+
+/// How many raw points the store at `url` holds.
+async fn stored_points(url: &str) -> Result<i64> {
+    let query = "SELECT COUNT(*) FROM raw_points";
+    if url.starts_with("sqlite://") {
+        let pool = sqlx::SqlitePool::connect(url).await?;
+        let points: i64 = sqlx::query_scalar(query).fetch_one(&pool).await?;
+        pool.close().await;
+        return Ok(points);
+    }
+    let pool = sqlx::PgPool::connect(url).await?;
+    let points: i64 = sqlx::query_scalar(query).fetch_one(&pool).await?;
+    pool.close().await;
+    Ok(points)
 }
 
 /// The bytes a raw point takes in the PostgreSQL store at `url`: its partitions' tables and

@@ -1,7 +1,7 @@
 //! The composition root's inside: the one place that builds the pools, every engine's context
 //! and the front ends' state from the settings, and starts the engines and their background
-//! tasks (docs/ARCHITECTURE.md, "Engines and their contexts"). Nothing else spawns a task that
-//! outlives a request.
+//! tasks (docs/ARCHITECTURE.md, "Engines and their contexts"). Every long-lived task starts here,
+//! on the service's one tracker (an engine may run tasks of its own on it, such as its lanes).
 
 use std::sync::Arc;
 

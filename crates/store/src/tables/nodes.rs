@@ -34,20 +34,28 @@ pub async fn renew(db: &Db, node: &str, now_ms: i64, until_ms: i64) -> Result<bo
 /// Removes `node`'s row and its webhook lanes (a clean stop: its gateways were marked as they
 /// left, and its lanes are free at once).
 pub async fn leave(db: &Db, node: &str) -> Result<()> {
-    db.execute("DELETE FROM webhook_lanes WHERE node_id = $1", values![node])
-        .await?;
-    db.execute("DELETE FROM nodes WHERE node_id = $1", values![node])
-        .await?;
-    Ok(())
+    let removals = [
+        "DELETE FROM webhook_lanes WHERE node_id = $1",
+        "DELETE FROM nodes WHERE node_id = $1",
+    ];
+    remove(db, node, removals).await
 }
 
 /// Removes every other node's row and lanes: on a store only one process may serve (SQLite),
 /// the others are gone whatever their leases say.
 pub async fn alone(db: &Db, node: &str) -> Result<()> {
-    db.execute("DELETE FROM webhook_lanes WHERE node_id <> $1", values![node])
-        .await?;
-    db.execute("DELETE FROM nodes WHERE node_id <> $1", values![node])
-        .await?;
+    let removals = [
+        "DELETE FROM webhook_lanes WHERE node_id <> $1",
+        "DELETE FROM nodes WHERE node_id <> $1",
+    ];
+    remove(db, node, removals).await
+}
+
+/// Runs `removals`, each with `node` for its `$1`: lanes first, then the node rows.
+async fn remove(db: &Db, node: &str, removals: [&'static str; 2]) -> Result<()> {
+    for sql in removals {
+        db.execute(sql, values![node]).await?;
+    }
     Ok(())
 }
 
