@@ -17,8 +17,8 @@ use devicecloud_engine::gateway;
 use devicecloud_engine::settings::Settings;
 use devicecloud_engine::webhooks::vault::{KeyError, Vault};
 use devicecloud_mqtt::tls::TlsAcceptor;
+use devicecloud_web::http;
 use devicecloud_web::state::AppState;
-use devicecloud_web::{dashboard, http};
 
 /// Why the service did not start.
 #[derive(Debug, thiserror::Error)]
@@ -137,7 +137,7 @@ impl Running {
 /// (`http::listener`). Tests bind port 0 and pass the listener in.
 pub async fn serve_http(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
     let (limits, front_end) = (state.settings.limits.clone(), state.settings.front_end.clone());
-    let app = http::app(state, dashboard::router());
+    let app = http::app(state, devicecloud_dashboard::router());
     http::listener::serve(listener, app, &limits, &front_end, shutdown).await;
     Ok(())
 }

@@ -5,7 +5,6 @@
 
 pub mod browser;
 pub mod caller;
-pub mod dashboard;
 pub mod http;
 pub mod origin;
 pub mod render;

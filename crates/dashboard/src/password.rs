@@ -10,14 +10,14 @@ use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
 use serde_json::{Map, json};
 
-use super::layout::{self, Section};
-use super::sign_in::{Posted, SignInNotice, to_sign_in};
-use super::viewer::Viewer;
-use super::{PageResult, field_errors};
-use crate::http::error::FieldError;
-use crate::origin::Origin;
-use crate::service::{ServiceError, accounts as service};
-use crate::state::AppState;
+use crate::layout::{self, Section};
+use crate::page::{PageResult, field_errors};
+use crate::sign_in::{Posted, SignInNotice, to_sign_in};
+use crate::viewer::Viewer;
+use devicecloud_web::http::error::FieldError;
+use devicecloud_web::origin::Origin;
+use devicecloud_web::service::{ServiceError, accounts as service};
+use devicecloud_web::state::AppState;
 
 const TITLE: &str = "Change my password";
 

@@ -12,17 +12,18 @@ use devicecloud_store::{ListArgs, unix_now};
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
-use super::layout::{self, Section};
-use super::sign_in::Posted;
-use super::viewer::Viewer;
-use super::{PageError, PageQuery, PageResult, field_errors, format, list_args, page_request, pager, visible_groups};
-use crate::http::error::{ApiError, FieldError};
-use crate::render::webhook_fields;
-use crate::service::webhooks as service;
-use crate::service::{ServiceError, access};
-use crate::state::AppState;
+use crate::format;
+use crate::layout::{self, Section};
+use crate::page::{PageError, PageQuery, PageResult, field_errors, list_args, page_request, pager, visible_groups};
+use crate::sign_in::Posted;
+use crate::viewer::Viewer;
 use devicecloud_engine::auth::Role;
 use devicecloud_engine::webhooks::format::FORMATTERS;
+use devicecloud_web::http::error::{ApiError, FieldError};
+use devicecloud_web::render::webhook_fields;
+use devicecloud_web::service::webhooks as service;
+use devicecloud_web::service::{ServiceError, access};
+use devicecloud_web::state::AppState;
 
 /// Where to go after a change.
 fn see_other(to: &str) -> Response {

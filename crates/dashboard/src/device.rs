@@ -16,16 +16,18 @@ use devicecloud_store::{groups, unix_now};
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
-use super::chart::{self, Chart, Point};
-use super::device_commands::{self, json_table};
-use super::layout::{self, Section};
-use super::series::{DatatypeName, datatype_names, datatype_title};
-use super::viewer::Viewer;
-use super::{PageError, PageResult, events, filter, format, list_args, status_badge};
-use crate::render::device_fields;
-use crate::service::access;
-use crate::state::AppState;
+use crate::chart::{self, Chart, Point};
+use crate::device_commands::{self, json_table};
+use crate::events;
+use crate::format;
+use crate::layout::{self, Section};
+use crate::page::{PageError, PageResult, filter, list_args, status_badge};
+use crate::series::{DatatypeName, datatype_names, datatype_title};
+use crate::viewer::Viewer;
 use devicecloud_engine::auth::Role;
+use devicecloud_web::render::device_fields;
+use devicecloud_web::service::access;
+use devicecloud_web::state::AppState;
 
 /// The chart ranges offered, with their length in seconds.
 pub const RANGES: [(&str, &str, i64); 5] = [

@@ -12,14 +12,15 @@ use devicecloud_store::{accounts, clients, memberships};
 use maud::{Markup, html};
 use serde_json::{Map, json};
 
-use super::layout::{self, Section};
-use super::sign_in::Posted;
-use super::viewer::Viewer;
-use super::{PageError, PageResult, format, visible_groups};
-use crate::http::error::FieldError;
-use crate::service::{ServiceError, accounts as account_service, memberships as membership_service};
-use crate::state::AppState;
+use crate::format;
+use crate::layout::{self, Section};
+use crate::page::{PageError, PageResult, visible_groups};
+use crate::sign_in::Posted;
+use crate::viewer::Viewer;
 use devicecloud_engine::auth::secrets::register_client;
+use devicecloud_web::http::error::FieldError;
+use devicecloud_web::service::{ServiceError, accounts as account_service, memberships as membership_service};
+use devicecloud_web::state::AppState;
 
 const ROLES: [&str; 3] = ["viewer", "operator", "manager"];
 

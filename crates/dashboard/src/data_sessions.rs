@@ -10,15 +10,16 @@ use devicecloud_store::unix_now;
 use maud::html;
 use serde_json::json;
 
-use super::chart::{self, Chart};
-use super::layout::{self, Section};
-use super::series::{self, datatype_title};
-use super::viewer::Viewer;
-use super::{PageQuery, PageResult, format, list_args, pager};
-use crate::render::csv_response;
-use crate::service::{access, sessions as service};
-use crate::state::AppState;
+use crate::chart::{self, Chart};
+use crate::format;
+use crate::layout::{self, Section};
+use crate::page::{PageQuery, PageResult, list_args, pager};
+use crate::series::{self, datatype_title};
+use crate::viewer::Viewer;
 use devicecloud_engine::auth::Role;
+use devicecloud_web::render::csv_response;
+use devicecloud_web::service::{access, sessions as service};
+use devicecloud_web::state::AppState;
 
 /// `GET /sessions`: newest first.
 pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {
@@ -67,7 +68,7 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer, Path(id): Path<
     let (all, truncated) = series::load(&state, &viewer.caller, &json!({"id_data_session": id})).await?;
     // The labels and units the session's gateway names in its Modbus template.
     let names = match devicecloud_store::devices::get(&state.db, &session.id_physical_device).await? {
-        Some(device) => super::device::documents(&state, &device).await?.1,
+        Some(device) => crate::device::documents(&state, &device).await?.1,
         None => std::collections::HashMap::new(),
     };
     let title = if session.label.is_empty() {

@@ -14,12 +14,13 @@ use devicecloud_store::unix_now;
 use maud::html;
 use serde_json::json;
 
-use super::layout::{self, Section};
-use super::viewer::Viewer;
-use super::{PageError, filter, format, list_args, pager, role_name, status_badge};
-use super::{device, events, retention};
-use crate::state::AppState;
+use crate::format;
+use crate::layout::{self, Section};
+use crate::page::{PageError, filter, list_args, pager, role_name, status_badge};
+use crate::viewer::Viewer;
+use crate::{device, events, retention};
 use devicecloud_engine::auth::Role;
+use devicecloud_web::state::AppState;
 
 /// Devices per page.
 const PER_PAGE: u64 = 50;
@@ -50,7 +51,7 @@ pub async fn page(
     Path(id): Path<String>,
     Query(q): Query<GroupQuery>,
 ) -> Result<Html<String>, PageError> {
-    let group = crate::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
+    let group = devicecloud_web::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
     let sort_param = q.sort.clone().map(Param::Scalar);
     let sort = parse_sort(sort_param.as_ref(), SORTABLE);
     let condition = filter(&json!({"id_group": id, "archived_at": null}), &ATTRIBUTES)?;
@@ -78,7 +79,7 @@ pub async fn page(
         list_args(&viewer.caller, events_filter.as_ref(), None, Some(1), EVENTS),
     )
     .await?;
-    let kept = crate::service::retention::in_force(&state, &id).await?;
+    let kept = devicecloud_web::service::retention::in_force(&state, &id).await?;
     let now = unix_now();
     let current = q.sort.as_deref().unwrap_or("");
     let base = format!("/groups/{id}{}", format::query(&[("sort", current)]));

@@ -11,11 +11,12 @@ use serde_json::{Map, Value, json};
 use time::PrimitiveDateTime;
 use time::macros::format_description;
 
-use super::layout::{self, Section};
-use super::viewer::Viewer;
-use super::{PageResult, filter, format, list_args, pager};
-use crate::state::AppState;
+use crate::format;
+use crate::layout::{self, Section};
+use crate::page::{PageResult, filter, list_args, pager};
+use crate::viewer::Viewer;
 use devicecloud_engine::event_catalogue::{self, CATALOGUE};
+use devicecloud_web::state::AppState;
 
 /// Events per page.
 const PER_PAGE: u64 = 50;
@@ -81,7 +82,7 @@ pub struct EventQuery {
     from: String,
     #[serde(default)]
     to: String,
-    #[serde(default, deserialize_with = "super::lenient_page")]
+    #[serde(default, deserialize_with = "crate::page::lenient_page")]
     page: Option<i64>,
 }
 

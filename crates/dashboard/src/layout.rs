@@ -5,10 +5,10 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::IntoResponse;
 use maud::{DOCTYPE, Markup, html};
 
-use super::viewer::{CSRF_FIELD, Viewer};
+use crate::viewer::{CSRF_FIELD, Viewer};
 
-const CSS: &str = include_str!("../../assets/dashboard.css");
-const JS: &str = include_str!("../../assets/dashboard.js");
+const CSS: &str = include_str!("../assets/dashboard.css");
+const JS: &str = include_str!("../assets/dashboard.js");
 
 /// The sections of the navigation bar.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -17,16 +17,16 @@ use axum::response::{Html, IntoResponse, Response};
 use devicecloud_store::{sign_in_sessions, unix_now};
 use maud::html;
 
-use super::PageResult;
-use super::error::PageError;
-use super::layout;
-use super::viewer::{CSRF_FIELD, Viewer};
-use crate::caller::Caller;
-use crate::origin::Origin;
-use crate::service::ServiceError;
-use crate::service::sign_in::sign_in;
-use crate::state::AppState;
+use crate::error::PageError;
+use crate::layout;
+use crate::page::PageResult;
+use crate::viewer::{CSRF_FIELD, Viewer};
 use devicecloud_engine::auth::secrets::{random_token, same_hash, token_hash};
+use devicecloud_web::caller::Caller;
+use devicecloud_web::origin::Origin;
+use devicecloud_web::service::ServiceError;
+use devicecloud_web::service::sign_in::sign_in;
+use devicecloud_web::state::AppState;
 
 /// How long a session lasts after sign-in.
 pub const SESSION_LIFETIME_S: i64 = 12 * 3600;
@@ -124,7 +124,7 @@ impl FromRequest<AppState> for Posted {
         let req = Request::from_parts(parts, body);
         let Form(pairs) = Form::<Vec<(String, String)>>::from_request(req, state)
             .await
-            .map_err(|e| PageError::Api(crate::http::error::ApiError::BadRequest(e.body_text())))?;
+            .map_err(|e| PageError::Api(devicecloud_web::http::error::ApiError::BadRequest(e.body_text())))?;
         let fields: HashMap<String, String> = pairs.into_iter().collect();
         let sent = fields.get(CSRF_FIELD).map_or("", String::as_str);
         if !same_hash(sent, &viewer.csrf) {
@@ -263,7 +263,7 @@ pub async fn login(State(state): State<AppState>, request: Request) -> PageResul
     let headers = request.headers().clone();
     let Form(form) = Form::<LoginForm>::from_request(request, &state)
         .await
-        .map_err(|e| PageError::Api(crate::http::error::ApiError::BadRequest(e.body_text())))?;
+        .map_err(|e| PageError::Api(devicecloud_web::http::error::ApiError::BadRequest(e.body_text())))?;
     let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
     if expected.is_empty() || !same_hash(&form.csrf, expected) {
         return Err(PageError::Csrf);

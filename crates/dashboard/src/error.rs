@@ -6,8 +6,8 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use maud::html;
 
-use super::layout;
-use crate::http::error::ApiError;
+use crate::layout;
+use devicecloud_web::http::error::ApiError;
 
 /// Why a page could not be shown.
 #[derive(Debug, thiserror::Error)]
@@ -26,10 +26,10 @@ pub enum PageError {
     Api(#[from] ApiError),
 }
 
-impl From<crate::service::ServiceError> for PageError {
-    fn from(e: crate::service::ServiceError) -> PageError {
+impl From<devicecloud_web::service::ServiceError> for PageError {
+    fn from(e: devicecloud_web::service::ServiceError) -> PageError {
         match e {
-            crate::service::ServiceError::TooManySignIns { retry_after_s } => {
+            devicecloud_web::service::ServiceError::TooManySignIns { retry_after_s } => {
                 PageError::TooManyAttempts { retry_after_s }
             }
             other => PageError::Api(other.into()),
@@ -78,7 +78,7 @@ impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let (status, message) = match &self {
             PageError::SignIn { next } => {
-                let target = format!("/login?next={}", super::format::url_encode(next));
+                let target = format!("/login?next={}", crate::format::url_encode(next));
                 let mut response = StatusCode::SEE_OTHER.into_response();
                 if let Ok(value) = HeaderValue::from_str(&target) {
                     response.headers_mut().insert(LOCATION, value);

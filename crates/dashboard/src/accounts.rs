@@ -14,14 +14,15 @@ use devicecloud_store::accounts::{self as store, UserRow};
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
-use super::layout::{self, Section};
-use super::sign_in::{Posted, SignInNotice, to_sign_in};
-use super::viewer::Viewer;
-use super::{PageError, PageQuery, PageResult, field_errors, format, page_request, pager};
-use crate::http::error::{ApiError, FieldError};
-use crate::origin::Origin;
-use crate::service::{ServiceError, accounts as service};
-use crate::state::AppState;
+use crate::format;
+use crate::layout::{self, Section};
+use crate::page::{PageError, PageQuery, PageResult, field_errors, page_request, pager};
+use crate::sign_in::{Posted, SignInNotice, to_sign_in};
+use crate::viewer::Viewer;
+use devicecloud_web::http::error::{ApiError, FieldError};
+use devicecloud_web::origin::Origin;
+use devicecloud_web::service::{ServiceError, accounts as service};
+use devicecloud_web::state::AppState;
 
 /// The fields an administrator may change, as the API names them.
 const CHANGES: [&str; 3] = ["disabled", "is_admin", "password"];

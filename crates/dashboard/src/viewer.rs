@@ -1,7 +1,7 @@
 //! Who is looking at a page: the signed-in account (see `session` for how a request becomes
 //! one) and the CSRF token its forms carry.
 
-use crate::caller::Caller;
+use devicecloud_web::caller::Caller;
 
 /// The hidden field of every form.
 pub const CSRF_FIELD: &str = "_csrf";

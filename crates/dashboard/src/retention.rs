@@ -11,15 +11,15 @@ use devicecloud_store::retention::Retention;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
-use super::layout::{self, Section};
-use super::sign_in::Posted;
-use super::viewer::Viewer;
-use super::{PageError, field_errors};
-use crate::http::error::FieldError;
-use crate::service::retention::{FIELDS, MAX_DAYS};
-use crate::service::{ServiceError, retention as service};
-use crate::state::AppState;
+use crate::layout::{self, Section};
+use crate::page::{PageError, field_errors};
+use crate::sign_in::Posted;
+use crate::viewer::Viewer;
 use devicecloud_engine::auth::Role;
+use devicecloud_web::http::error::FieldError;
+use devicecloud_web::service::retention::{FIELDS, MAX_DAYS};
+use devicecloud_web::service::{ServiceError, retention as service};
+use devicecloud_web::state::AppState;
 
 /// The heading of each field, in the record's order.
 const HEADINGS: [&str; 4] = ["Raw points", "Minute rollups", "Hour rollups", "Day rollups"];
@@ -97,7 +97,7 @@ pub async fn page(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let group = crate::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
+    let group = devicecloud_web::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
     let content = render(&state, &viewer, &group, None, &[]).await?;
     Ok(respond(&viewer, StatusCode::OK, &group, content))
 }
@@ -115,7 +115,7 @@ pub async fn update(
         .filter_map(|(field, _)| posted.fields.get(*field).map(|v| (field.to_string(), json!(v.trim()))))
         .collect();
     let result = service::put(&state, &viewer.caller, &id, &input).await;
-    let group = crate::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
+    let group = devicecloud_web::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
     match result {
         Ok(_) => {
             let content = render(&state, viewer, &group, Some("Retention saved."), &[]).await?;

@@ -12,16 +12,16 @@ use devicecloud_store::devices::DeviceRow;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
-use super::layout::{self, Section};
-use super::series::DatatypeName;
-use super::sign_in::Posted;
-use super::viewer::Viewer;
-use super::{PageError, PageResult};
-use crate::http::commands::device_answer;
-use crate::http::error::ApiError;
-use crate::service::ServiceError;
-use crate::service::commands as service;
-use crate::state::AppState;
+use crate::layout::{self, Section};
+use crate::page::{PageError, PageResult};
+use crate::series::DatatypeName;
+use crate::sign_in::Posted;
+use crate::viewer::Viewer;
+use devicecloud_web::http::commands::device_answer;
+use devicecloud_web::http::error::ApiError;
+use devicecloud_web::service::ServiceError;
+use devicecloud_web::service::commands as service;
+use devicecloud_web::state::AppState;
 
 /// One command button (with its extra inputs) posting to the device's command route.
 fn form(viewer: &Viewer, id: &str, command: &str, label: &str, inputs: Markup) -> Markup {

@@ -9,10 +9,10 @@ use devicecloud_store::device_collection::{self, StatusCounts};
 use devicecloud_store::groups;
 use maud::html;
 
-use super::layout::{self, Section};
-use super::viewer::Viewer;
-use super::{PageQuery, PageResult, list_args, pager, role_name};
-use crate::state::AppState;
+use crate::layout::{self, Section};
+use crate::page::{PageQuery, PageResult, list_args, pager, role_name};
+use crate::viewer::Viewer;
+use devicecloud_web::state::AppState;
 
 pub async fn page(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {
     let listing = groups::list(&state.db, list_args(&viewer.caller, None, None, q.page, 100)).await?;

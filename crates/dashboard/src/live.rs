@@ -20,15 +20,16 @@ use devicecloud_store::unix_now;
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
-use super::events::{self, Line};
-use super::viewer::Viewer;
-use super::{PageResult, format};
-use crate::dashboard::PageError;
-use crate::http::stream::client::{Client, Credential, Next, Request};
-use crate::service::access;
-use crate::state::AppState;
+use crate::events::{self, Line};
+use crate::format;
+use crate::page::PageError;
+use crate::page::PageResult;
+use crate::viewer::Viewer;
 use devicecloud_engine::auth::Role;
 use devicecloud_engine::stream::ring::{Kind, Record};
+use devicecloud_web::http::stream::client::{Client, Credential, Next, Request};
+use devicecloud_web::service::access;
+use devicecloud_web::state::AppState;
 
 /// `GET /devices/<id>/live`: the device's own values, events and command outcomes.
 pub async fn device(
@@ -59,7 +60,7 @@ pub async fn group(
     Path(id): Path<String>,
 ) -> PageResult<Response> {
     let rights_seen = state.auth.changes();
-    crate::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
+    devicecloud_web::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
     let kinds = vec![Kind::Event, Kind::Command];
     Ok(open(state, viewer, &headers, vec![id], None, kinds, rights_seen))
 }

@@ -10,7 +10,7 @@ use maud::{Markup, html};
 use time::OffsetDateTime;
 use time::macros::format_description;
 
-use super::format;
+use crate::format;
 
 /// One point of a series: a bucket (or a raw point, where min = max = avg).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -8,11 +8,11 @@ use devicecloud_store::downsampled::{self, ATTRIBUTES};
 use devicecloud_store::unix_now;
 use serde_json::Value;
 
-use super::chart::Point;
-use super::{filter, list_args};
-use crate::caller::Caller;
-use crate::http::error::ApiError;
-use crate::state::AppState;
+use crate::chart::Point;
+use crate::page::{filter, list_args};
+use devicecloud_web::caller::Caller;
+use devicecloud_web::http::error::ApiError;
+use devicecloud_web::state::AppState;
 
 /// Most points read for one page of charts: a day of 1 Hz raw points for a dozen series.
 pub const MAX_POINTS: u64 = 50_000;
