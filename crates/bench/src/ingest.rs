@@ -87,7 +87,7 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
     let end_to_end = (acked * per_message) as f64 / elapsed;
 
     let point_bytes = match &o.database_url {
-        Some(url) => Some(postgres_point_bytes(url).await?),
+        Some(url) => Some(postgres_point_bytes(url, stored).await?),
         None => None,
     };
     eprintln!("store alone for {} s…", o.seconds);
@@ -161,13 +161,10 @@ async fn stored_points(url: &str) -> Result<i64> {
 }
 
 /// The bytes a raw point takes in the PostgreSQL store at `url`: its partitions' tables and
-/// indexes over the points they hold.
-async fn postgres_point_bytes(url: &str) -> Result<f64> {
+/// indexes over the `points` they hold.
+async fn postgres_point_bytes(url: &str, points: i64) -> Result<f64> {
     let pool = sqlx::PgPool::connect(url).await?;
     let bytes = partitions::raw_points_bytes(&pool).await?;
-    let points: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM raw_points")
-        .fetch_one(&pool)
-        .await?;
     pool.close().await;
     Ok(bytes as f64 / points.max(1) as f64)
 }

@@ -8,7 +8,6 @@ use devicecloud_store::{Db, partitions, retention, unix_now};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// The longest a slice of an SQLite delete holds the write lock.
 /// What the retention task works with.
 pub struct Context {
     /// The background writers' pool.
@@ -19,6 +18,7 @@ pub struct Context {
     pub interval: Duration,
 }
 
+/// The longest a slice of an SQLite delete holds the write lock.
 pub const SLICE: Duration = Duration::from_millis(50);
 
 /// Rows removed one by one, by `kind` (raw, minute, hour, day).

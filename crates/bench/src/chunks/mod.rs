@@ -100,7 +100,7 @@ fn measure(dataset: &Dataset, size: usize) -> Result<Row> {
     let read: Vec<Columns> = packed.iter().map(|p| codec::unpack(p)).collect::<Result<_, _>>()?;
     let pco_read = mega(started.elapsed().as_secs_f64());
     for (piece, back) in pieces.iter().zip(&read) {
-        if !same(piece, back) {
+        if !piece.bit_eq(back) {
             bail!("a pcodec chunk of {} did not read back to the bit", dataset.name);
         }
     }
@@ -124,7 +124,7 @@ fn measure(dataset: &Dataset, size: usize) -> Result<Row> {
             values,
             sessions: piece.sessions.clone(),
         };
-        if !same(piece, &back) {
+        if !piece.bit_eq(&back) {
             bail!("a Gorilla chunk of {} did not read back to the bit", dataset.name);
         }
     }
@@ -152,11 +152,6 @@ fn session_runs_bytes(c: &Columns) -> usize {
         last = Some(s);
     }
     runs * 2
-}
-
-fn same(a: &Columns, b: &Columns) -> bool {
-    let bits = |c: &Columns| c.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-    a.times_us == b.times_us && a.sessions == b.sessions && bits(a) == bits(b)
 }
 
 const START_S: i64 = 1_764_288_000;

@@ -117,26 +117,33 @@ pub mod whole {
     }
 }
 
+/// An integer type a count is read into, and the value a larger count is capped at.
+pub trait Largest: TryFrom<u64> {
+    const LARGEST: Self;
+}
+
+impl Largest for u32 {
+    const LARGEST: u32 = u32::MAX;
+}
+
+impl Largest for u64 {
+    const LARGEST: u64 = u64::MAX;
+}
+
+impl Largest for usize {
+    const LARGEST: usize = usize::MAX;
+}
+
 /// A whole number above zero (`u64`, `usize`, `u32`).
 pub mod positive {
     use super::*;
 
     pub use super::whole::serialize;
 
-    pub fn deserialize<'de, D: Deserializer<'de>, T: TryFrom<u64>>(d: D) -> Result<T, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Largest>(d: D) -> Result<T, D::Error> {
         let n = required(whole_in(&given(d)?, 1..=u64::MAX, POSITIVE)?, POSITIVE)?;
         // Beyond the type's bound a cap means nothing anyway.
-        Ok(T::try_from(n).unwrap_or_else(|_| largest::<T>()))
-    }
-
-    fn largest<T: TryFrom<u64>>() -> T {
-        let mut n = u64::MAX;
-        loop {
-            if let Ok(v) = T::try_from(n) {
-                return v;
-            }
-            n >>= 1;
-        }
+        Ok(T::try_from(n).unwrap_or(T::LARGEST))
     }
 }
 

@@ -39,6 +39,12 @@ impl Columns {
     pub fn is_empty(&self) -> bool {
         self.times_us.is_empty()
     }
+
+    /// Equal to the bit: `f64`'s `==` would take `-0.0` for `0.0` and refuse a NaN.
+    pub fn bit_eq(&self, other: &Columns) -> bool {
+        let bits = |c: &Columns| c.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        self.times_us == other.times_us && self.sessions == other.sessions && bits(self) == bits(other)
+    }
 }
 
 /// Packs `columns` into one chunk's bytes.

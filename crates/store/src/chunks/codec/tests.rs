@@ -10,12 +10,6 @@ fn columns(points: &[(i64, u64, Option<i64>)]) -> Columns {
     }
 }
 
-/// Equal to the bit: `f64`'s `==` would take `-0.0` for `0.0` and refuse a NaN.
-fn same(a: &Columns, b: &Columns) -> bool {
-    let bits = |c: &Columns| c.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-    a.times_us == b.times_us && a.sessions == b.sessions && bits(a) == bits(b)
-}
-
 #[test]
 fn an_empty_chunk_reads_back_empty() {
     let packed = pack(&Columns::default()).unwrap();
@@ -39,7 +33,7 @@ fn awkward_values_keep_their_bits() {
         .map(|(i, v)| (1_700_000_000_000_000 + i as i64, v.to_bits(), None))
         .collect();
     let c = columns(&points);
-    assert!(same(&unpack(&pack(&c).unwrap()).unwrap(), &c));
+    assert!(unpack(&pack(&c).unwrap()).unwrap().bit_eq(&c));
 }
 
 #[test]
@@ -52,7 +46,7 @@ fn a_regular_series_takes_well_under_a_byte_a_point() {
     };
     let packed = pack(&c).unwrap();
     assert!(packed.len() < 3600 / 4, "{} bytes", packed.len());
-    assert!(same(&unpack(&packed).unwrap(), &c));
+    assert!(unpack(&packed).unwrap().bit_eq(&c));
 }
 
 #[test]
@@ -70,7 +64,7 @@ proptest! {
     )) {
         let c = columns(&points);
         let back = unpack(&pack(&c).unwrap()).unwrap();
-        prop_assert!(same(&back, &c));
+        prop_assert!(back.bit_eq(&c));
     }
 
     #[test]
