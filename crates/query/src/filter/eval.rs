@@ -11,15 +11,21 @@ impl Filter {
     /// Whether `record` satisfies the filter. Text compares case-insensitively, as the SQL
     /// collections sort and match text.
     pub fn matches(&self, record: &Map<String, Value>) -> bool {
-        let field = |attr: &str| record.get(attr).filter(|v| !v.is_null());
+        self.matches_fields(&|attr| record.get(attr).filter(|v| !v.is_null()).cloned())
+    }
+
+    /// Whether the record whose attributes `field` gives (`None` for NULL) satisfies the filter,
+    /// read as [`Filter::matches`] reads a record: for records held as typed rows (raw points
+    /// decoded from a chunk), whose attributes are made only when the filter names them.
+    pub fn matches_fields(&self, field: &dyn Fn(&str) -> Option<Value>) -> bool {
         match self {
-            Filter::And(parts) => parts.iter().all(|p| p.matches(record)),
-            Filter::Or(parts) => parts.iter().any(|p| p.matches(record)),
+            Filter::And(parts) => parts.iter().all(|p| p.matches_fields(field)),
+            Filter::Or(parts) => parts.iter().any(|p| p.matches_fields(field)),
             // NOT of an unknown (NULL) comparison stays unknown in SQL.
-            Filter::Not(inner) => !inner.matches(record) && !mentions_null(inner, record),
+            Filter::Not(inner) => !inner.matches_fields(field) && !mentions_null(inner, field),
             Filter::Never => false,
             Filter::Compare { attr, op, value } => {
-                field(attr).and_then(|v| compare(v, value)).is_some_and(|o| match op {
+                field(attr).and_then(|v| compare(&v, value)).is_some_and(|o| match op {
                     CompareOp::Eq => o == Ordering::Equal,
                     CompareOp::Neq => o != Ordering::Equal,
                     CompareOp::Lt => o == Ordering::Less,
@@ -29,7 +35,7 @@ impl Filter {
                 })
             }
             Filter::Like { attr, value } => {
-                field(attr).is_some_and(|v| text(v).to_lowercase().contains(&value.to_lowercase()))
+                field(attr).is_some_and(|v| text(&v).to_lowercase().contains(&value.to_lowercase()))
             }
             Filter::In {
                 attr,
@@ -39,7 +45,7 @@ impl Filter {
             } => match field(attr) {
                 None => *or_null && !*negated,
                 Some(v) => {
-                    let found = values.iter().any(|s| compare(v, s) == Some(Ordering::Equal));
+                    let found = values.iter().any(|s| compare(&v, s) == Some(Ordering::Equal));
                     found != *negated
                 }
             },
@@ -50,11 +56,11 @@ impl Filter {
 }
 
 /// Whether a comparison inside `filter` meets a NULL field (its truth is unknown).
-fn mentions_null(filter: &Filter, record: &Map<String, Value>) -> bool {
-    let null = |attr: &str| record.get(attr).is_none_or(Value::is_null);
+fn mentions_null(filter: &Filter, field: &dyn Fn(&str) -> Option<Value>) -> bool {
+    let null = |attr: &str| field(attr).is_none();
     match filter {
-        Filter::And(parts) | Filter::Or(parts) => parts.iter().any(|p| mentions_null(p, record)),
-        Filter::Not(inner) => mentions_null(inner, record),
+        Filter::And(parts) | Filter::Or(parts) => parts.iter().any(|p| mentions_null(p, field)),
+        Filter::Not(inner) => mentions_null(inner, field),
         Filter::Compare { attr, .. } | Filter::Like { attr, .. } => null(attr),
         Filter::In { attr, or_null, .. } => null(attr) && !or_null,
         Filter::Never | Filter::IsNull { .. } | Filter::IsNotNull { .. } => false,

@@ -40,6 +40,22 @@ impl Columns {
         self.times_us.is_empty()
     }
 
+    /// Appends point `i` of `other`.
+    pub fn push_from(&mut self, other: &Columns, i: usize) {
+        self.times_us.push(other.times_us[i]);
+        self.values.push(other.values[i]);
+        self.sessions.push(other.sessions[i]);
+    }
+
+    /// The points `range`, as columns of their own.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Columns {
+        Columns {
+            times_us: self.times_us[range.clone()].to_vec(),
+            values: self.values[range.clone()].to_vec(),
+            sessions: self.sessions[range].to_vec(),
+        }
+    }
+
     /// Equal to the bit: `f64`'s `==` would take `-0.0` for `0.0` and refuse a NaN.
     pub fn bit_eq(&self, other: &Columns) -> bool {
         let bits = |c: &Columns| c.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();

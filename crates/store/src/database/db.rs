@@ -379,6 +379,15 @@ impl Tx {
         }
     }
 
+    /// The rows of a query, decoded as `T` (a tuple or a `FromRow` type).
+    pub(crate) async fn rows<T: Row>(&mut self, sql: String, values: SqlxValues) -> sqlx::Result<Vec<T>> {
+        let sql = sqlx::AssertSqlSafe(sql);
+        match self {
+            Tx::Sqlite(tx, _) => sqlx::query_as_with(sql, values).fetch_all(&mut **tx).await,
+            Tx::Postgres(tx) => sqlx::query_as_with(sql, values).fetch_all(&mut **tx).await,
+        }
+    }
+
     /// Rows of three integers. On SQLite the rows come back as one JSON array built by SQLite
     /// (`json_group_array`), since sqlx hands SQLite rows over one by one; `select` must name
     /// its three columns `a`, `b` and `c`.

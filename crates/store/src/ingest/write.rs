@@ -11,6 +11,7 @@ use super::batch::Batch;
 use super::point::{Point, Written};
 use super::sql::{Inserts, Statement, int, placeholders, queue_points};
 use super::{copy, sql};
+use crate::chunks;
 use crate::database::Result;
 use crate::database::StoreError;
 use crate::database::db::{Db, Tx};
@@ -148,7 +149,8 @@ async fn write_batch(
         tx.rollback().await?;
         tx = Tx::begin_bulk(db).await?;
         lock_rows(&mut tx, [&batch]).await?;
-        let stored = stored_keys(&mut tx, &batch.sorted).await?;
+        let mut stored = stored_keys(&mut tx, &batch.sorted).await?;
+        stored.extend(chunks::stored::in_chunks(&mut tx, &batch.sorted).await?);
         let mut fresh = batch.without(&stored);
         if insert(&mut tx, std::mem::take(&mut fresh.inserts), OnStored::Skip).await? != fresh.sorted.len() as u64 {
             // Not a resend: a row the database would not take (a NaN value on SQLite).
@@ -171,6 +173,11 @@ async fn run_new(
     batch: &mut Batch,
     targets: Option<&HashMap<i64, &[String]>>,
 ) -> Result<Option<(Written, usize)>> {
+    // A point packed into a chunk since it was first stored is a resend the row's key cannot
+    // see: found here, it takes the resend's path.
+    if !chunks::stored::in_chunks(tx, &batch.sorted).await?.is_empty() {
+        return Ok(None);
+    }
     if insert(tx, std::mem::take(&mut batch.inserts), OnStored::Abort).await? != batch.sorted.len() as u64 {
         return Ok(None);
     }

@@ -1,21 +1,30 @@
 //! Raw data points (`GET /api/v2/data`): every stored point of the groups asked for, latest
 //! first, fast on large data.
 //!
-//! A plain `ORDER BY time LIMIT 500` over a group would read every point of the group to find
-//! the newest ones. Instead the page is looked for in a time window that grows from the newest
-//! point backwards (doubling) until it holds enough rows; each probe is an index range scan per
-//! container of the primary key (container, time), so the cost follows the page asked for, not
-//! the size of the group. The total count of a filter that only names container attributes
-//! (group, device, datatype, container) comes from the day rollups, which count every stored
-//! point exactly once.
+//! The series (containers) a request covers are chosen in SQL, with the parts of the filter
+//! that name only series attributes (group, device, datatype, container). Their points are read
+//! through [`chunks::scan`], which merges packed chunks with the rows not packed yet, and the
+//! rest of the filter is applied to them in memory ([`Filter::matches_fields`]).
+//!
+//! Sorted by time (the default, latest first), the page is looked for in a time window that
+//! grows from the newest point backwards (doubling) until it holds enough points, so the cost
+//! follows the page asked for, not the size of the group. The total of a filter that names only
+//! series attributes comes from the day rollups, which count every stored point exactly once.
+//! Any other filter or sort reads the range the filter allows, a week at a time, keeping only
+//! the points the page needs.
 
-use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Page, SortKey};
-use sea_query::{Condition, Expr, ExprTrait, Func, Order, Query, SelectStatement};
+use std::cmp::Ordering;
+use std::collections::HashMap;
 
-use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, filter_cond, names};
+use devicecloud_query::{AttrKind, Attribute, Filter, SortKey};
+use sea_query::{Condition, Expr, ExprTrait, Query, SelectStatement};
+use serde_json::Value;
+
+use crate::chunks::{self, Range};
+use crate::collection::{self, Column, ListArgs, Listing, attributes, filter_cond, names};
 use crate::database::Result;
 use crate::database::db::Db;
-use crate::sql::point_time::{self, TimePart};
+use crate::sql::point_time::{MICROS, TimePart};
 use crate::sql::scope::GroupScope;
 
 /// A raw data point with every field of the specification; it serializes as the API's record.
@@ -29,13 +38,6 @@ pub struct RawPoint {
     pub microseconds: i64,
     #[serde(deserialize_with = "crate::collection::real")]
     pub value: f64,
-}
-
-/// The columns of a [`RawPoint`], in its order: its own field names, so that the record is
-/// declared once.
-fn output() -> &'static [&'static str] {
-    static FIELDS: std::sync::LazyLock<&[&str]> = std::sync::LazyLock::new(crate::collection::output_of::<RawPoint>);
-    *FIELDS
 }
 
 const fn col(attr: &'static str, kind: AttrKind) -> Column {
@@ -69,24 +71,55 @@ pub const SORTABLE: [&str; 7] = names(&COLUMNS);
 /// Attributes of the container rather than of the point.
 const CONTAINER_ATTRS: [&str; 4] = ["id_container_data_latest", "id_group", "datatype", "source_device"];
 
-/// Ties of equal times are broken by container, so that pages never overlap.
-const TIE_BREAK: [Column; 3] = [
-    COLUMNS[4],
-    COLUMNS[5],
-    collection::column("container_key", "r", "container_key", AttrKind::Integer),
-];
-
-/// The first window holds this many times the rows needed, by the average density, so that
+/// The first window holds this many times the points needed, by the average density, so that
 /// one probe usually suffices; the window doubles until the page fits.
 const FIRST_WINDOW_MARGIN: f64 = 1.25;
 
-/// Whether every comparison of `filter` names a container attribute.
+/// How much time a read of every point in range takes at once.
+const SCAN_WINDOW_US: i64 = 7 * 86_400 * MICROS;
+
+/// A series a request covers, with the attributes its points show.
+#[derive(Clone, Debug, sqlx::FromRow, serde::Deserialize)]
+struct Series {
+    container_key: i64,
+    id_container_data_latest: String,
+    id_group: String,
+    datatype: i64,
+    source_device: String,
+}
+
+const SERIES_OUTPUT: [&str; 5] = [
+    "container_key",
+    "id_container_data_latest",
+    "id_group",
+    "datatype",
+    "source_device",
+];
+
+/// Whether a filter names only series attributes.
 fn names_only_containers(filter: &Filter) -> bool {
     filter.mentions_only(&|attr| CONTAINER_ATTRS.contains(&attr))
 }
 
-/// The containers a request covers: visible to the caller and, when the filter names only
-/// container attributes, matching it.
+/// The filter split into what SQL applies to the series (the top-level conjuncts that name only
+/// series attributes) and what is applied to each point in memory (the rest).
+fn split(filter: Option<&Filter>) -> (Option<Filter>, Option<Filter>) {
+    let Some(filter) = filter else {
+        return (None, None);
+    };
+    let (series, points): (Vec<&Filter>, Vec<&Filter>) = filter
+        .conjuncts()
+        .into_iter()
+        .partition(|part| names_only_containers(part));
+    let join = |parts: Vec<&Filter>| match parts.len() {
+        0 => None,
+        1 => Some(parts[0].clone()),
+        _ => Some(Filter::And(parts.into_iter().cloned().collect())),
+    };
+    (join(series), join(points))
+}
+
+/// The series a request covers: visible to the caller and matching `filter`.
 fn containers(scope: &GroupScope<'_>, filter: Option<&Filter>, db: &Db) -> SelectStatement {
     let mut select = Query::select();
     select.column(("c", "container_key")).from_as("containers", "c");
@@ -94,173 +127,337 @@ fn containers(scope: &GroupScope<'_>, filter: Option<&Filter>, db: &Db) -> Selec
     if let Some(visible) = scope.condition("c", "id_group") {
         cond = cond.add(visible);
     }
-    if let Some(filter) = filter.filter(|f| names_only_containers(f)) {
+    if let Some(filter) = filter {
         cond = cond.add(filter_cond(filter, &COLUMNS, db.backend()));
     }
     select.cond_where(cond);
     select
 }
 
-/// Points joined to their container, restricted to `containers` and, unless the filter was
-/// already applied to the containers, to the filter.
-fn points(db: &Db, containers: SelectStatement, filter: Option<&Filter>) -> SelectStatement {
-    let mut select = Query::select();
-    select
-        .column(("c", "id_container_data_latest"))
-        .column(("c", "id_group"))
-        .column(("c", "datatype"))
-        .column(("c", "source_device"))
-        .expr_as(COLUMNS[4].expr(db.backend()), "timestamp_seconds")
-        .expr_as(COLUMNS[5].expr(db.backend()), "microseconds")
-        .column(("r", "value"))
-        .from_as("raw_points", "r")
-        .inner_join(
-            sea_query::TableRef::Table("containers".into(), Some("c".into())),
-            Expr::col(("c", "container_key")).equals(("r", "container_key")),
-        );
-    let mut cond = Condition::all().add(Expr::col(("r", "container_key")).in_subquery(containers));
-    if let Some(filter) = filter.filter(|f| !names_only_containers(f)) {
-        cond = cond.add(filter_cond(filter, &COLUMNS, db.backend()));
+/// A point found for a page: its time, its series and its value.
+#[derive(Clone, Copy, Debug)]
+struct Hit {
+    time_us: i64,
+    key: i64,
+    value: f64,
+}
+
+/// What a list request is about: its series and the filter left for the points.
+struct Request<'a> {
+    db: &'a Db,
+    keys: SelectStatement,
+    series: HashMap<i64, Series>,
+    points: Option<Filter>,
+    range: Range,
+}
+
+impl Request<'_> {
+    fn keys(&self) -> Vec<i64> {
+        let mut keys: Vec<i64> = self.series.keys().copied().collect();
+        keys.sort_unstable();
+        keys
     }
-    select.cond_where(cond);
-    select
+
+    /// Whether point `i` of series `key` passes the filter left for the points.
+    fn matches(&self, key: i64, time_us: i64, value: f64) -> bool {
+        let Some(filter) = &self.points else {
+            return true;
+        };
+        let series = &self.series[&key];
+        filter.matches_fields(&|attr| field(series, time_us, value, attr))
+    }
+
+    /// Every point in `window` (within the request's range) that passes the filter, read a
+    /// series batch at a time; `keep` receives them.
+    async fn each_hit(&self, window: Range, keep: &mut impl FnMut(Hit)) -> Result<()> {
+        let window = Range {
+            from_us: Ord::max(window.from_us, self.range.from_us),
+            to_us: Ord::min(window.to_us, self.range.to_us),
+        };
+        if window.is_empty() {
+            return Ok(());
+        }
+        for series in chunks::scan(self.db, &self.keys(), window, None).await? {
+            let p = &series.points;
+            for i in 0..p.len() {
+                if self.matches(series.container_key, p.times_us[i], p.values[i]) {
+                    keep(Hit {
+                        time_us: p.times_us[i],
+                        key: series.container_key,
+                        value: p.values[i],
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest point's whole second and the oldest day's start, if there are points.
+    async fn span(&self) -> Result<Option<(i64, i64)>> {
+        let mut newest = Query::select();
+        newest
+            .expr(Expr::cust("MAX(latest_seconds)"))
+            .from("containers")
+            .and_where(Expr::col("container_key").in_subquery(self.keys.clone()));
+        let mut oldest = Query::select();
+        oldest
+            .expr(Expr::cust("MIN(bucket)"))
+            .from("rollup_day")
+            .and_where(Expr::col("container_key").in_subquery(self.keys.clone()));
+        let newest = nullable_i64(self.db, &newest).await?;
+        let oldest = nullable_i64(self.db, &oldest).await?;
+        Ok(newest.zip(oldest).map(|(n, o)| (n, Ord::min(o, n))))
+    }
+
+    /// Every point the filter allows, a week at a time from the oldest.
+    async fn each_in_range(&self, keep: &mut impl FnMut(Hit)) -> Result<()> {
+        let Some((newest, oldest)) = self.span().await? else {
+            return Ok(());
+        };
+        let end = Ord::min(newest.saturating_add(1).saturating_mul(MICROS), self.range.to_us);
+        let mut from = Ord::max(oldest.saturating_mul(MICROS), self.range.from_us);
+        while from < end {
+            let to = Ord::min(from.saturating_add(SCAN_WINDOW_US), end);
+            self.each_hit(
+                Range {
+                    from_us: from,
+                    to_us: to,
+                },
+                keep,
+            )
+            .await?;
+            from = to;
+        }
+        Ok(())
+    }
+}
+
+/// The attribute `attr` of a point of `series`, as the API shows it.
+fn field(series: &Series, time_us: i64, value: f64, attr: &str) -> Option<Value> {
+    Some(match attr {
+        "id_container_data_latest" => Value::from(series.id_container_data_latest.clone()),
+        "id_group" => Value::from(series.id_group.clone()),
+        "datatype" => Value::from(series.datatype),
+        "source_device" => Value::from(series.source_device.clone()),
+        "timestamp_seconds" => Value::from(time_us.div_euclid(MICROS)),
+        "microseconds" => Value::from(time_us.rem_euclid(MICROS)),
+        "value" => Value::from(serde_json::Number::from_f64(value)?),
+        _ => return None,
+    })
+}
+
+async fn nullable_i64(db: &Db, select: &SelectStatement) -> Result<Option<i64>> {
+    let (sql, values) = db.build(select);
+    let row: Option<(Option<i64>,)> = db.row(sqlx::AssertSqlSafe(sql), values).await?;
+    Ok(row.and_then(|(v,)| v))
+}
+
+/// The order of two points under `sort`: its attribute, then time and series (the tie-breaks
+/// that keep pages from overlapping), all in the sort's direction. Text orders as the SQL
+/// collections order it, by its lower case.
+fn order(sort: &SortKey, series: &HashMap<i64, Series>, a: &Hit, b: &Hit) -> Ordering {
+    let text = |hit: &Hit, f: fn(&Series) -> &str| f(&series[&hit.key]).to_ascii_lowercase();
+    let first = match sort.attr {
+        "value" => a.value.partial_cmp(&b.value).unwrap_or(Ordering::Equal),
+        "datatype" => series[&a.key].datatype.cmp(&series[&b.key].datatype),
+        "microseconds" => a.time_us.rem_euclid(MICROS).cmp(&b.time_us.rem_euclid(MICROS)),
+        "id_container_data_latest" => {
+            text(a, |s| &s.id_container_data_latest).cmp(&text(b, |s| &s.id_container_data_latest))
+        }
+        "id_group" => text(a, |s| &s.id_group).cmp(&text(b, |s| &s.id_group)),
+        "source_device" => text(a, |s| &s.source_device).cmp(&text(b, |s| &s.source_device)),
+        _ => Ordering::Equal,
+    };
+    let ordering = first.then(a.time_us.cmp(&b.time_us)).then(a.key.cmp(&b.key));
+    if sort.descending { ordering.reverse() } else { ordering }
+}
+
+/// Keeps the first `needed` hits by `cmp` of a stream of them, in memory of at most twice that.
+struct Best<'a, F: Fn(&Hit, &Hit) -> Ordering> {
+    needed: usize,
+    cmp: &'a F,
+    hits: Vec<Hit>,
+}
+
+impl<F: Fn(&Hit, &Hit) -> Ordering> Best<'_, F> {
+    fn push(&mut self, hit: Hit) {
+        self.hits.push(hit);
+        if self.hits.len() >= self.needed.saturating_mul(2).max(1024) {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        if self.hits.len() > self.needed {
+            self.hits.select_nth_unstable_by(self.needed, |a, b| (self.cmp)(a, b));
+            self.hits.truncate(self.needed);
+        }
+    }
+
+    fn into_sorted(mut self) -> Vec<Hit> {
+        self.trim();
+        self.hits.sort_unstable_by(|a, b| (self.cmp)(a, b));
+        self.hits
+    }
 }
 
 /// A page of raw points; default order latest first.
 pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
-    let (filter, sort) = (args.filter, args.sort);
-    let keys = containers(&args.scope, filter, db);
-    let base = points(db, keys.clone(), filter);
-    let by_time = sort.is_none_or(|s| s.attr == "timestamp_seconds");
-    if !by_time {
-        let req = ListRequest {
-            filter: None,
-            sort,
-            default_sort: SortKey {
-                attr: "timestamp_seconds",
-                descending: true,
-            },
-            primary_key: &TIE_BREAK,
-            page: args.page,
-            count_only: args.count_only,
-            count: None,
-        };
-        return collection::list(db, base, output(), &COLUMNS, req).await;
-    }
-    let descending = sort.is_none_or(|s| s.descending);
-
-    let total = if filter.is_none_or(names_only_containers) {
-        // Exact: every stored point is counted once in the day rollups.
-        let mut sum = Query::select();
-        sum.expr(Expr::cust("CAST(COALESCE(SUM(count_val), 0) AS BIGINT)"))
-            .from("rollup_day")
-            .and_where(Expr::col("container_key").in_subquery(keys.clone()));
-        collection::scalar_i64(db, &sum).await?
-    } else {
-        let mut count = base.clone();
-        count.clear_selects().expr(Func::count(Expr::col(sea_query::Asterisk)));
-        i64::try_from(collection::count_rows(db, &count).await?).unwrap_or(i64::MAX)
+    let (series_filter, points) = split(args.filter);
+    let keys = containers(&args.scope, series_filter.as_ref(), db);
+    let mut select = keys.clone();
+    select.clear_selects().columns(SERIES_OUTPUT.map(|c| ("c", c)));
+    let series: Vec<Series> = collection::fetch(db, &select, &SERIES_OUTPUT).await?;
+    let (lower, upper) = points
+        .as_ref()
+        .map_or((None, None), |f| f.numeric_bounds("timestamp_seconds"));
+    let range = Range::seconds(lower.map(|l| l.floor() as i64), upper.map(|u| u.ceil() as i64));
+    let request = Request {
+        db,
+        keys,
+        series: series.into_iter().map(|s| (s.container_key, s)).collect(),
+        points,
+        range,
     };
-    let page = args.page.resolve(u64::try_from(total).unwrap_or(0));
+
+    let total = match &request.points {
+        // Exact: every stored point is counted once in the day rollups.
+        None => {
+            let mut sum = Query::select();
+            sum.expr(Expr::cust("CAST(COALESCE(SUM(count_val), 0) AS BIGINT)"))
+                .from("rollup_day")
+                .and_where(Expr::col("container_key").in_subquery(request.keys.clone()));
+            u64::try_from(collection::scalar_i64(db, &sum).await?).unwrap_or(0)
+        }
+        Some(_) => {
+            let mut count = 0u64;
+            request.each_in_range(&mut |_| count += 1).await?;
+            count
+        }
+    };
+    let page = args.page.resolve(total);
     if args.count_only || page.total == 0 {
         return Ok(Listing {
             page,
             items: Vec::new(),
         });
     }
-    let window = window(db, &keys, &base, &page, descending).await?;
-    let mut select = base;
-    if let Some(bound) = window {
-        select.and_where(within(db, descending, bound));
+    let needed = usize::try_from(page.offset.saturating_add(page.per_page)).unwrap_or(usize::MAX);
+    let sort = args.sort.cloned().unwrap_or(SortKey {
+        attr: "timestamp_seconds",
+        descending: true,
+    });
+    let cmp = |a: &Hit, b: &Hit| order(&sort, &request.series, a, b);
+    let mut best = Best {
+        needed,
+        cmp: &cmp,
+        hits: Vec::new(),
+    };
+    if sort.attr == "timestamp_seconds" {
+        by_time_windows(&request, &page, sort.descending, &mut best).await?;
+    } else {
+        request.each_in_range(&mut |hit| best.push(hit)).await?;
     }
-    let order = if descending { Order::Desc } else { Order::Asc };
-    for time in point_time::order(db.backend(), "r") {
-        select.order_by_expr(time, order.clone());
-    }
-    select.order_by(("r", "container_key"), order.clone());
-    select.limit(page.per_page).offset(page.offset);
-    let items = collection::fetch(db, &select, output()).await?;
+    let offset = usize::try_from(page.offset).unwrap_or(usize::MAX);
+    let items = best
+        .into_sorted()
+        .into_iter()
+        .skip(offset)
+        .map(|hit| {
+            let s = &request.series[&hit.key];
+            RawPoint {
+                id_container_data_latest: s.id_container_data_latest.clone(),
+                id_group: s.id_group.clone(),
+                datatype: s.datatype,
+                source_device: s.source_device.clone(),
+                timestamp_seconds: hit.time_us.div_euclid(MICROS),
+                microseconds: hit.time_us.rem_euclid(MICROS),
+                value: hit.value,
+            }
+        })
+        .collect();
     Ok(Listing { page, items })
 }
 
-/// The time bound (inclusive) that holds the rows up to the end of `page`, or `None` when the
-/// whole range is needed. Probes windows from the newest (or, ascending, the oldest) point,
-/// the first sized by the average density of the rows, then doubling; each probe counts at most
-/// the rows it needs.
-async fn window(
-    db: &Db,
-    keys: &SelectStatement,
-    base: &SelectStatement,
-    page: &Page,
+/// Collects the points of a page sorted by time: windows from the newest point backwards (or,
+/// ascending, from the oldest forwards), the first sized by the average density of the points,
+/// then doubling, until they hold every point up to the end of the page.
+async fn by_time_windows<F: Fn(&Hit, &Hit) -> Ordering>(
+    request: &Request<'_>,
+    page: &devicecloud_query::Page,
     descending: bool,
-) -> Result<Option<i64>> {
-    let needed = page.offset.saturating_add(page.per_page);
-    let mut newest = Query::select();
-    newest
-        .expr(Expr::cust("MAX(latest_seconds)"))
-        .from("containers")
-        .and_where(Expr::col("container_key").in_subquery(keys.clone()));
-    let mut oldest = Query::select();
-    oldest
-        .expr(Expr::cust("MIN(bucket)"))
-        .from("rollup_day")
-        .and_where(Expr::col("container_key").in_subquery(keys.clone()));
-    let (newest, oldest) = (
-        collection::scalar_i64(db, &newest).await?,
-        collection::scalar_i64(db, &oldest).await?,
+    best: &mut Best<'_, F>,
+) -> Result<()> {
+    let Some((newest, oldest)) = request.span().await? else {
+        return Ok(());
+    };
+    let (first, end) = (
+        oldest.saturating_mul(MICROS),
+        newest.saturating_add(1).saturating_mul(MICROS),
     );
-    let density = page.total as f64 / Ord::max(newest - oldest, 1) as f64;
-    let mut width = ((needed as f64 / density.max(1e-9)) * FIRST_WINDOW_MARGIN)
+    let needed = best.needed as u64;
+    let density = page.total as f64 / Ord::max(end - first, 1) as f64;
+    let mut width = ((needed as f64 / density.max(1e-18)) * FIRST_WINDOW_MARGIN)
         .ceil()
-        .clamp(1.0, 1e15) as i64;
+        .clamp(1.0, 1e18) as i64;
+    let mut found = 0u64;
+    let mut edge = if descending { end } else { first };
     loop {
-        let bound = if descending {
-            newest.saturating_sub(width)
+        let window = if descending {
+            Range {
+                from_us: Ord::max(edge.saturating_sub(width), first),
+                to_us: edge,
+            }
         } else {
-            oldest.saturating_add(width)
+            Range {
+                from_us: edge,
+                to_us: Ord::min(edge.saturating_add(width), end),
+            }
         };
-        if (descending && bound <= oldest) || (!descending && bound >= newest) {
-            return Ok(None);
+        request
+            .each_hit(window, &mut |hit| {
+                found += 1;
+                best.push(hit);
+            })
+            .await?;
+        let exhausted = if descending {
+            window.from_us <= first
+        } else {
+            window.to_us >= end
+        };
+        if found >= needed || exhausted {
+            return Ok(());
         }
-        let mut probe = base.clone();
-        probe
-            .clear_selects()
-            .expr(Expr::val(1))
-            .and_where(within(db, descending, bound))
-            .limit(needed);
-        let mut count = Query::select();
-        count
-            .expr(Func::count(Expr::col(sea_query::Asterisk)))
-            .from_subquery(probe, "w");
-        if collection::count_rows(db, &count).await? >= needed {
-            return Ok(Some(bound));
-        }
+        edge = if descending { window.from_us } else { window.to_us };
         width = width.saturating_mul(2);
     }
 }
 
-/// The points from `bound` (whole seconds, inclusive) towards the newest when `descending`,
-/// else towards the oldest.
-fn within(db: &Db, descending: bool, bound: i64) -> Expr {
-    let op = if descending { CompareOp::Gte } else { CompareOp::Lte };
-    point_time::compare_seconds(db.backend(), "r", op, bound)
-}
-
-/// One day of a series computed straight from its raw rows: (day start, count, min, max, avg).
+/// One day of a series computed straight from its points: (day start, count, min, max, avg).
 pub type DayFromRaw = (i64, i64, f64, f64, f64);
 
-/// The daily downsampled answer of a series by a plain `GROUP BY` over its raw rows: the
-/// reference the day rollups are measured against (`devicecloud-bench read`).
+/// The daily downsampled answer of a series computed from its points: the reference the day
+/// rollups are measured against (`devicecloud-bench read`).
 pub async fn daily_from_raw(db: &Db, container_key: i64) -> Result<Vec<DayFromRaw>> {
-    let seconds = TimePart::Seconds.sql(db.backend(), "r");
-    let sql = format!(
-        "SELECT ({seconds} / 86400) * 86400 AS day, COUNT(*) AS n, MIN(value), MAX(value), AVG(value) \
-         FROM raw_points r WHERE container_key = $1 GROUP BY ({seconds} / 86400) * 86400 ORDER BY day"
-    );
-    Ok(crate::database::db::on_pool!(db, |p| sqlx::query_as::<_, DayFromRaw>(
-        sqlx::AssertSqlSafe(sql.as_str())
-    )
-    .bind(container_key)
-    .fetch_all(p)
-    .await)?)
+    let mut days: Vec<DayFromRaw> = Vec::new();
+    for series in chunks::scan(db, &[container_key], Range::ALL, None).await? {
+        let p = &series.points;
+        for i in 0..p.len() {
+            let day = p.times_us[i].div_euclid(MICROS * 86_400) * 86_400;
+            let v = p.values[i];
+            match days.last_mut() {
+                Some(d) if d.0 == day => {
+                    d.1 += 1;
+                    d.2 = d.2.min(v);
+                    d.3 = d.3.max(v);
+                    d.4 += v;
+                }
+                _ => days.push((day, 1, v, v, v)),
+            }
+        }
+    }
+    for d in &mut days {
+        d.4 /= d.1 as f64;
+    }
+    Ok(days)
 }

@@ -66,6 +66,23 @@ pub(crate) fn seconds_within_sql(backend: Backend, table: &str, from: &str, to: 
     }
 }
 
+/// SQL for the stored time of the points of `table` in microseconds since the Unix epoch.
+pub(crate) fn time_us_sql(backend: Backend, table: &str) -> String {
+    match backend {
+        Backend::Sqlite => format!("({table}.seconds * {MICROS} + {table}.microseconds)"),
+        Backend::Postgres => format!("{table}.time_us"),
+    }
+}
+
+/// SQL for "the point aliased `table` is before the whole second `seconds`" (an SQL
+/// expression): a range of the stored time.
+pub(crate) fn before_second_sql(backend: Backend, table: &str, seconds: &str) -> String {
+    match backend {
+        Backend::Sqlite => format!("{table}.seconds < {seconds}"),
+        Backend::Postgres => format!("{table}.time_us < {seconds} * {MICROS}"),
+    }
+}
+
 /// SQL for "the point aliased `table` is at `seconds` and `micros`" (SQL expressions).
 pub(crate) fn at_sql(backend: Backend, table: &str, seconds: &str, micros: &str) -> String {
     match backend {

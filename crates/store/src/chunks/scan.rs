@@ -1,0 +1,155 @@
+//! A series' stored points over a time range, wherever they are kept: the chunks that overlap the
+//! range, decoded, merged with the rows not packed yet. Every read of raw points goes through
+//! here, so an answer is the same before and after packing.
+
+use std::collections::BTreeMap;
+
+use super::codec::{self, Columns};
+use super::cut::merge;
+use crate::database::Result;
+use crate::database::db::{Db, values};
+use crate::sql::backend::Backend;
+use crate::sql::point_time::{self, MICROS};
+
+/// Series read by one statement: well within SQLite's bound parameters and a statement's length.
+const KEYS_PER_STATEMENT: usize = 500;
+
+/// Times in microseconds since the Unix epoch, `from_us` included and `to_us` excluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    pub from_us: i64,
+    pub to_us: i64,
+}
+
+impl Range {
+    /// Every time.
+    pub const ALL: Range = Range {
+        from_us: i64::MIN,
+        to_us: i64::MAX,
+    };
+
+    /// The whole seconds `from` to `to`, both included; `None` leaves that side open.
+    pub fn seconds(from: Option<i64>, to: Option<i64>) -> Range {
+        Range {
+            from_us: from.map_or(i64::MIN, |s| s.saturating_mul(MICROS)),
+            to_us: to.map_or(i64::MAX, |s| s.saturating_add(1).saturating_mul(MICROS)),
+        }
+    }
+
+    pub fn contains(&self, t: i64) -> bool {
+        self.from_us <= t && t < self.to_us
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.from_us >= self.to_us
+    }
+}
+
+/// One series' points, in time order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SeriesPoints {
+    pub container_key: i64,
+    pub points: Columns,
+}
+
+/// The points of the series `keys` in `range` (and of data session `session` when given): one
+/// entry a series that has some, in key order.
+pub async fn scan(db: &Db, keys: &[i64], range: Range, session: Option<i64>) -> Result<Vec<SeriesPoints>> {
+    let mut out = Vec::new();
+    if range.is_empty() {
+        return Ok(out);
+    }
+    let mut keys = keys.to_vec();
+    keys.sort_unstable();
+    keys.dedup();
+    for part in keys.chunks(KEYS_PER_STATEMENT) {
+        let mut packed = chunks_of(db, part, range, session).await?;
+        let mut rows = rows_of(db, part, range, session).await?;
+        for &key in part {
+            let (older, newer) = (packed.remove(&key), rows.remove(&key));
+            let points = match (older, newer) {
+                (None, None) => continue,
+                (Some(p), None) | (None, Some(p)) => p,
+                (Some(older), Some(newer)) => merge(&older, &newer),
+            };
+            if !points.is_empty() {
+                out.push(SeriesPoints {
+                    container_key: key,
+                    points,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The packed points of `keys` in `range`, a series' chunks decoded in order.
+async fn chunks_of(db: &Db, keys: &[i64], range: Range, session: Option<i64>) -> Result<BTreeMap<i64, Columns>> {
+    let list = key_list(keys);
+    let by_session = if session.is_some() { "AND session_key = $3" } else { "" };
+    let sql = format!(
+        "SELECT container_key, payload FROM point_chunks WHERE container_key IN ({list}) \
+         AND last_us >= $1 AND first_us < $2 {by_session} ORDER BY container_key, first_us"
+    );
+    let values = match session {
+        Some(s) => values![range.from_us, range.to_us, s],
+        None => values![range.from_us, range.to_us],
+    };
+    let chunks: Vec<(i64, Vec<u8>)> = db.rows(sqlx::AssertSqlSafe(sql), values).await?;
+    let mut out: BTreeMap<i64, Columns> = BTreeMap::new();
+    for (key, payload) in chunks {
+        let chunk = codec::unpack(&payload)?;
+        let series = out.entry(key).or_default();
+        for i in 0..chunk.len() {
+            if range.contains(chunk.times_us[i]) {
+                series.push_from(&chunk, i);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The rows of `keys` in `range` not packed yet.
+async fn rows_of(db: &Db, keys: &[i64], range: Range, session: Option<i64>) -> Result<BTreeMap<i64, Columns>> {
+    let backend = db.backend();
+    let list = key_list(keys);
+    let time = point_time::time_us_sql(backend, "r");
+    let within = point_time::seconds_within_sql(backend, "r", "$1", "$2");
+    let by_session = if session.is_some() {
+        "AND r.session_key = $3"
+    } else {
+        ""
+    };
+    let order = match backend {
+        Backend::Sqlite => "r.container_key, r.seconds, r.microseconds",
+        Backend::Postgres => "r.container_key, r.time_us",
+    };
+    let sql = format!(
+        "SELECT r.container_key, {time}, r.value, r.session_key FROM raw_points r \
+         WHERE r.container_key IN ({list}) AND {within} {by_session} ORDER BY {order}"
+    );
+    // Whole seconds that hold the range (clamped so that PostgreSQL's microseconds stay in range).
+    let limit = i64::MAX / MICROS - 1;
+    let from = range.from_us.div_euclid(MICROS).clamp(-limit, limit);
+    let to = (range.to_us.saturating_sub(1)).div_euclid(MICROS).clamp(-limit, limit);
+    let values = match session {
+        Some(s) => values![from, to, s],
+        None => values![from, to],
+    };
+    let rows: Vec<(i64, i64, f64, Option<i64>)> = db.rows(sqlx::AssertSqlSafe(sql), values).await?;
+    let mut out: BTreeMap<i64, Columns> = BTreeMap::new();
+    for (key, t, value, s) in rows {
+        if range.contains(t) {
+            let series = out.entry(key).or_default();
+            series.times_us.push(t);
+            series.values.push(value);
+            series.sessions.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// Series keys as an SQL list: our own integers, written out as such.
+fn key_list(keys: &[i64]) -> String {
+    keys.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+}
