@@ -18,6 +18,7 @@ pub mod gateway;
 pub mod ingest;
 pub mod metrics;
 pub mod nodes;
+pub mod packing;
 pub mod page_cache;
 pub mod peers;
 pub mod periodic;

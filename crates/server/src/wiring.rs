@@ -25,7 +25,7 @@ use devicecloud_engine::stream::{self, LiveFeed};
 use devicecloud_engine::webhooks::address::{CheckedResolver, SystemLookup};
 use devicecloud_engine::webhooks::vault::Vault;
 use devicecloud_engine::webhooks::{self, WebhookHub, WorkerContext};
-use devicecloud_engine::{gateway, nodes, retention, upkeep};
+use devicecloud_engine::{gateway, nodes, packing, retention, upkeep};
 use devicecloud_web::state::{AppState, Services};
 
 /// The three pools on one database: requests, the background writers, and the ingest writers.
@@ -185,6 +185,12 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         interval: settings.retention_interval,
     };
     retention::spawn(expiry, tracker, shutdown);
+    let packer = packing::Context {
+        db: pools.writer.clone(),
+        after: settings.pack_after,
+        interval: settings.pack_interval,
+    };
+    packing::spawn(packer, tracker, shutdown);
     upkeep::spawn(pools.writer.clone(), tracker, shutdown);
 
     // The front ends' state.

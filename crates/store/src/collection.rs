@@ -17,6 +17,7 @@ use crate::database::db::{Db, on_pool};
 use crate::sql::backend::Backend;
 use crate::sql::comparison::compare;
 
+pub(crate) mod memory;
 mod table;
 
 use crate::database::Result;

@@ -89,6 +89,13 @@ pub struct Settings {
     /// How often expired points and rollups are removed (`DEVICECLOUD_RETENTION_INTERVAL_S`).
     #[serde(rename = "retention_interval_s", with = "units::positive_seconds")]
     pub retention_interval: Duration,
+    /// How old a raw point gets before it is packed into its series' chunk
+    /// (`DEVICECLOUD_PACK_AFTER_S`; docs/operations.md, "Compressed chunks").
+    #[serde(rename = "pack_after_s", with = "units::seconds")]
+    pub pack_after: Duration,
+    /// How often the packer runs (`DEVICECLOUD_PACK_INTERVAL_S`).
+    #[serde(rename = "pack_interval_s", with = "units::positive_seconds")]
+    pub pack_interval: Duration,
     /// This node's name among the nodes sharing the store (`DEVICECLOUD_NODE_ID`); `None`: the
     /// host name and the process id.
     #[serde(with = "units::node_id")]
@@ -240,6 +247,8 @@ impl Default for Settings {
             stream_retention: Duration::from_secs(600),
             retention: RetentionDefaults::default(),
             retention_interval: Duration::from_secs(600),
+            pack_after: Duration::from_secs(3600),
+            pack_interval: Duration::from_secs(300),
             node_id: None,
             node_lease: Duration::from_secs(15),
         }

@@ -91,6 +91,21 @@ impl Filter {
         }
     }
 
+    /// The filter as two whose conjunction it is: the top-level conjuncts that name only
+    /// attributes `wanted` accepts, and the rest; `None` for a side left empty.
+    pub fn partition_conjuncts(&self, wanted: &impl Fn(&str) -> bool) -> (Option<Filter>, Option<Filter>) {
+        let (named, rest): (Vec<&Filter>, Vec<&Filter>) = self
+            .conjuncts()
+            .into_iter()
+            .partition(|part| part.mentions_only(wanted));
+        let join = |parts: Vec<&Filter>| match parts.as_slice() {
+            [] => None,
+            [one] => Some((*one).clone()),
+            _ => Some(Filter::And(parts.into_iter().cloned().collect())),
+        };
+        (join(named), join(rest))
+    }
+
     /// The interval of `attr` the top-level conjunction asks for: the tightest lower and upper
     /// bounds of its comparisons (`eq` bounds both sides; `neq` neither). A side with no bound
     /// is `None`, as are the bounds of a value that is not a number.

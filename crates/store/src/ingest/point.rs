@@ -10,7 +10,7 @@ use crate::database::Result;
 use crate::database::StoreError;
 use crate::database::db::{Db, Tx, values};
 use crate::database::new_id;
-use crate::sql::point_time::TimePart;
+use crate::sql::point_time;
 
 /// One raw point of a series (container).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -96,19 +96,15 @@ pub async fn container_keys(db: &Db, series: &[SeriesId], max_per_device: usize)
     Ok(keys)
 }
 
-/// The stored points of a series as (seconds, microseconds), for verification and export.
+/// The stored points of a series as (seconds, microseconds), packed or not, in time order: for
+/// verification (`devicecloud-bench crash`).
 pub async fn series_points(db: &Db, container_key: i64) -> Result<Vec<(i64, i64)>> {
-    let (seconds, micros) = (
-        TimePart::Seconds.sql(db.backend(), "r"),
-        TimePart::Micros.sql(db.backend(), "r"),
-    );
-    let select = format!(
-        "SELECT {seconds} AS a, {micros} AS b, CAST(0 AS BIGINT) AS c FROM raw_points r WHERE container_key = $1"
-    );
-    let mut tx = Tx::begin(db).await?;
-    let rows = tx.triples(select, SqlxValues(Values(vec![int(container_key)]))).await?;
-    tx.commit().await?;
-    Ok(rows.into_iter().map(|(s, us, _)| (s, us)).collect())
+    let scanned = crate::chunks::scan(db, &[container_key], crate::chunks::Range::ALL, None).await?;
+    Ok(scanned
+        .iter()
+        .flat_map(|s| s.points.times_us.iter())
+        .map(|t| (t.div_euclid(point_time::MICROS), t.rem_euclid(point_time::MICROS)))
+        .collect())
 }
 
 /// How many points of a series the minute, hour and day rollups count.

@@ -14,6 +14,7 @@ use crate::database::db::{Db, values};
 use crate::database::partitions;
 use crate::database::write_turn::{self, Waiter};
 use crate::sql::backend::Backend;
+use crate::sql::point_time;
 
 pub use crate::sql::expiry::{Kind, Retention, cutoff};
 
@@ -63,6 +64,9 @@ pub async fn in_force(db: &Db, defaults: &Retention) -> Result<Vec<(String, Rete
 pub struct Pruned {
     /// Rows deleted one by one, per kind in [`Kind::ALL`] order.
     pub rows: [u64; 4],
+    /// Chunks of packed points deleted: a chunk never spans a UTC day and the cutoff is a UTC
+    /// midnight, so whole chunks go (`chunks`).
+    pub chunks: u64,
     /// Whole partitions dropped (PostgreSQL).
     pub partitions: u64,
     /// Data sessions newly marked archived because their points passed the raw retention.
@@ -130,6 +134,9 @@ async fn prune_all(db: &Db, defaults: &Retention, now: i64, slice: Duration) -> 
             let Some(days) = kind.days(retention) else { continue };
             let before = cutoff(days, now);
             for key in &keys {
+                if kind == Kind::Raw {
+                    pruned.chunks += delete_chunks(db, *key, before).await?;
+                }
                 pruned.rows[i] += match db {
                     Db::Sqlite(pool, ..) => slicer.delete(pool, kind, *key, before).await?,
                     Db::Postgres(pool) => delete_all(pool, kind, *key, before).await?,
@@ -154,14 +161,28 @@ async fn mark_sessions(db: &Db, id_group: &str, before: i64, now: i64) -> Result
     let (time, unit) = Kind::Raw.time_column(db.backend());
     let sql = format!(
         "UPDATE data_sessions SET archived_at = $1 \
-         WHERE id_group = $2 AND archived_at IS NULL AND EXISTS (SELECT 1 FROM raw_points r \
-         WHERE r.session_key = data_sessions.session_key AND r.{time} < $3)"
+         WHERE id_group = $2 AND archived_at IS NULL AND (EXISTS (SELECT 1 FROM raw_points r \
+         WHERE r.session_key = data_sessions.session_key AND r.{time} < $3) \
+         OR EXISTS (SELECT 1 FROM point_chunks k WHERE k.session_key = data_sessions.session_key AND k.first_us < $4))"
     );
     db.execute(
         sqlx::AssertSqlSafe(sql),
-        values![now, id_group, before.saturating_mul(unit)],
+        values![
+            now,
+            id_group,
+            before.saturating_mul(unit),
+            before.saturating_mul(point_time::MICROS)
+        ],
     )
     .await
+}
+
+/// The chunks of one series that end before the whole second `before`: a few rows a day, each
+/// in a short write of its own.
+async fn delete_chunks(db: &Db, key: i64, before: i64) -> Result<u64> {
+    let sql = "DELETE FROM point_chunks WHERE container_key = $1 AND last_us < $2";
+    db.execute(sql, values![key, before.saturating_mul(point_time::MICROS)])
+        .await
 }
 
 /// PostgreSQL: every row of one series older than `before`, in one statement (readers and

@@ -7,14 +7,19 @@
 //! derived table, so a `timestamp_seconds` bound reaches the rollup's primary key
 //! (container, bucket).
 
-use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Scalar, SortKey};
-use sea_query::{Alias, Condition, Expr, ExprTrait, Query, SelectStatement};
+use std::collections::HashMap;
 
-use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, names};
+use devicecloud_query::{AttrKind, Attribute, Filter, PageRequest, Scalar, SortKey};
+use sea_query::{Alias, Condition, Expr, ExprTrait, Query, SelectStatement};
+use serde_json::Value;
+
+use crate::chunks::{self, Range};
+use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, memory, names};
 use crate::database::Result;
 use crate::database::db::{Db, on_pool};
 use crate::sql::backend::Backend;
-use crate::sql::point_time;
+use crate::sql::point_time::MICROS;
+use crate::sql::scope::GroupScope;
 
 /// How finely a request is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,76 +224,6 @@ fn rollups(table: &str) -> SelectStatement {
     select
 }
 
-/// Raw points as buckets of one, between whole-second bounds (keeps the primary key usable).
-fn raw(lower: Option<f64>, upper: Option<f64>, session_key: Option<i64>, backend: Backend) -> SelectStatement {
-    let mut select = Query::select();
-    container_columns(&mut select);
-    select
-        .expr_as(
-            Expr::cust(format!(
-                "CAST({} AS DOUBLE PRECISION)",
-                point_time::seconds_since(backend, "r", 0)
-            )),
-            "timestamp_seconds",
-        )
-        .expr_as(Expr::col(("r", "value")), "min_val")
-        .expr_as(Expr::col(("r", "value")), "max_val")
-        .expr_as(Expr::col(("r", "value")), "avg_val")
-        .expr_as(Expr::cust("CAST(1 AS BIGINT)"), "count_val")
-        .from_as("raw_points", "r");
-    join_containers(&mut select, "r");
-    for (bound, op) in [(lower, CompareOp::Gte), (upper, CompareOp::Lte)] {
-        if let Some(bound) = bound {
-            select.and_where(point_time::compare_seconds(backend, "r", op, bound.floor() as i64));
-        }
-    }
-    if let Some(key) = session_key {
-        select.and_where(Expr::col(("r", "session_key")).eq(key));
-    }
-    select
-}
-
-/// A session's points in `SESSION_BUCKETS` equal buckets of its span (start → end, or now
-/// while active); a point whose time falls outside the span is counted in the nearest bucket.
-fn session_buckets(session: &SessionSpan, backend: Backend) -> SelectStatement {
-    let width = Ord::max(session.end - session.start, 1) as f64 / SESSION_BUCKETS as f64;
-    let offset = format!("{} / {width:?}", point_time::seconds_since(backend, "r", session.start));
-    let last = SESSION_BUCKETS - 1;
-    let index = match backend {
-        Backend::Sqlite => format!("MAX(0, MIN({last}, CAST({offset} AS INTEGER)))"),
-        Backend::Postgres => format!("GREATEST(0, LEAST({last}, CAST(FLOOR({offset}) AS BIGINT)))"),
-    };
-    let mut inner = Query::select();
-    inner
-        .column(("r", "container_key"))
-        .expr_as(Expr::cust(index), "idx")
-        .expr_as(Expr::cust("MIN(r.value)"), "min_val")
-        .expr_as(Expr::cust("MAX(r.value)"), "max_val")
-        .expr_as(Expr::cust("CAST(AVG(r.value) AS DOUBLE PRECISION)"), "avg_val")
-        .expr_as(Expr::cust("CAST(COUNT(*) AS BIGINT)"), "count_val")
-        .from_as("raw_points", "r")
-        .and_where(Expr::col(("r", "session_key")).eq(session.key))
-        .group_by_col(("r", "container_key"))
-        .group_by_col("idx");
-    let mut select = Query::select();
-    container_columns(&mut select);
-    select
-        .expr_as(
-            Expr::cust(format!(
-                "CAST({start} + b.idx * {width:?} AS DOUBLE PRECISION)",
-                start = session.start
-            )),
-            "timestamp_seconds",
-        )
-        .column(("b", "min_val"))
-        .column(("b", "max_val"))
-        .column(("b", "avg_val"))
-        .column(("b", "count_val"))
-        .from_subquery(inner, "b");
-    join_containers(&mut select, "b");
-    select
-}
-
 /// What bucketing a session needs.
 #[derive(Clone, Debug, sqlx::FromRow)]
 struct SessionSpan {
@@ -330,16 +265,21 @@ pub async fn list(db: &Db, args: ListArgs<'_>, now: i64) -> Result<Listing<Bucke
     } else {
         filter.and_then(without_session)
     };
-    let inner = match &session {
-        Some(span) if span.datapoint_count < SESSION_BUCKETS => raw(None, None, Some(span.key), db.backend()),
-        Some(span) => session_buckets(span, db.backend()),
-        None => {
-            let (lower, upper) = time_bounds(rest.as_ref());
-            match resolution(rest.as_ref(), now as f64).table() {
-                Some(table) => rollups(table),
-                None => raw(lower, upper, None, db.backend()),
-            }
-        }
+    let computed = ComputedArgs {
+        scope: &scope,
+        filter: rest.as_ref(),
+        sort,
+        page,
+        count_only,
+    };
+    let inner = match (&named, &session) {
+        (_, Some(span)) => return computed.list(db, Source::Session(span)).await,
+        // A session named but not found: nothing (below), whatever the resolution.
+        (Some(_), None) => rollups("rollup_day"),
+        (None, None) => match resolution(rest.as_ref(), now as f64).table() {
+            Some(table) => rollups(table),
+            None => return computed.list(db, Source::Raw(time_bounds(rest.as_ref()))).await,
+        },
     };
     let mut select = Query::select();
     select
@@ -386,6 +326,181 @@ pub async fn list(db: &Db, args: ListArgs<'_>, now: i64) -> Result<Listing<Bucke
         count: None,
     };
     collection::list(db, select, output(), &COLUMNS, req).await
+}
+
+/// Where buckets computed from the points come from.
+enum Source<'a> {
+    /// Raw points as buckets of one, between the whole seconds of these bounds.
+    Raw((Option<f64>, Option<f64>)),
+    /// A data session: its points as buckets of one when it has fewer than
+    /// [`SESSION_BUCKETS`], else [`SESSION_BUCKETS`] equal buckets of its span.
+    Session(&'a SessionSpan),
+}
+
+/// The arguments of a downsampled list answered from the points themselves, read through
+/// [`chunks::scan`] (packed chunks and rows alike); the page is cut in memory.
+struct ComputedArgs<'a> {
+    scope: &'a GroupScope<'a>,
+    filter: Option<&'a Filter>,
+    sort: Option<&'a SortKey>,
+    page: PageRequest,
+    count_only: bool,
+}
+
+/// A series of a computed answer, with the attributes its buckets show.
+#[derive(Clone, Debug, sqlx::FromRow, serde::Deserialize)]
+struct Series {
+    container_key: i64,
+    id_container_data_latest: String,
+    id_group: String,
+    datatype: i64,
+    source_device: String,
+}
+
+const SERIES_OUTPUT: [&str; 5] = [
+    "container_key",
+    "id_container_data_latest",
+    "id_group",
+    "datatype",
+    "source_device",
+];
+
+/// Attributes of the series rather than of the bucket.
+const SERIES_ATTRS: [&str; 4] = ["id_container_data_latest", "id_group", "datatype", "source_device"];
+
+impl ComputedArgs<'_> {
+    async fn list(self, db: &Db, source: Source<'_>) -> Result<Listing<Bucket>> {
+        let backend = db.backend();
+        // The conjuncts on series attributes choose the series in SQL; the rest apply to buckets.
+        let (on_series, on_buckets) = self.filter.map_or((None, None), |f| {
+            f.partition_conjuncts(&|attr| SERIES_ATTRS.contains(&attr))
+        });
+        let mut select = Query::select();
+        select
+            .columns(SERIES_OUTPUT.map(|c| (Alias::new("t"), Alias::new(c))))
+            .from_as("containers", "t");
+        let mut cond = Condition::all();
+        if let Some(visible) = self.scope.condition("t", "id_group") {
+            cond = cond.add(visible);
+        }
+        if let Some(filter) = &on_series {
+            cond = cond.add(collection::filter_cond(filter, &COLUMNS, backend));
+        }
+        if let Source::Session(span) = source {
+            cond = cond.add(Expr::col(("t", "id_group")).eq(span.id_group.clone()));
+        }
+        select.cond_where(cond);
+        let series: Vec<Series> = collection::fetch(db, &select, &SERIES_OUTPUT).await?;
+        let by_key: HashMap<i64, &Series> = series.iter().map(|s| (s.container_key, s)).collect();
+        let keys: Vec<i64> = by_key.keys().copied().collect();
+        let (range, session) = match source {
+            Source::Raw((lower, upper)) => (
+                Range::seconds(lower.map(|l| l.floor() as i64), upper.map(|u| u.floor() as i64)),
+                None,
+            ),
+            Source::Session(span) => (Range::ALL, Some(span)),
+        };
+        let mut buckets = Vec::new();
+        for points in chunks::scan(db, &keys, range, session.map(|s| s.key)).await? {
+            let s = by_key[&points.container_key];
+            let bucket = |timestamp_seconds: f64, min_val: f64, max_val: f64, avg_val: f64, count_val: i64| Bucket {
+                id_container_data_latest: s.id_container_data_latest.clone(),
+                id_group: s.id_group.clone(),
+                datatype: s.datatype,
+                source_device: s.source_device.clone(),
+                timestamp_seconds,
+                min_val,
+                max_val,
+                avg_val,
+                count_val,
+            };
+            let p = &points.points;
+            match session {
+                Some(span) if span.datapoint_count >= SESSION_BUCKETS => {
+                    for (idx, (min, max, sum, count)) in span.buckets(p, backend) {
+                        let start = span.start as f64 + idx as f64 * span.width();
+                        buckets.push(bucket(start, min, max, sum / count as f64, count));
+                    }
+                }
+                _ => {
+                    for i in 0..p.len() {
+                        let at = seconds_since(p.times_us[i], 0, backend);
+                        buckets.push(bucket(at, p.values[i], p.values[i], p.values[i], 1));
+                    }
+                }
+            }
+        }
+        let default_sort = SortKey {
+            attr: "timestamp_seconds",
+            descending: false,
+        };
+        Ok(memory::list(
+            buckets,
+            memory::Request {
+                filter: on_buckets.as_ref(),
+                sort: self.sort.unwrap_or(&default_sort),
+                ties: &["id_container_data_latest", "timestamp_seconds"],
+                page: self.page,
+                count_only: self.count_only,
+                field: &bucket_field,
+            },
+        ))
+    }
+}
+
+/// A bucket's attribute as the API shows it.
+fn bucket_field(b: &Bucket, attr: &str) -> Option<Value> {
+    let number = |v: f64| serde_json::Number::from_f64(v).map(Value::Number);
+    match attr {
+        "id_container_data_latest" => Some(Value::from(b.id_container_data_latest.clone())),
+        "id_group" => Some(Value::from(b.id_group.clone())),
+        "datatype" => Some(Value::from(b.datatype)),
+        "source_device" => Some(Value::from(b.source_device.clone())),
+        "timestamp_seconds" => number(b.timestamp_seconds),
+        "min_val" => number(b.min_val),
+        "max_val" => number(b.max_val),
+        "avg_val" => number(b.avg_val),
+        "count_val" => Some(Value::from(b.count_val)),
+        _ => None,
+    }
+}
+
+/// A point's time in seconds since the whole second `start`, with its fraction, as each
+/// database computed it when these buckets were SQL: SQLite added the fraction to the seconds,
+/// PostgreSQL divided the microseconds; the two may differ in the last bit, and each store's
+/// answers stay what they were.
+fn seconds_since(time_us: i64, start: i64, backend: Backend) -> f64 {
+    match backend {
+        Backend::Sqlite => {
+            (time_us.div_euclid(MICROS) - start) as f64 + time_us.rem_euclid(MICROS) as f64 / 1_000_000.0
+        }
+        Backend::Postgres => (time_us - start.saturating_mul(MICROS)) as f64 / 1_000_000.0,
+    }
+}
+
+impl SessionSpan {
+    /// The width of one of the session's [`SESSION_BUCKETS`] buckets, in seconds.
+    fn width(&self) -> f64 {
+        Ord::max(self.end - self.start, 1) as f64 / SESSION_BUCKETS as f64
+    }
+
+    /// A series' points in the session's buckets: (index, (min, max, sum, count)), in index
+    /// order; a point whose time falls outside the span counts in the nearest bucket.
+    fn buckets(&self, points: &chunks::Columns, backend: Backend) -> Vec<(i64, (f64, f64, f64, i64))> {
+        let width = self.width();
+        let mut out: std::collections::BTreeMap<i64, (f64, f64, f64, i64)> = std::collections::BTreeMap::new();
+        for i in 0..points.len() {
+            let offset = seconds_since(points.times_us[i], self.start, backend) / width;
+            let idx = (offset.floor() as i64).clamp(0, SESSION_BUCKETS - 1);
+            let v = points.values[i];
+            let b = out.entry(idx).or_insert((v, v, 0.0, 0));
+            b.0 = b.0.min(v);
+            b.1 = b.1.max(v);
+            b.2 += v;
+            b.3 += 1;
+        }
+        out.into_iter().collect()
+    }
 }
 
 #[cfg(test)]

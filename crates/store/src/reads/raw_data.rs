@@ -96,27 +96,12 @@ const SERIES_OUTPUT: [&str; 5] = [
     "source_device",
 ];
 
-/// Whether a filter names only series attributes.
-fn names_only_containers(filter: &Filter) -> bool {
-    filter.mentions_only(&|attr| CONTAINER_ATTRS.contains(&attr))
-}
-
 /// The filter split into what SQL applies to the series (the top-level conjuncts that name only
 /// series attributes) and what is applied to each point in memory (the rest).
 fn split(filter: Option<&Filter>) -> (Option<Filter>, Option<Filter>) {
-    let Some(filter) = filter else {
-        return (None, None);
-    };
-    let (series, points): (Vec<&Filter>, Vec<&Filter>) = filter
-        .conjuncts()
-        .into_iter()
-        .partition(|part| names_only_containers(part));
-    let join = |parts: Vec<&Filter>| match parts.len() {
-        0 => None,
-        1 => Some(parts[0].clone()),
-        _ => Some(Filter::And(parts.into_iter().cloned().collect())),
-    };
-    (join(series), join(points))
+    filter.map_or((None, None), |f| {
+        f.partition_conjuncts(&|attr| CONTAINER_ATTRS.contains(&attr))
+    })
 }
 
 /// The series a request covers: visible to the caller and matching `filter`.

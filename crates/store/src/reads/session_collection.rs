@@ -1,12 +1,16 @@
 //! Reading data sessions (`GET /api/v2/data-session`, its expands and the CSV download).
 
-use devicecloud_query::{AttrKind, Attribute, CompareOp, SortKey};
-use sea_query::{Expr, ExprTrait, Query};
+use std::collections::HashMap;
+
+use devicecloud_query::{AttrKind, Attribute, SortKey};
+use sea_query::{Expr, ExprTrait};
+
+use crate::chunks::{self, Range};
 
 use crate::collection::{self, Column, GROUP, GROUP_LABEL, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::database::Result;
-use crate::database::db::{Db, on_pool, values};
-use crate::sql::point_time::{self, TimePart};
+use crate::database::db::{Db, values};
+use crate::sql::point_time::{self, MICROS};
 
 const TABLE: &str = "data_sessions";
 
@@ -89,15 +93,24 @@ pub struct SessionSeries {
 }
 
 /// The series with points in the session: containers of the gateway and its assets holding at
-/// least one point of it.
+/// least one point of it, as a row or in a chunk.
 pub async fn series(db: &Db, session: &SessionRow) -> Result<Vec<SessionSeries>> {
     let sql = "SELECT c.id_container_data_latest, c.datatype, c.source_device FROM containers c \
                JOIN physical_devices d ON d.id_physical_device = c.source_device \
                WHERE (d.id_physical_device = $1 OR d.id_parent = $1) \
-               AND EXISTS (SELECT 1 FROM raw_points r WHERE r.container_key = c.container_key AND r.session_key = $2) \
+               AND (EXISTS (SELECT 1 FROM raw_points r WHERE r.container_key = c.container_key AND r.session_key = $2) \
+               OR EXISTS (SELECT 1 FROM point_chunks k WHERE k.container_key = c.container_key AND k.session_key = $2)) \
                ORDER BY c.source_device, c.datatype";
     db.rows::<SessionSeries>(sql, values![&session.id_physical_device, session.session_key])
         .await
+}
+
+/// The series holding points of a session, as a row or in a chunk.
+pub(crate) async fn series_keys(db: &Db, session_key: i64) -> Result<Vec<i64>> {
+    let sql = "SELECT DISTINCT container_key FROM raw_points WHERE session_key = $1 \
+               UNION SELECT DISTINCT container_key FROM point_chunks WHERE session_key = $1";
+    let rows: Vec<(i64,)> = db.rows(sql, values![session_key]).await?;
+    Ok(rows.into_iter().map(|(key,)| key).collect())
 }
 
 /// The first and last whole second of a session's points, if it has any.
@@ -106,24 +119,24 @@ pub async fn time_range(db: &Db, session_key: i64) -> Result<Option<(i64, i64)>>
         point_time::seconds_of_aggregate(db.backend(), "MIN", "r"),
         point_time::seconds_of_aggregate(db.backend(), "MAX", "r"),
     );
-    let sql = format!("SELECT {first}, {last} FROM raw_points r WHERE session_key = $1");
-    let (first, last): (Option<i64>, Option<i64>) =
-        on_pool!(db, |p| sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()))
-            .bind(session_key)
-            .fetch_one(p)
-            .await)?;
+    let sql = format!(
+        "SELECT {first}, {last} FROM raw_points r WHERE session_key = $1 \
+         UNION ALL SELECT MIN(first_us) / {MICROS}, MAX(last_us) / {MICROS} FROM point_chunks WHERE session_key = $1"
+    );
+    let rows: Vec<(Option<i64>, Option<i64>)> = db.rows(sqlx::AssertSqlSafe(sql), values![session_key]).await?;
+    let first = rows.iter().filter_map(|r| r.0).min();
+    let last = rows.iter().filter_map(|r| r.1).max();
     Ok(first.zip(last))
 }
 
 /// One line of a session's CSV download.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CsvPoint {
     pub seconds: i64,
     pub microseconds: i64,
     pub source_device: String,
     pub serial_hardware: String,
     pub datatype: i64,
-    #[serde(deserialize_with = "crate::collection::real")]
     pub value: f64,
     /// The series, for the keyset of the next page.
     pub container_key: i64,
@@ -148,19 +161,18 @@ pub struct CsvCursor {
     pub container_key: i64,
 }
 
-const CSV_OUTPUT: [&str; 7] = [
-    "seconds",
-    "microseconds",
-    "source_device",
-    "serial_hardware",
-    "datatype",
-    "value",
-    "container_key",
-];
+/// What a CSV line shows of its series.
+#[derive(Clone, Debug, sqlx::FromRow)]
+struct CsvSeries {
+    container_key: i64,
+    source_device: String,
+    serial_hardware: String,
+    datatype: i64,
+}
 
 /// At most `limit` of the session's points with `from <= seconds < to`, after `after` when
-/// given, time ascending (ties by series). The CSV is streamed page by page, so memory stays
-/// flat whatever the session's size, also when one second holds millions of points.
+/// given, time ascending (ties by series). The CSV is streamed page by page, each page reading
+/// only from its cursor on, so memory stays flat whatever the session's size.
 pub async fn points_between(
     db: &Db,
     session_key: i64,
@@ -168,41 +180,51 @@ pub async fn points_between(
     after: Option<CsvCursor>,
     limit: u64,
 ) -> Result<Vec<CsvPoint>> {
-    let mut select = Query::select();
-    select
-        .expr_as(TimePart::Seconds.expr(db.backend(), "r"), "seconds")
-        .expr_as(TimePart::Micros.expr(db.backend(), "r"), "microseconds")
-        .column(("c", "source_device"))
-        .column(("d", "serial_hardware"))
-        .column(("c", "datatype"))
-        .column(("r", "value"))
-        .column(("r", "container_key"))
-        .from_as("raw_points", "r")
-        .inner_join(
-            sea_query::TableRef::Table("containers".into(), Some("c".into())),
-            Expr::col(("c", "container_key")).equals(("r", "container_key")),
-        )
-        .inner_join(
-            sea_query::TableRef::Table("physical_devices".into(), Some("d".into())),
-            Expr::col(("d", "id_physical_device")).equals(("c", "source_device")),
-        )
-        .and_where(Expr::col(("r", "session_key")).eq(session_key))
-        .and_where(point_time::compare_seconds(db.backend(), "r", CompareOp::Gte, from))
-        .and_where(point_time::compare_seconds(db.backend(), "r", CompareOp::Lt, to));
-    if let Some(c) = after {
-        select.and_where(point_time::after(
-            db.backend(),
-            "r",
-            c.seconds,
-            c.microseconds,
-            c.container_key,
-        ));
+    let keys = series_keys(db, session_key).await?;
+    if keys.is_empty() || to <= from {
+        return Ok(Vec::new());
     }
-    for time in point_time::order(db.backend(), "r") {
-        select.order_by_expr(time, sea_query::Order::Asc);
+    let cursor = after.map(|c| (point_time::time_us(c.seconds, c.microseconds), c.container_key));
+    let mut range = Range::seconds(Some(from), Some(to - 1));
+    if let Some((t, _)) = cursor {
+        range.from_us = Ord::max(range.from_us, t);
     }
-    select
-        .order_by(("r", "container_key"), sea_query::Order::Asc)
-        .limit(limit);
-    collection::fetch(db, &select, &CSV_OUTPUT).await
+    let mut hits: Vec<(i64, i64, f64)> = Vec::new();
+    for series in chunks::scan(db, &keys, range, Some(session_key)).await? {
+        let p = &series.points;
+        for i in 0..p.len() {
+            let at = (p.times_us[i], series.container_key);
+            if cursor.is_none_or(|c| at > c) {
+                hits.push((at.0, at.1, p.values[i]));
+            }
+        }
+    }
+    hits.sort_unstable_by_key(|h| (h.0, h.1));
+    hits.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let list = keys.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "SELECT c.container_key, c.source_device, d.serial_hardware, c.datatype FROM containers c \
+         JOIN physical_devices d ON d.id_physical_device = c.source_device WHERE c.container_key IN ({list})"
+    );
+    let series: HashMap<i64, CsvSeries> = db
+        .rows::<CsvSeries>(sqlx::AssertSqlSafe(sql), values![])
+        .await?
+        .into_iter()
+        .map(|s| (s.container_key, s))
+        .collect();
+    Ok(hits
+        .into_iter()
+        .filter_map(|(t, key, value)| {
+            let s = series.get(&key)?;
+            Some(CsvPoint {
+                seconds: t.div_euclid(MICROS),
+                microseconds: t.rem_euclid(MICROS),
+                source_device: s.source_device.clone(),
+                serial_hardware: s.serial_hardware.clone(),
+                datatype: s.datatype,
+                value,
+                container_key: key,
+            })
+        })
+        .collect())
 }

@@ -91,14 +91,6 @@ pub(crate) fn at_sql(backend: Backend, table: &str, seconds: &str, micros: &str)
     }
 }
 
-/// The expressions that order points of `table` by time, earliest first.
-pub(crate) fn order(backend: Backend, table: &'static str) -> Vec<Expr> {
-    match backend {
-        Backend::Sqlite => vec![Expr::col((table, "seconds")), Expr::col((table, "microseconds"))],
-        Backend::Postgres => vec![Expr::col((table, "time_us"))],
-    }
-}
-
 /// `seconds <op> value` for the points of `table`, as a range of the stored time (the key's
 /// second column): on PostgreSQL a whole second is the range `[value, value + 1)` of `time_us`.
 pub(crate) fn compare_seconds(backend: Backend, table: &'static str, op: CompareOp, value: i64) -> Expr {
@@ -118,37 +110,6 @@ pub(crate) fn compare_seconds(backend: Backend, table: &'static str, op: Compare
         CompareOp::Lte => time().lt(next),
         CompareOp::Gt => time().gte(next),
         CompareOp::Gte => time().gte(start),
-    }
-}
-
-/// The points of `table` after the point at (`seconds`, `micros`) of series `container_key`, in
-/// the order (time, series): the keyset condition of a download paged through one window.
-pub(crate) fn after(backend: Backend, table: &'static str, seconds: i64, micros: i64, container_key: i64) -> Expr {
-    let key = || Expr::col((table, "container_key"));
-    match backend {
-        Backend::Sqlite => {
-            let (s, us) = (|| Expr::col((table, "seconds")), || Expr::col((table, "microseconds")));
-            s().gt(seconds).or(s()
-                .eq(seconds)
-                .and(us().gt(micros).or(us().eq(micros).and(key().gt(container_key)))))
-        }
-        Backend::Postgres => {
-            let time = || Expr::col((table, "time_us"));
-            let at = seconds.saturating_mul(MICROS).saturating_add(micros);
-            time().gt(at).or(time().eq(at).and(key().gt(container_key)))
-        }
-    }
-}
-
-/// SQL for the time of the points of `table` in seconds since `start` (a whole second), with
-/// the fraction: a `DOUBLE PRECISION` on PostgreSQL, a `REAL` on SQLite.
-pub(crate) fn seconds_since(backend: Backend, table: &str, start: i64) -> String {
-    match backend {
-        Backend::Sqlite => format!("({table}.seconds - {start} + {table}.microseconds / 1000000.0)"),
-        Backend::Postgres => format!(
-            "(CAST({table}.time_us - {} AS DOUBLE PRECISION) / 1000000.0)",
-            start.saturating_mul(MICROS)
-        ),
     }
 }
 
