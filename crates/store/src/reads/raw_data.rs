@@ -177,21 +177,28 @@ impl Request<'_> {
         Ok(())
     }
 
-    /// The newest point's whole second and the oldest day's start, if there are points.
+    /// The newest point's whole second and the oldest day's start, if there are points: the
+    /// newest from the series' latest values (the last second of the newest day in the rollups
+    /// for series that have none, as a store filled by hand), the oldest from the day rollups.
     async fn span(&self) -> Result<Option<(i64, i64)>> {
         let mut newest = Query::select();
         newest
             .expr(Expr::cust("MAX(latest_seconds)"))
             .from("containers")
             .and_where(Expr::col("container_key").in_subquery(self.keys.clone()));
-        let mut oldest = Query::select();
-        oldest
-            .expr(Expr::cust("MIN(bucket)"))
+        let mut days = Query::select();
+        days.expr(Expr::cust("MIN(bucket)"))
+            .expr(Expr::cust("MAX(bucket)"))
             .from("rollup_day")
             .and_where(Expr::col("container_key").in_subquery(self.keys.clone()));
-        let newest = nullable_i64(self.db, &newest).await?;
-        let oldest = nullable_i64(self.db, &oldest).await?;
-        Ok(newest.zip(oldest).map(|(n, o)| (n, Ord::min(o, n))))
+        let latest = nullable_i64(self.db, &newest).await?;
+        let (sql, values) = self.db.build(&days);
+        let days: Option<(Option<i64>, Option<i64>)> = self.db.row(sqlx::AssertSqlSafe(sql), values).await?;
+        let Some((Some(oldest), Some(last_day))) = days else {
+            return Ok(latest.map(|n| (n, n)));
+        };
+        let newest = latest.unwrap_or(last_day + 86_399);
+        Ok(Some((newest, Ord::min(oldest, newest))))
     }
 
     /// Every point the filter allows, a week at a time from the oldest.
