@@ -6,7 +6,7 @@ CREATE TABLE point_chunks (
     container_key  BIGINT NOT NULL,
     first_us       BIGINT NOT NULL,
     last_us        BIGINT NOT NULL,
-    points         INTEGER NOT NULL,
+    points         BIGINT NOT NULL,
     session_key    BIGINT,
     payload        BYTEA NOT NULL,
     PRIMARY KEY (container_key, first_us)
