@@ -184,7 +184,7 @@ pub async fn dashboard(o: DashboardOptions) -> Result<()> {
             .bytes()
             .await?
             .len();
-        let (p50, p99) = latency(|| http.get(&url).header("Cookie", &session), o.requests).await?;
+        let (p50, p99) = latency(|_| http.get(&url).header("Cookie", &session), o.requests).await?;
         worst = worst.max(p50);
         println!("{name:<40} {p50:>9.2} {p99:>9.2} {:>9.1}", size as f64 / 1024.0);
     }

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::ingest::{self, Point, SeriesId};
-use devicecloud_store::{Db, partitions, unix_now};
+use devicecloud_store::{Db, chunks, partitions, unix_now};
 
 use devicecloud_engine::settings::INGEST_BATCH_POINTS as BATCH;
 
@@ -80,16 +80,19 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
     server.stop(true).await;
     let growth = store_bytes(&store_url).await? - size_before;
     let stored = stored_points(&store_url).await?;
+    let point_bytes = match &o.database_url {
+        Some(url) => Some(postgres_point_bytes(url, stored).await?),
+        None => None,
+    };
+    eprintln!("packing every point into chunks…");
+    let packing = pack_everything(&store_url).await?;
+    let packed_growth = store_bytes(&store_url).await? - size_before;
     let _ = std::fs::remove_dir_all(&data_dir);
     latencies.sort_unstable();
     let pct = |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)));
     let ms = |d: Option<&Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
     let end_to_end = (acked * per_message) as f64 / elapsed;
 
-    let point_bytes = match &o.database_url {
-        Some(url) => Some(postgres_point_bytes(url, stored).await?),
-        None => None,
-    };
     eprintln!("store alone for {} s…", o.seconds);
     let store_rate = store_only(&o).await?;
     let backend = if o.database_url.is_some() {
@@ -124,6 +127,16 @@ pub async fn ingest(o: IngestOptions) -> Result<()> {
     if let Some(bytes) = point_bytes {
         println!("bytes a stored raw point takes (table and key):  {bytes:>12.1}");
     }
+    println!(
+        "packing after the run: {} points into {} chunks, points/s: {:>12.0}",
+        packing.packed.points,
+        packing.packed.chunks,
+        packing.packed.points as f64 / packing.took.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "store growth a stored point, packed and vacuumed:            {:>5.2}",
+        packed_growth as f64 / stored.max(1) as f64
+    );
     if failed > 0 {
         println!("gateways whose connection failed: {failed}");
     }
@@ -145,9 +158,38 @@ async fn store_bytes(url: &str) -> Result<i64> {
     Ok(bytes)
 }
 
-/// How many raw points the store at `url` holds.
+/// What packing a whole store did, and how long it took.
+struct Packing {
+    packed: chunks::Packed,
+    took: Duration,
+}
+
+/// Packs every point of the stopped server's store into chunks, as the packing task does once
+/// the points are older than its horizon, then gives the freed pages back (`VACUUM`; `VACUUM
+/// FULL` on PostgreSQL, whose plain `VACUUM` keeps them for the next rows), so that the size
+/// measured is what the points take packed.
+async fn pack_everything(url: &str) -> Result<Packing> {
+    let db = Db::connect(url).await?;
+    let started = Instant::now();
+    let packed = chunks::pack_closed(&db, unix_now() + 1, usize::MAX).await?;
+    let took = started.elapsed();
+    db.close().await;
+    if url.starts_with("sqlite://") {
+        let pool = sqlx::SqlitePool::connect(url).await?;
+        sqlx::query("VACUUM").execute(&pool).await?;
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&pool).await?;
+        pool.close().await;
+    } else {
+        let pool = sqlx::PgPool::connect(url).await?;
+        sqlx::query("VACUUM FULL").execute(&pool).await?;
+        pool.close().await;
+    }
+    Ok(Packing { packed, took })
+}
+
+/// How many raw points the store at `url` holds, as rows or in chunks.
 async fn stored_points(url: &str) -> Result<i64> {
-    let query = "SELECT COUNT(*) FROM raw_points";
+    let query = "SELECT (SELECT COUNT(*) FROM raw_points) + (SELECT CAST(COALESCE(SUM(points), 0) AS BIGINT) FROM point_chunks)";
     if url.starts_with("sqlite://") {
         let pool = sqlx::SqlitePool::connect(url).await?;
         let points: i64 = sqlx::query_scalar(query).fetch_one(&pool).await?;

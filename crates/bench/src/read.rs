@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use devicecloud_store::ingest::{self, Point, SeriesId};
-use devicecloud_store::{Db, data_sessions, raw_data, unix_now};
+use devicecloud_store::{Db, chunks, data_sessions, raw_data, unix_now};
 use serde_json::{Value, json};
 
 use super::server::{ServerUnderTest, json, rss_kib};
@@ -81,39 +81,61 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     eprintln!("  {:.0} s", loaded.elapsed().as_secs_f64());
 
     let get = |path: String| http.get(format!("{}{path}", server.base)).bearer_auth(&admin);
+    // Every measured request carries a parameter of its own, so that none is answered from the
+    // page cache (a caller's page is remembered for two seconds).
+    let fresh = |path: &str, i: usize| get(format!("{path}&_={i}"));
     let daily_path = format!("/api/v2/data-downsampled?filter[id_group]={year_group}");
     let daily: Value = json(get(daily_path.clone())).await?;
     let days = daily["items"].as_array().map_or(0, Vec::len);
-    let (daily_p50, daily_p99) = latency(|| get(daily_path.clone()), o.requests).await?;
+    let (daily_p50, daily_p99) = latency(|i| fresh(&daily_path, i), o.requests).await?;
     let hourly_path = format!(
         "/api/v2/data-downsampled?filter[id_group]={year_group}&filter[timestamp_seconds][gte]={}&filter[timestamp_seconds][lt]={end}",
         end - 21 * DAY
     );
     let hourly: Value = json(get(hourly_path.clone())).await?;
     let hours = hourly["_meta"]["totalCount"].as_i64().unwrap_or(0);
-    let (hourly_p50, hourly_p99) = latency(|| get(hourly_path.clone()), o.requests).await?;
+    let (hourly_p50, hourly_p99) = latency(|i| fresh(&hourly_path, i), o.requests).await?;
 
-    eprintln!("the same daily answer by GROUP BY over the raw rows…");
+    eprintln!("the same daily answer computed from the raw points…");
     let (group_by_ms, group_by_rows) = group_by_daily(&db, year_key).await?;
     let counted: i64 = daily["items"]
         .as_array()
         .map(|items| items.iter().filter_map(|b| b["count_val"].as_i64()).sum())
         .unwrap_or(0);
     if group_by_rows.len() != days || group_by_rows.iter().map(|r| r.1).sum::<i64>() != counted {
-        bail!("the rollups and the GROUP BY disagree");
+        bail!("the rollups and the raw points disagree");
     }
 
-    let raw_path = format!("/api/v2/data?filter[id_group]={hundred_group}");
-    let (raw_p50, raw_p99) = latency(|| get(raw_path.clone()), o.requests).await?;
-
-    eprintln!("downloading the session as CSV…");
+    // A whole UTC day of the year's series, the last one before `end`.
+    let day_start = end - end.rem_euclid(DAY) - DAY;
+    let raw_reads = RawReads {
+        group: format!("/api/v2/data?filter[id_group]={hundred_group}"),
+        day: format!(
+            "/api/v2/data?filter[id_group]={year_group}&filter[timestamp_seconds][gte]={day_start}\
+             &filter[timestamp_seconds][lt]={}&per-page=1000",
+            day_start + DAY
+        ),
+    };
     let sessions: Value = json(get(format!("/api/v2/data-session?filter[id_group]={hundred_group}"))).await?;
     let id = sessions["items"][0]["id_data_session"]
         .as_str()
         .context("no session")?
         .to_string();
     let expected = sessions["items"][0]["datapoint_count"].as_u64().unwrap_or(0) as usize;
-    let csv = download(&http, &server, &admin, &id, expected).await?;
+    let as_rows = raw_reads.measure(&get, &fresh, o.requests).await?;
+    eprintln!("downloading the session as CSV…");
+    let csv_rows = download(&http, &server, &admin, &id, expected).await?;
+
+    eprintln!("packing every point into chunks…");
+    let packing = Instant::now();
+    let packed = chunks::pack_closed(&db, unix_now() + 1, usize::MAX).await?;
+    let packing = packing.elapsed().as_secs_f64();
+    let as_chunks = raw_reads.measure(&get, &fresh, o.requests).await?;
+    if as_chunks.answers != as_rows.answers {
+        bail!("the raw answers differ once packed");
+    }
+    eprintln!("downloading the session as CSV from chunks…");
+    let csv_chunks = download(&http, &server, &admin, &id, expected).await?;
 
     let backend = if o.database_url.is_some() {
         "PostgreSQL"
@@ -128,29 +150,76 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     );
     println!("daily downsampled, {days} buckets, p50 / p99 ms:        {daily_p50:>8.2} / {daily_p99:.2}");
     println!(
-        "same answer by GROUP BY over raw rows, ms:         {group_by_ms:>8.1}   ({:.0}x the p50 above)",
+        "same answer computed from the raw points, ms:      {group_by_ms:>8.1}   ({:.0}x the p50 above)",
         group_by_ms / daily_p50.max(0.001)
     );
     println!("3 weeks hourly, {hours} buckets, p50 / p99 ms:        {hourly_p50:>8.2} / {hourly_p99:.2}");
-    println!("raw data, first page of 500, p50 / p99 ms:         {raw_p50:>8.2} / {raw_p99:.2}");
     println!(
-        "CSV of the session: {} lines, {:.0} MB in {:.1} s; server RSS before {:.0} MiB, peak {:.0} MiB",
-        csv.lines,
-        csv.bytes as f64 / 1e6,
-        csv.seconds,
-        csv.rss_before_kib as f64 / 1024.0,
-        csv.rss_peak_kib as f64 / 1024.0
+        "packed {} points into {} chunks in {packing:.1} s ({:.0} points/s)",
+        packed.points,
+        packed.chunks,
+        packed.points as f64 / packing.max(1e-9)
     );
-    let progress: Vec<String> = csv
-        .rss_at_tenths
-        .iter()
-        .enumerate()
-        .map(|(i, kib)| format!("{}%: {:.0}", (i + 1) * 10, *kib as f64 / 1024.0))
-        .collect();
-    println!("server RSS MiB as the download progressed: {}", progress.join(", "));
+    println!("                                                   rows p50 / p99     chunks p50 / p99");
+    println!(
+        "raw data, first page of 500 of the 100 series, ms: {:>8.2} / {:<8.2} {:>8.2} / {:.2}",
+        as_rows.group.0, as_rows.group.1, as_chunks.group.0, as_chunks.group.1
+    );
+    println!(
+        "raw data, a day of one series, page of 1000, ms:   {:>8.2} / {:<8.2} {:>8.2} / {:.2}",
+        as_rows.day.0, as_rows.day.1, as_chunks.day.0, as_chunks.day.1
+    );
+    for (name, csv) in [("rows", &csv_rows), ("chunks", &csv_chunks)] {
+        println!(
+            "CSV of the session from {name}: {} lines, {:.0} MB in {:.1} s; server RSS before {:.0} MiB, peak {:.0} MiB",
+            csv.lines,
+            csv.bytes as f64 / 1e6,
+            csv.seconds,
+            csv.rss_before_kib as f64 / 1024.0,
+            csv.rss_peak_kib as f64 / 1024.0
+        );
+        let progress: Vec<String> = csv
+            .rss_at_tenths
+            .iter()
+            .enumerate()
+            .map(|(i, kib)| format!("{}%: {:.0}", (i + 1) * 10, *kib as f64 / 1024.0))
+            .collect();
+        println!("server RSS MiB as the download progressed: {}", progress.join(", "));
+    }
     db.close().await;
     server.stop(false).await;
     Ok(())
+}
+
+/// The raw-data requests measured on rows and again on chunks.
+struct RawReads {
+    /// The first page of the 100-series group.
+    group: String,
+    /// A day of one series, a page of 1,000.
+    day: String,
+}
+
+/// Their latencies (p50, p99 in ms) and their answers, compared across the two.
+struct RawLatencies {
+    group: (f64, f64),
+    day: (f64, f64),
+    answers: Vec<Value>,
+}
+
+impl RawReads {
+    async fn measure(
+        &self,
+        get: &impl Fn(String) -> reqwest::RequestBuilder,
+        fresh: &impl Fn(&str, usize) -> reqwest::RequestBuilder,
+        requests: usize,
+    ) -> Result<RawLatencies> {
+        let answers = vec![json(get(self.group.clone())).await?, json(get(self.day.clone())).await?];
+        Ok(RawLatencies {
+            group: latency(|i| fresh(&self.group, i), requests).await?,
+            day: latency(|i| fresh(&self.day, i), requests).await?,
+            answers,
+        })
+    }
 }
 
 pub(super) fn point(container_key: i64, seconds: i64, session_key: Option<i64>) -> Point {
@@ -195,13 +264,13 @@ async fn group_with_gateway(http: &reqwest::Client, base: &str, admin: &str, ser
     Ok((id_group, id))
 }
 
-/// p50 and p99 in ms of `requests` sequential requests made by `request`, after 20 unmeasured
-/// ones (connection set-up, caches).
-pub(super) async fn latency(request: impl Fn() -> reqwest::RequestBuilder, requests: usize) -> Result<(f64, f64)> {
+/// p50 and p99 in ms of `requests` sequential requests made by `request` (given the request's
+/// number), after 20 unmeasured ones (connection set-up, caches).
+pub(super) async fn latency(request: impl Fn(usize) -> reqwest::RequestBuilder, requests: usize) -> Result<(f64, f64)> {
     let mut times = Vec::with_capacity(requests);
     for i in 0..requests + 20 {
         let started = Instant::now();
-        let response = request().send().await?;
+        let response = request(i).send().await?;
         if !response.status().is_success() {
             bail!("{}: {}", response.url().clone(), response.status());
         }

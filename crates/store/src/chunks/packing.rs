@@ -108,9 +108,10 @@ async fn pack_series(db: &Db, key: i64, before: i64) -> Result<Packed> {
     // The chunks the rows overlap, and the open chunk of the same day just before them.
     let mut old: Vec<(i64, Vec<u8>)> = tx
         .rows(
-            "SELECT first_us, payload FROM point_chunks WHERE container_key = $1 AND last_us >= $2 \
-             AND first_us <= $3 ORDER BY first_us"
-                .to_string(),
+            format!(
+                "SELECT first_us, payload FROM point_chunks WHERE container_key = $1 AND first_us > $2 - {DAY_US} \
+                 AND last_us >= $2 AND first_us <= $3 ORDER BY first_us"
+            ),
             values![key, lo, hi],
         )
         .await?;

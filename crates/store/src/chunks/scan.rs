@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::DAY_US;
 use super::codec::{self, Columns};
 use super::cut::merge;
 use crate::database::Result;
@@ -89,11 +90,14 @@ async fn chunks_of(db: &Db, keys: &[i64], range: Range, session: Option<i64>) ->
     let by_session = if session.is_some() { "AND session_key = $3" } else { "" };
     let sql = format!(
         "SELECT container_key, payload FROM point_chunks WHERE container_key IN ({list}) \
-         AND last_us >= $1 AND first_us < $2 {by_session} ORDER BY container_key, first_us"
+         AND first_us > $1 - {DAY_US} AND last_us >= $1 AND first_us < $2 {by_session} \
+         ORDER BY container_key, first_us"
     );
+    // A chunk spans less than a day, so `first_us` bounds the key's range from below too.
+    let from = range.from_us.max(i64::MIN + DAY_US);
     let values = match session {
-        Some(s) => values![range.from_us, range.to_us, s],
-        None => values![range.from_us, range.to_us],
+        Some(s) => values![from, range.to_us, s],
+        None => values![from, range.to_us],
     };
     let chunks: Vec<(i64, Vec<u8>)> = db.rows(sqlx::AssertSqlSafe(sql), values).await?;
     let mut out: BTreeMap<i64, Columns> = BTreeMap::new();

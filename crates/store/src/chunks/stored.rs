@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::codec;
+use super::{DAY_US, codec};
 use crate::database::db::{Tx, values};
 use crate::ingest::Point;
 use crate::sql::point_time;
@@ -43,8 +43,10 @@ pub(crate) async fn in_chunks(tx: &mut Tx, points: &[Point]) -> sqlx::Result<Has
         };
         let chunks: Vec<(Vec<u8>,)> = tx
             .rows(
-                "SELECT payload FROM point_chunks WHERE container_key = $1 AND last_us >= $2 AND first_us <= $3"
-                    .to_string(),
+                format!(
+                    "SELECT payload FROM point_chunks WHERE container_key = $1 AND first_us > $2 - {DAY_US} \
+                     AND last_us >= $2 AND first_us <= $3"
+                ),
                 values![key, lo, hi],
             )
             .await?;

@@ -428,28 +428,30 @@ async fn by_time_windows<F: Fn(&Hit, &Hit) -> Ordering>(
 /// One day of a series computed straight from its points: (day start, count, min, max, avg).
 pub type DayFromRaw = (i64, i64, f64, f64, f64);
 
-/// The daily downsampled answer of a series computed from its points: the reference the day
-/// rollups are measured against (`devicecloud-bench read`).
+/// The daily downsampled answer of a series computed from its points, packed or not, a day at
+/// a time: the reference the day rollups are measured against (`devicecloud-bench read`).
 pub async fn daily_from_raw(db: &Db, container_key: i64) -> Result<Vec<DayFromRaw>> {
-    let mut days: Vec<DayFromRaw> = Vec::new();
-    for series in chunks::scan(db, &[container_key], Range::ALL, None).await? {
-        let p = &series.points;
-        for i in 0..p.len() {
-            let day = p.times_us[i].div_euclid(MICROS * 86_400) * 86_400;
-            let v = p.values[i];
-            match days.last_mut() {
-                Some(d) if d.0 == day => {
-                    d.1 += 1;
-                    d.2 = d.2.min(v);
-                    d.3 = d.3.max(v);
-                    d.4 += v;
-                }
-                _ => days.push((day, 1, v, v, v)),
+    let days: Vec<(i64,)> = db
+        .rows(
+            "SELECT bucket FROM rollup_day WHERE container_key = $1 ORDER BY bucket",
+            crate::database::db::values![container_key],
+        )
+        .await?;
+    let mut out = Vec::with_capacity(days.len());
+    for (day,) in days {
+        let range = Range::seconds(Some(day), Some(day + 86_399));
+        for series in chunks::scan(db, &[container_key], range, None).await? {
+            let p = &series.points;
+            let (mut min, mut max, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0);
+            for &v in &p.values {
+                min = min.min(v);
+                max = max.max(v);
+                sum += v;
+            }
+            if !p.is_empty() {
+                out.push((day, p.len() as i64, min, max, sum / p.len() as f64));
             }
         }
     }
-    for d in &mut days {
-        d.4 /= d.1 as f64;
-    }
-    Ok(days)
+    Ok(out)
 }

@@ -105,10 +105,14 @@ pub async fn series(db: &Db, session: &SessionRow) -> Result<Vec<SessionSeries>>
         .await
 }
 
-/// The series holding points of a session, as a row or in a chunk.
+/// The series that may hold points of a session: those of its gateway and the gateway's assets
+/// (a look-up of a few rows, where finding the series that do hold some would read the whole
+/// session).
 pub(crate) async fn series_keys(db: &Db, session_key: i64) -> Result<Vec<i64>> {
-    let sql = "SELECT DISTINCT container_key FROM raw_points WHERE session_key = $1 \
-               UNION SELECT DISTINCT container_key FROM point_chunks WHERE session_key = $1";
+    let sql = "SELECT c.container_key FROM data_sessions s \
+               JOIN physical_devices d ON d.id_physical_device = s.id_physical_device OR d.id_parent = s.id_physical_device \
+               JOIN containers c ON c.source_device = d.id_physical_device \
+               WHERE s.session_key = $1";
     let rows: Vec<(i64,)> = db.rows(sql, values![session_key]).await?;
     Ok(rows.into_iter().map(|(key,)| key).collect())
 }
@@ -119,9 +123,12 @@ pub async fn time_range(db: &Db, session_key: i64) -> Result<Option<(i64, i64)>>
         point_time::seconds_of_aggregate(db.backend(), "MIN", "r"),
         point_time::seconds_of_aggregate(db.backend(), "MAX", "r"),
     );
+    // Each bound its own select, so that each is one step in the session's index.
     let sql = format!(
-        "SELECT {first}, {last} FROM raw_points r WHERE session_key = $1 \
-         UNION ALL SELECT MIN(first_us) / {MICROS}, MAX(last_us) / {MICROS} FROM point_chunks WHERE session_key = $1"
+        "SELECT (SELECT {first} FROM raw_points r WHERE session_key = $1), \
+         (SELECT {last} FROM raw_points r WHERE session_key = $1) \
+         UNION ALL SELECT (SELECT MIN(first_us) / {MICROS} FROM point_chunks WHERE session_key = $1), \
+         (SELECT MAX(last_us) / {MICROS} FROM point_chunks WHERE session_key = $1)"
     );
     let rows: Vec<(Option<i64>, Option<i64>)> = db.rows(sqlx::AssertSqlSafe(sql), values![session_key]).await?;
     let first = rows.iter().filter_map(|r| r.0).min();
