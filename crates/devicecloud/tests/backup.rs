@@ -2,8 +2,10 @@
 //! "Backup and restore"), over the real binary and real MQTT: a backup taken while gateways
 //! publish holds every point acknowledged before it began, with rollups that agree, and a store
 //! restored from it serves them; a backup never overwrites, a restore only fills an empty data
-//! dir, never beside a running `serve`, and only from a devicecloud backup. On PostgreSQL
-//! (`DEVICECLOUD_TEST_DATABASE_URL`) the printed `pg_dump` and `pg_restore` commands are run.
+//! dir, never beside a running `serve`, and only from a devicecloud backup. Points packed into
+//! compressed chunks are in a backup as chunks, and the restored store answers for them as the
+//! live one did. On PostgreSQL (`DEVICECLOUD_TEST_DATABASE_URL`) the printed `pg_dump` and
+//! `pg_restore` commands are run.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 use devicecloud_protocol::{Measurement, ModuleKind, Timestamp, measurements_payload};
 use devicecloud_simulator::Provisioner;
+use devicecloud_store::chunks::pack_closed;
 use devicecloud_store::{Backend, Db};
 use rumqttc::{AsyncClient, ConnectReturnCode, Event, MqttOptions, Packet, QoS};
 use serde_json::Value;
@@ -20,7 +23,7 @@ use tokio::process::Command;
 
 mod common;
 
-use common::{Credentials, Dir, Store, fresh_postgres};
+use common::{Credentials, Dir, Serve, Store, fresh_postgres};
 /// Gateways publishing at once; each waits for its PUBACK before the next message.
 const GATEWAYS: usize = 4;
 /// Each message: this many seconds in a row, each with a value of every datatype.
@@ -444,6 +447,428 @@ async fn an_older_backup_is_carried_forward_by_the_migrations_of_this_version() 
         .fetch_all(&db)
         .await
         .unwrap();
+    db.close().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A backup of a store whose older points are packed into compressed chunks.
+
+/// 2023-11-15 00:00:00 UTC. The packed points span the hour before it and the hour after it (two
+/// UTC days, so every series has a chunk of each), the points sent after packing the hour after
+/// that.
+const MIDNIGHT: i64 = 1_700_006_400;
+const PACKED_FROM: i64 = MIDNIGHT - 3_600;
+/// The packing horizon: every point before this second is packed, none after it.
+const PACK_BEFORE: i64 = MIDNIGHT + 3_600;
+const ROWS_UNTIL: i64 = MIDNIGHT + 7_200;
+/// Seconds between two measurements of a series (each with a fraction of its own).
+const STEP_S: i64 = 7;
+/// Gateways of the test; each sends datatypes 1 to [`DATATYPES`] itself and [`ASSET_DATATYPE`]
+/// of an asset behind it.
+const PACKING_GATEWAYS: usize = 2;
+const ASSET_DATATYPE: u32 = 5;
+const SERIES: usize = PACKING_GATEWAYS * (DATATYPES as usize + 1);
+/// Measurements per MQTT message: about 7 KB, under rumqttc's default packet limit of 10 KiB.
+const PER_MESSAGE: usize = 80;
+const DAY_US: i64 = 86_400 * 1_000_000;
+/// The settings of both serves: the background packer never packs (its horizon is a century
+/// back) and runs once a day, so only the test decides what is packed.
+const NO_BACKGROUND_PACKING: [(&str, &str); 2] = [
+    ("DEVICECLOUD_PACK_AFTER_S", "3153600000"),
+    ("DEVICECLOUD_PACK_INTERVAL_S", "86400"),
+];
+
+/// What identifies a point in a `data` item: datatype, second, microseconds, the value's bits.
+type PointKey = (i64, i64, i64, u64);
+
+/// Gateway `n`'s measurements of the seconds `from..until`, every [`STEP_S`], with
+/// microsecond fractions: of the gateway itself and of its asset `<serial>-MB`.
+fn measurements(n: usize, serial: &str, from: i64, until: i64) -> Vec<Measurement> {
+    let mut out = Vec::new();
+    for seconds in (from..until).step_by(STEP_S as usize) {
+        let k = (seconds - PACKED_FROM) / STEP_S;
+        let ts = Timestamp {
+            seconds,
+            microseconds: ((k * 104_729 + n as i64 * 7_919) % 1_000_000) as u32,
+        };
+        let phase = k as f64 * 0.37 + n as f64;
+        out.push(Measurement {
+            device: None,
+            ts: Some(ts),
+            values: (1..=DATATYPES).map(|d| (d, phase.sin() * 1e3 / f64::from(d))).collect(),
+        });
+        out.push(Measurement {
+            device: Some(format!("{serial}-MB")),
+            ts: Some(ts),
+            values: vec![(ASSET_DATATYPE, k as f64 / 3.0 + n as f64 * 1e6)],
+        });
+    }
+    out
+}
+
+/// The keys of every point of `measurements`.
+fn keys_of(measurements: &[Measurement]) -> Vec<PointKey> {
+    measurements
+        .iter()
+        .flat_map(|m| {
+            let ts = m.ts.unwrap();
+            m.values
+                .iter()
+                .map(move |&(d, v)| (i64::from(d), ts.seconds, i64::from(ts.microseconds), v.to_bits()))
+        })
+        .collect()
+}
+
+/// Publishes `measurements` as gateway `serial` at QoS 1, [`PER_MESSAGE`] to a message, each
+/// once the one before was acknowledged (after its commit).
+async fn send(mqtt: std::net::SocketAddr, serial: &str, token: &str, measurements: &[Measurement]) {
+    let mut options = MqttOptions::new(serial, mqtt.ip().to_string(), mqtt.port());
+    options.set_credentials(serial, token);
+    options.set_keep_alive(Duration::from_secs(30));
+    let (client, mut events) = AsyncClient::new(options, 8);
+    for part in measurements.chunks(PER_MESSAGE) {
+        client
+            .publish(
+                "v1/gateway/measurements",
+                QoS::AtLeastOnce,
+                false,
+                measurements_payload(part),
+            )
+            .await
+            .unwrap();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(10), events.poll())
+                .await
+                .expect("no PUBACK within 10 s")
+                .unwrap_or_else(|e| panic!("{serial}: connection failed: {e}"));
+            match event {
+                Event::Incoming(Packet::ConnAck(ack)) => assert_eq!(ack.code, ConnectReturnCode::Success),
+                Event::Incoming(Packet::PubAck(_)) => break,
+                _ => {}
+            }
+        }
+    }
+    let _ = client.disconnect().await;
+}
+
+/// Every row of `point_chunks`, in key order: series, first and last time, points, payload.
+type ChunkRow = (i64, i64, i64, i64, Vec<u8>);
+
+const CHUNKS_SQL: &str = "SELECT container_key, first_us, last_us, points, payload FROM point_chunks \
+                          ORDER BY container_key, first_us";
+
+async fn chunk_rows(db: &Db) -> Vec<ChunkRow> {
+    let Db::Sqlite(pool, ..) = db else {
+        panic!("the packing backup test runs on SQLite")
+    };
+    sqlx::query_as(CHUNKS_SQL).fetch_all(pool).await.unwrap()
+}
+
+async fn raw_rows(db: &Db) -> i64 {
+    let Db::Sqlite(pool, ..) = db else {
+        panic!("the packing backup test runs on SQLite")
+    };
+    sqlx::query_scalar("SELECT COUNT(*) FROM raw_points")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// One answer as a client reads it: what was asked, the status, the pagination headers and the
+/// JSON body, with the serve's own address written `BASE` (absolute links name the host asked).
+#[derive(Debug, PartialEq)]
+struct Answer {
+    request: String,
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: Value,
+}
+
+const PAGINATION: [&str; 5] = [
+    "x-pagination-total-count",
+    "x-pagination-page-count",
+    "x-pagination-current-page",
+    "x-pagination-per-page",
+    "link",
+];
+
+/// Every string in `value` with `base` written `BASE`.
+fn without_base(value: &mut Value, base: &str) {
+    match value {
+        Value::String(s) => *s = s.replace(base, "BASE"),
+        Value::Array(items) => items.iter_mut().for_each(|v| without_base(v, base)),
+        Value::Object(map) => map.values_mut().for_each(|v| without_base(v, base)),
+        _ => {}
+    }
+}
+
+async fn answer(serve: &Serve, token: &str, request: &str) -> Answer {
+    let base = serve.base();
+    let reply = reqwest::Client::new()
+        .get(format!("{base}{request}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status().as_u16();
+    let headers = PAGINATION
+        .iter()
+        .filter_map(|name| {
+            let value = reply.headers().get(*name)?.to_str().unwrap();
+            Some((*name, value.replace(&base, "BASE")))
+        })
+        .collect();
+    let text = reply.text().await.unwrap();
+    let mut body: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {request}: {status}, not JSON ({e}): {text}"));
+    without_base(&mut body, &base);
+    Answer {
+        request: request.to_string(),
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Every page of the collection `path` (which has a query already), page 1 first.
+async fn every_page(serve: &Serve, token: &str, path: &str) -> Vec<Answer> {
+    let first = answer(serve, token, &format!("{path}&page=1")).await;
+    let pages = first.body["_meta"]["pageCount"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("GET {path}: {} without _meta.pageCount: {}", first.status, first.body));
+    let mut out = vec![first];
+    for page in 2..=pages {
+        out.push(answer(serve, token, &format!("{path}&page={page}")).await);
+    }
+    out
+}
+
+/// The collections compared: every page of `data` in three orders and of a filter on a span
+/// across the packing horizon, and `data-downsampled` per day, per minute, and raw (from chunks
+/// only across the midnight, from chunks and rows across the horizon).
+fn packed_collections(group: &str) -> Vec<String> {
+    let data = format!("/api/v2/data?filter[id_group]={group}");
+    let down = format!("/api/v2/data-downsampled?filter[id_group]={group}");
+    let span = |lo: i64, hi: i64| format!("&filter[timestamp_seconds][gte]={lo}&filter[timestamp_seconds][lt]={hi}");
+    vec![
+        data.clone(),
+        format!("{data}&per-page=10000&sort=timestamp_seconds"),
+        format!("{data}&per-page=997&sort=-value"),
+        format!(
+            "{data}&filter[datatype]={ASSET_DATATYPE}&per-page=100{}",
+            span(MIDNIGHT - 600, PACK_BEFORE + 600)
+        ),
+        format!("{down}&per-page=10000"),
+        format!("{down}&per-page=10000{}", span(PACKED_FROM, ROWS_UNTIL)),
+        format!("{down}&per-page=500{}", span(MIDNIGHT - 1_800, MIDNIGHT + 1_800)),
+        format!(
+            "{down}&per-page=10000{}",
+            span(PACK_BEFORE - 1_800, PACK_BEFORE + 1_800)
+        ),
+    ]
+}
+
+/// The items of every page of the collection `path` of [`packed_collections`] in `answers`.
+fn items_of<'a>(answers: &'a [Answer], path: &str) -> impl Iterator<Item = &'a Value> {
+    let pages = format!("{path}&page=");
+    answers
+        .iter()
+        .filter(move |a| a.request.starts_with(&pages))
+        .flat_map(|a| a.body["items"].as_array().unwrap())
+}
+
+/// The answers to every page of every collection of [`packed_collections`].
+async fn capture(serve: &Serve, token: &str, group: &str) -> Vec<Answer> {
+    let mut out = Vec::new();
+    for path in packed_collections(group) {
+        out.extend(every_page(serve, token, &path).await);
+    }
+    out
+}
+
+/// The first place where two JSON values differ, with both sides there.
+fn json_difference(at: &str, a: &Value, b: &Value) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) if x.keys().eq(y.keys()) => x
+            .iter()
+            .find_map(|(k, v)| json_difference(&format!("{at}.{k}"), v, &y[k])),
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (v, w))| json_difference(&format!("{at}[{i}]"), v, w)),
+        _ if a == b => None,
+        _ => {
+            let short = |v: &Value| v.to_string().chars().take(600).collect::<String>();
+            Some(format!("at {at}: {} | {}", short(a), short(b)))
+        }
+    }
+}
+
+/// Panics unless `restored` answers as `live` did, naming the first differences.
+fn assert_same_answers(live: &[Answer], restored: &[Answer]) {
+    let mut differences = Vec::new();
+    if live.len() != restored.len() {
+        differences.push(format!(
+            "{} answers from the live store, {} from the restored one",
+            live.len(),
+            restored.len()
+        ));
+    }
+    for (l, r) in live.iter().zip(restored) {
+        if l.request != r.request {
+            // Another page count: every later request differs too.
+            differences.push(format!("GET {} | GET {}", l.request, r.request));
+            break;
+        }
+        if l == r {
+            continue;
+        }
+        let why = if (l.status, &l.headers) != (r.status, &r.headers) {
+            format!(
+                "status and headers {} {:?} | {} {:?}",
+                l.status, l.headers, r.status, r.headers
+            )
+        } else {
+            json_difference("body", &l.body, &r.body).unwrap_or_default()
+        };
+        differences.push(format!("GET {}: {why}", l.request));
+    }
+    assert!(
+        differences.is_empty(),
+        "the restored store answers otherwise (live | restored), {} differences:\n{}",
+        differences.len(),
+        differences.iter().take(6).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+fn total(answer: &Answer) -> i64 {
+    let header = answer
+        .headers
+        .iter()
+        .find(|(name, _)| *name == "x-pagination-total-count")
+        .map(|(_, v)| v.parse::<i64>().unwrap());
+    let meta = answer.body["_meta"]["totalCount"].as_i64();
+    assert_eq!(header, meta, "GET {}: the header and _meta count apart", answer.request);
+    meta.unwrap_or_else(|| panic!("GET {}: no total count", answer.request))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_carries_packed_points() {
+    let live_dir = Dir::new("packed-live");
+    let mut live = Store::sqlite(&live_dir);
+    live.env = NO_BACKGROUND_PACKING.iter().map(|(k, v)| (*k, v.to_string())).collect();
+    let credentials = live.bootstrap().await;
+    let serve = live.serve().await;
+    let token = serve.token(&credentials).await;
+    let provisioner = Provisioner::new(&serve.base(), &token);
+    let group = provisioner.create_group("packed").await.unwrap();
+    let mut gateways = Vec::new();
+    for n in 0..PACKING_GATEWAYS {
+        let gateway = provisioner
+            .gateway(&group, &format!("GW-PACKED-{n}"), ModuleKind::Core)
+            .await
+            .unwrap();
+        gateways.push((gateway.serial, gateway.token));
+    }
+
+    // The first two hours, across the midnight, are packed; then the hour after them comes.
+    let mut sent = Vec::new();
+    let mut packed_points = 0;
+    for (n, (serial, token)) in gateways.iter().enumerate() {
+        let batch = measurements(n, serial, PACKED_FROM, PACK_BEFORE);
+        send(serve.mqtt, serial, token, &batch).await;
+        packed_points += keys_of(&batch).len();
+        sent.extend(keys_of(&batch));
+    }
+    let db = Db::connect(&live.url()).await.unwrap();
+    let packed = pack_closed(&db, PACK_BEFORE, usize::MAX).await.unwrap();
+    assert_eq!(packed.series, SERIES, "{packed:?}");
+    assert_eq!(packed.points, packed_points as u64, "{packed:?}");
+    assert!(packed.chunks >= 2 * SERIES as u64, "a chunk of each day: {packed:?}");
+    assert_eq!(raw_rows(&db).await, 0, "every point sent so far is packed");
+    for (n, (serial, token)) in gateways.iter().enumerate() {
+        let batch = measurements(n, serial, PACK_BEFORE, ROWS_UNTIL);
+        send(serve.mqtt, serial, token, &batch).await;
+        sent.extend(keys_of(&batch));
+    }
+    let rows = (sent.len() - packed_points) as i64;
+    assert_eq!(raw_rows(&db).await, rows, "the points sent after packing are rows");
+    let chunks = chunk_rows(&db).await;
+    let in_chunks: i64 = chunks.iter().map(|c| c.3).sum();
+    assert_eq!(in_chunks, packed_points as i64);
+    let days: HashSet<(i64, i64)> = chunks.iter().map(|c| (c.0, c.1.div_euclid(DAY_US))).collect();
+    assert_eq!(days.len(), 2 * SERIES, "every series has chunks of both days");
+    db.close().await;
+
+    // What a client reads of the live store: every point, packed or not.
+    let before = capture(&serve, &token, &group).await;
+    for a in &before {
+        assert_eq!(a.status, 200, "GET {}: {}", a.request, a.body);
+    }
+    let collections = packed_collections(&group);
+    let mut read: Vec<PointKey> = items_of(&before, &collections[1])
+        .map(|item| {
+            (
+                item["datatype"].as_i64().unwrap(),
+                item["timestamp_seconds"].as_i64().unwrap(),
+                item["microseconds"].as_i64().unwrap(),
+                item["value"].as_f64().unwrap().to_bits(),
+            )
+        })
+        .collect();
+    read.sort_unstable();
+    sent.sort_unstable();
+    assert_eq!(read.len(), sent.len(), "points read from the live store");
+    assert!(read == sent, "the live store answers other points than were sent");
+    assert_eq!(total(&before[0]), sent.len() as i64);
+    // The raw answer across the horizon holds packed points and rows.
+    let starts: Vec<f64> = items_of(&before, &collections[7])
+        .map(|item| item["timestamp_seconds"].as_f64().unwrap())
+        .collect();
+    assert!(
+        starts.iter().any(|&t| t < PACK_BEFORE as f64) && starts.iter().any(|&t| t > PACK_BEFORE as f64),
+        "raw points on both sides of the horizon"
+    );
+
+    // The backup, taken while serve runs, holds the same chunks and rows.
+    let backups = Dir::new("packed-files");
+    let file = backups.join("devicecloud.backup");
+    live.admin_ok(&["backup", "--to", file.to_str().unwrap()]).await;
+    serve.stop().await;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&file)
+        .read_only(true)
+        .immutable(true);
+    let backup = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let backup_chunks: Vec<ChunkRow> = sqlx::query_as(CHUNKS_SQL).fetch_all(&backup).await.unwrap();
+    let backup_rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM raw_points")
+        .fetch_one(&backup)
+        .await
+        .unwrap();
+    backup.close().await;
+    assert!(!backup_chunks.is_empty(), "the backup holds no point_chunks rows");
+    assert_eq!(backup_chunks.len(), chunks.len(), "point_chunks rows in the backup");
+    assert!(backup_chunks == chunks, "the backup's chunks differ from the store's");
+    assert_eq!(backup_rows, rows, "raw_points rows in the backup");
+
+    // Restored into a fresh data dir and served, it answers the same: every page's JSON, its
+    // pagination headers and counts.
+    let restored_dir = Dir::new("packed-restored");
+    let mut restored = Store::sqlite(&restored_dir);
+    restored.env = live.env.clone();
+    restored.admin_ok(&["restore", "--from", file.to_str().unwrap()]).await;
+    let serve = restored.serve().await;
+    let token = serve.token(&credentials).await;
+    let after = capture(&serve, &token, &group).await;
+    serve.stop().await;
+    assert_same_answers(&before, &after);
+    assert_eq!(total(&after[0]), sent.len() as i64);
+
+    // And the restored store still keeps them packed: nothing was unpacked or packed again.
+    let db = Db::connect(&restored.url()).await.unwrap();
+    assert!(chunk_rows(&db).await == chunks, "the restored store's chunks differ");
+    assert_eq!(raw_rows(&db).await, rows);
     db.close().await;
 }
 
