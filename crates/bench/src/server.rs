@@ -168,6 +168,14 @@ impl ServerUnderTest {
         Ok((client, token))
     }
 
+    /// Stops the server cleanly and starts it again on the same store with more `DEVICECLOUD_*`
+    /// settings.
+    pub async fn restart_with(self, env: &[(&str, &str)]) -> Result<ServerUnderTest> {
+        let (data_dir, database_url) = (self.data_dir.clone(), self.database_url.clone());
+        self.stop(true).await;
+        ServerUnderTest::launch(data_dir, database_url, env).await
+    }
+
     /// SIGTERM, then waits for the exit; the data dir is removed unless `keep`.
     pub async fn stop(mut self, keep: bool) {
         if let Some(pid) = self.child.id() {

@@ -75,8 +75,8 @@ const CONTAINER_ATTRS: [&str; 4] = ["id_container_data_latest", "id_group", "dat
 /// one probe usually suffices; the window doubles until the page fits.
 const FIRST_WINDOW_MARGIN: f64 = 1.25;
 
-/// How much time a read of every point in range takes at once.
-const SCAN_WINDOW_US: i64 = 7 * 86_400 * MICROS;
+/// About how many points one read of the chunks and rows brings into memory.
+const PIECE_POINTS: f64 = 1_000_000.0;
 
 /// A series a request covers, with the attributes its points show.
 #[derive(Clone, Debug, sqlx::FromRow, serde::Deserialize)]
@@ -130,10 +130,13 @@ struct Hit {
 /// What a list request is about: its series and the filter left for the points.
 struct Request<'a> {
     db: &'a Db,
-    keys: SelectStatement,
     series: HashMap<i64, Series>,
     points: Option<Filter>,
     range: Range,
+    /// The newest point's whole second and the oldest day's start ([`span`]).
+    span: Option<(i64, i64)>,
+    /// Points a microsecond over the span, from the day rollups.
+    density: f64,
 }
 
 impl Request<'_> {
@@ -152,27 +155,36 @@ impl Request<'_> {
         filter.matches_fields(&|attr| field(series, time_us, value, attr))
     }
 
-    /// Every point in `window` (within the request's range) that passes the filter, read a
-    /// series batch at a time; `keep` receives them.
+    /// Every point in `window` (within the request's range) that passes the filter; `keep`
+    /// receives them. The window is read in pieces of about [`PIECE_POINTS`] points by the
+    /// average density, so that memory stays bounded whatever the window.
     async fn each_hit(&self, window: Range, keep: &mut impl FnMut(Hit)) -> Result<()> {
         let window = Range {
             from_us: Ord::max(window.from_us, self.range.from_us),
             to_us: Ord::min(window.to_us, self.range.to_us),
         };
-        if window.is_empty() {
-            return Ok(());
-        }
-        for series in chunks::scan(self.db, &self.keys(), window, None).await? {
-            let p = &series.points;
-            for i in 0..p.len() {
-                if self.matches(series.container_key, p.times_us[i], p.values[i]) {
-                    keep(Hit {
-                        time_us: p.times_us[i],
-                        key: series.container_key,
-                        value: p.values[i],
-                    });
+        let piece = (PIECE_POINTS / self.density.max(1e-18)).clamp(MICROS as f64, 1e18) as i64;
+        let keys = self.keys();
+        let mut from = window.from_us;
+        while from < window.to_us {
+            let to = Ord::min(from.saturating_add(piece), window.to_us);
+            let range = Range {
+                from_us: from,
+                to_us: to,
+            };
+            for series in chunks::scan(self.db, &keys, range, None).await? {
+                let p = &series.points;
+                for i in 0..p.len() {
+                    if self.matches(series.container_key, p.times_us[i], p.values[i]) {
+                        keep(Hit {
+                            time_us: p.times_us[i],
+                            key: series.container_key,
+                            value: p.values[i],
+                        });
+                    }
                 }
             }
+            from = to;
         }
         Ok(())
     }
@@ -180,20 +192,20 @@ impl Request<'_> {
     /// The newest point's whole second and the oldest day's start, if there are points: the
     /// newest from the series' latest values (the last second of the newest day in the rollups
     /// for series that have none, as a store filled by hand), the oldest from the day rollups.
-    async fn span(&self) -> Result<Option<(i64, i64)>> {
+    async fn span(db: &Db, keys: &SelectStatement) -> Result<Option<(i64, i64)>> {
         let mut newest = Query::select();
         newest
             .expr(Expr::cust("MAX(latest_seconds)"))
             .from("containers")
-            .and_where(Expr::col("container_key").in_subquery(self.keys.clone()));
+            .and_where(Expr::col("container_key").in_subquery(keys.clone()));
         let mut days = Query::select();
         days.expr(Expr::cust("MIN(bucket)"))
             .expr(Expr::cust("MAX(bucket)"))
             .from("rollup_day")
-            .and_where(Expr::col("container_key").in_subquery(self.keys.clone()));
-        let latest = nullable_i64(self.db, &newest).await?;
-        let (sql, values) = self.db.build(&days);
-        let days: Option<(Option<i64>, Option<i64>)> = self.db.row(sqlx::AssertSqlSafe(sql), values).await?;
+            .and_where(Expr::col("container_key").in_subquery(keys.clone()));
+        let latest = nullable_i64(db, &newest).await?;
+        let (sql, values) = db.build(&days);
+        let days: Option<(Option<i64>, Option<i64>)> = db.row(sqlx::AssertSqlSafe(sql), values).await?;
         let Some((Some(oldest), Some(last_day))) = days else {
             return Ok(latest.map(|n| (n, n)));
         };
@@ -201,26 +213,16 @@ impl Request<'_> {
         Ok(Some((newest, Ord::min(oldest, newest))))
     }
 
-    /// Every point the filter allows, a week at a time from the oldest.
+    /// Every point the filter allows, from the oldest.
     async fn each_in_range(&self, keep: &mut impl FnMut(Hit)) -> Result<()> {
-        let Some((newest, oldest)) = self.span().await? else {
+        let Some((newest, oldest)) = self.span else {
             return Ok(());
         };
-        let end = Ord::min(newest.saturating_add(1).saturating_mul(MICROS), self.range.to_us);
-        let mut from = Ord::max(oldest.saturating_mul(MICROS), self.range.from_us);
-        while from < end {
-            let to = Ord::min(from.saturating_add(SCAN_WINDOW_US), end);
-            self.each_hit(
-                Range {
-                    from_us: from,
-                    to_us: to,
-                },
-                keep,
-            )
-            .await?;
-            from = to;
-        }
-        Ok(())
+        let window = Range {
+            from_us: oldest.saturating_mul(MICROS),
+            to_us: newest.saturating_add(1).saturating_mul(MICROS),
+        };
+        self.each_hit(window, keep).await
     }
 }
 
@@ -304,23 +306,26 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
         .as_ref()
         .map_or((None, None), |f| f.numeric_bounds("timestamp_seconds"));
     let range = Range::seconds(lower.map(|l| l.floor() as i64), upper.map(|u| u.ceil() as i64));
+    // Exact: every stored point is counted once in the day rollups.
+    let mut sum = Query::select();
+    sum.expr(Expr::cust("CAST(COALESCE(SUM(count_val), 0) AS BIGINT)"))
+        .from("rollup_day")
+        .and_where(Expr::col("container_key").in_subquery(keys.clone()));
+    let stored = u64::try_from(collection::scalar_i64(db, &sum).await?).unwrap_or(0);
+    let span = Request::span(db, &keys).await?;
+    let density = span.map_or(0.0, |(newest, oldest)| {
+        stored as f64 / (Ord::max(newest.saturating_add(1).saturating_sub(oldest), 1) as f64 * MICROS as f64)
+    });
     let request = Request {
         db,
-        keys,
         series: series.into_iter().map(|s| (s.container_key, s)).collect(),
         points,
         range,
+        span,
+        density,
     };
-
     let total = match &request.points {
-        // Exact: every stored point is counted once in the day rollups.
-        None => {
-            let mut sum = Query::select();
-            sum.expr(Expr::cust("CAST(COALESCE(SUM(count_val), 0) AS BIGINT)"))
-                .from("rollup_day")
-                .and_where(Expr::col("container_key").in_subquery(request.keys.clone()));
-            u64::try_from(collection::scalar_i64(db, &sum).await?).unwrap_or(0)
-        }
+        None => stored,
         Some(_) => {
             let mut count = 0u64;
             request.each_in_range(&mut |_| count += 1).await?;
@@ -380,7 +385,7 @@ async fn by_time_windows<F: Fn(&Hit, &Hit) -> Ordering>(
     descending: bool,
     best: &mut Best<'_, F>,
 ) -> Result<()> {
-    let Some((newest, oldest)) = request.span().await? else {
+    let Some((newest, oldest)) = request.span else {
         return Ok(());
     };
     let (first, end) = (
