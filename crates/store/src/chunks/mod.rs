@@ -15,7 +15,7 @@ pub(crate) mod stored;
 
 pub use codec::Columns;
 pub use packing::{Packed, pack_closed};
-pub use scan::{Range, SeriesPoints, scan};
+pub use scan::{Range, SeriesPoints, count, scan};
 
 /// The most points a chunk holds: past 3,600 the codec gains a few percent, and a chunk of
 /// 10,000 decodes in well under a millisecond (docs/benchmarks.md, "Compressed chunks").

@@ -84,6 +84,56 @@ pub async fn scan(db: &Db, keys: &[i64], range: Range, session: Option<i64>) -> 
     Ok(out)
 }
 
+/// How many points of the series `keys` lie in `range`, whose ends are whole seconds: the chunks
+/// inside it by their own counts, the chunks its ends cut decoded, the rows counted in SQL.
+pub async fn count(db: &Db, keys: &[i64], range: Range) -> Result<u64> {
+    let mut total = 0u64;
+    if range.is_empty() {
+        return Ok(total);
+    }
+    let backend = db.backend();
+    let from = range.from_us.max(i64::MIN + DAY_US);
+    for part in keys.chunks(KEYS_PER_STATEMENT) {
+        let list = key_list(part);
+        let inside = format!(
+            "SELECT CAST(COALESCE(SUM(points), 0) AS BIGINT) FROM point_chunks WHERE container_key IN ({list}) \
+             AND first_us >= $1 AND last_us < $2"
+        );
+        let (n,): (i64,) = db
+            .row(sqlx::AssertSqlSafe(inside), values![from, range.to_us])
+            .await?
+            .unwrap_or((0,));
+        total += u64::try_from(n).unwrap_or(0);
+        let cut = format!(
+            "SELECT payload FROM point_chunks WHERE container_key IN ({list}) AND first_us > $1 - {DAY_US} \
+             AND last_us >= $1 AND first_us < $2 AND NOT (first_us >= $1 AND last_us < $2)"
+        );
+        let cut: Vec<(Vec<u8>,)> = db.rows(sqlx::AssertSqlSafe(cut), values![from, range.to_us]).await?;
+        for (payload,) in cut {
+            let chunk = codec::unpack(&payload)?;
+            total += chunk.times_us.iter().filter(|t| range.contains(**t)).count() as u64;
+        }
+        let within = point_time::seconds_within_sql(backend, "r", "$1", "$2");
+        let rows = format!("SELECT COUNT(*) FROM raw_points r WHERE r.container_key IN ({list}) AND {within}");
+        let (first, last) = whole_seconds(range);
+        let (n,): (i64,) = db
+            .row(sqlx::AssertSqlSafe(rows), values![first, last])
+            .await?
+            .unwrap_or((0,));
+        total += u64::try_from(n).unwrap_or(0);
+    }
+    Ok(total)
+}
+
+/// The whole seconds that hold `range`, clamped so that PostgreSQL's microseconds stay in range.
+fn whole_seconds(range: Range) -> (i64, i64) {
+    let limit = i64::MAX / MICROS - 1;
+    (
+        range.from_us.div_euclid(MICROS).clamp(-limit, limit),
+        (range.to_us.saturating_sub(1)).div_euclid(MICROS).clamp(-limit, limit),
+    )
+}
+
 /// The packed points of `keys` in `range`, a series' chunks decoded in order.
 async fn chunks_of(db: &Db, keys: &[i64], range: Range, session: Option<i64>) -> Result<BTreeMap<i64, Columns>> {
     let list = key_list(keys);
@@ -132,10 +182,7 @@ async fn rows_of(db: &Db, keys: &[i64], range: Range, session: Option<i64>) -> R
         "SELECT r.container_key, {time}, r.value, r.session_key FROM raw_points r \
          WHERE r.container_key IN ({list}) AND {within} {by_session} ORDER BY {order}"
     );
-    // Whole seconds that hold the range (clamped so that PostgreSQL's microseconds stay in range).
-    let limit = i64::MAX / MICROS - 1;
-    let from = range.from_us.div_euclid(MICROS).clamp(-limit, limit);
-    let to = (range.to_us.saturating_sub(1)).div_euclid(MICROS).clamp(-limit, limit);
+    let (from, to) = whole_seconds(range);
     let values = match session {
         Some(s) => values![from, to, s],
         None => values![from, to],

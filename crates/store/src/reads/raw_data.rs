@@ -16,7 +16,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use devicecloud_query::{AttrKind, Attribute, Filter, SortKey};
+use devicecloud_query::{AttrKind, Attribute, CompareOp, Filter, Scalar, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Query, SelectStatement};
 use serde_json::Value;
 
@@ -226,6 +226,38 @@ impl Request<'_> {
     }
 }
 
+/// The whole seconds (first, last, both included) that `filter` allows when it is a
+/// conjunction of comparisons of `timestamp_seconds` with integers, which the range then holds
+/// exactly; `None` for any other filter.
+fn exact_seconds(filter: &Filter) -> Option<(Option<i64>, Option<i64>)> {
+    let (mut first, mut last): (Option<i64>, Option<i64>) = (None, None);
+    for part in filter.conjuncts() {
+        let Filter::Compare {
+            attr: "timestamp_seconds",
+            op,
+            value: Scalar::Int(v),
+        } = part
+        else {
+            return None;
+        };
+        let (lo, hi) = match op {
+            CompareOp::Gt => (Some(v.saturating_add(1)), None),
+            CompareOp::Gte => (Some(*v), None),
+            CompareOp::Lt => (None, Some(v.saturating_sub(1))),
+            CompareOp::Lte => (None, Some(*v)),
+            CompareOp::Eq => (Some(*v), Some(*v)),
+            CompareOp::Neq => return None,
+        };
+        if let Some(lo) = lo {
+            first = Some(first.map_or(lo, |f| Ord::max(f, lo)));
+        }
+        if let Some(hi) = hi {
+            last = Some(last.map_or(hi, |l| Ord::min(l, hi)));
+        }
+    }
+    Some((first, last))
+}
+
 /// The attribute `attr` of a point of `series`, as the API shows it.
 fn field(series: &Series, time_us: i64, value: f64, attr: &str) -> Option<Value> {
     Some(match attr {
@@ -305,7 +337,10 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
     let (lower, upper) = points
         .as_ref()
         .map_or((None, None), |f| f.numeric_bounds("timestamp_seconds"));
-    let range = Range::seconds(lower.map(|l| l.floor() as i64), upper.map(|u| u.ceil() as i64));
+    let range = match points.as_ref().and_then(exact_seconds) {
+        Some((first, last)) => Range::seconds(first, last),
+        None => Range::seconds(lower.map(|l| l.floor() as i64), upper.map(|u| u.ceil() as i64)),
+    };
     // Exact: every stored point is counted once in the day rollups.
     let mut sum = Query::select();
     sum.expr(Expr::cust("CAST(COALESCE(SUM(count_val), 0) AS BIGINT)"))
@@ -326,6 +361,9 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
     };
     let total = match &request.points {
         None => stored,
+        // A time range alone: counted from the chunks' own counts, decoding only the chunks
+        // cut by the range's ends, and the rows in it.
+        Some(filter) if exact_seconds(filter).is_some() => chunks::count(db, &request.keys(), request.range).await?,
         Some(_) => {
             let mut count = 0u64;
             request.each_in_range(&mut |_| count += 1).await?;
@@ -388,10 +426,14 @@ async fn by_time_windows<F: Fn(&Hit, &Hit) -> Ordering>(
     let Some((newest, oldest)) = request.span else {
         return Ok(());
     };
+    // The windows start where the filter's time range does, not at the newest point.
     let (first, end) = (
-        oldest.saturating_mul(MICROS),
-        newest.saturating_add(1).saturating_mul(MICROS),
+        Ord::max(oldest.saturating_mul(MICROS), request.range.from_us),
+        Ord::min(newest.saturating_add(1).saturating_mul(MICROS), request.range.to_us),
     );
+    if first >= end {
+        return Ok(());
+    }
     let needed = best.needed as u64;
     let density = page.total as f64 / Ord::max(end - first, 1) as f64;
     let mut width = ((needed as f64 / density.max(1e-18)) * FIRST_WINDOW_MARGIN)
