@@ -17,6 +17,7 @@ use crate::chunks::{self, Range};
 use crate::collection::{self, Column, ListArgs, ListRequest, Listing, attributes, memory, names};
 use crate::database::Result;
 use crate::database::db::{Db, on_pool};
+use crate::reads::raw_data::{SERIES_OUTPUT, Series};
 use crate::sql::backend::Backend;
 use crate::sql::point_time::MICROS;
 use crate::sql::scope::GroupScope;
@@ -346,24 +347,6 @@ struct ComputedArgs<'a> {
     page: PageRequest,
     count_only: bool,
 }
-
-/// A series of a computed answer, with the attributes its buckets show.
-#[derive(Clone, Debug, sqlx::FromRow, serde::Deserialize)]
-struct Series {
-    container_key: i64,
-    id_container_data_latest: String,
-    id_group: String,
-    datatype: i64,
-    source_device: String,
-}
-
-const SERIES_OUTPUT: [&str; 5] = [
-    "container_key",
-    "id_container_data_latest",
-    "id_group",
-    "datatype",
-    "source_device",
-];
 
 /// Attributes of the series rather than of the bucket.
 const SERIES_ATTRS: [&str; 4] = ["id_container_data_latest", "id_group", "datatype", "source_device"];

@@ -78,17 +78,19 @@ const FIRST_WINDOW_MARGIN: f64 = 1.25;
 /// About how many points one read of the chunks and rows brings into memory.
 const PIECE_POINTS: f64 = 1_000_000.0;
 
-/// A series a request covers, with the attributes its points show.
+/// A series a request covers, with the attributes its points show (here and in the
+/// downsampled answers computed from points).
 #[derive(Clone, Debug, sqlx::FromRow, serde::Deserialize)]
-struct Series {
-    container_key: i64,
-    id_container_data_latest: String,
-    id_group: String,
-    datatype: i64,
-    source_device: String,
+pub(crate) struct Series {
+    pub container_key: i64,
+    pub id_container_data_latest: String,
+    pub id_group: String,
+    pub datatype: i64,
+    pub source_device: String,
 }
 
-const SERIES_OUTPUT: [&str; 5] = [
+/// The columns of a [`Series`], in its order.
+pub(crate) const SERIES_OUTPUT: [&str; 5] = [
     "container_key",
     "id_container_data_latest",
     "id_group",
