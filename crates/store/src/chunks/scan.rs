@@ -201,6 +201,6 @@ async fn rows_of(db: &Db, keys: &[i64], range: Range, session: Option<i64>) -> R
 }
 
 /// Series keys as an SQL list: our own integers, written out as such.
-fn key_list(keys: &[i64]) -> String {
+pub(crate) fn key_list(keys: &[i64]) -> String {
     keys.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }

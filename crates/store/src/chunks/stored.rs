@@ -20,14 +20,13 @@ pub(crate) async fn in_chunks(tx: &mut Tx, points: &[Point]) -> sqlx::Result<Has
     if by_series.is_empty() {
         return Ok(found);
     }
-    // The keys are our own integers, written out as such.
-    let keys: Vec<String> = by_series.keys().map(i64::to_string).collect();
+    let keys: Vec<i64> = by_series.keys().copied().collect();
     let packed: Vec<(i64, i64)> = tx
         .rows(
             format!(
                 "SELECT container_key, packed_until_us FROM containers \
                  WHERE container_key IN ({}) AND packed_until_us IS NOT NULL",
-                keys.join(", ")
+                super::scan::key_list(&keys)
             ),
             values![],
         )

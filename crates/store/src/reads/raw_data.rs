@@ -133,6 +133,8 @@ struct Hit {
 struct Request<'a> {
     db: &'a Db,
     series: HashMap<i64, Series>,
+    /// The keys of `series`, in order.
+    keys: Vec<i64>,
     points: Option<Filter>,
     range: Range,
     /// The newest point's whole second and the oldest day's start ([`span`]).
@@ -142,12 +144,6 @@ struct Request<'a> {
 }
 
 impl Request<'_> {
-    fn keys(&self) -> Vec<i64> {
-        let mut keys: Vec<i64> = self.series.keys().copied().collect();
-        keys.sort_unstable();
-        keys
-    }
-
     /// Whether point `i` of series `key` passes the filter left for the points.
     fn matches(&self, key: i64, time_us: i64, value: f64) -> bool {
         let Some(filter) = &self.points else {
@@ -166,7 +162,6 @@ impl Request<'_> {
             to_us: Ord::min(window.to_us, self.range.to_us),
         };
         let piece = (PIECE_POINTS / self.density.max(1e-18)).clamp(MICROS as f64, 1e18) as i64;
-        let keys = self.keys();
         let mut from = window.from_us;
         while from < window.to_us {
             let to = Ord::min(from.saturating_add(piece), window.to_us);
@@ -174,7 +169,7 @@ impl Request<'_> {
                 from_us: from,
                 to_us: to,
             };
-            for series in chunks::scan(self.db, &keys, range, None).await? {
+            for series in chunks::scan(self.db, &self.keys, range, None).await? {
                 let p = &series.points;
                 for i in 0..p.len() {
                     if self.matches(series.container_key, p.times_us[i], p.values[i]) {
@@ -353,8 +348,11 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
     let density = span.map_or(0.0, |(newest, oldest)| {
         stored as f64 / (Ord::max(newest.saturating_add(1).saturating_sub(oldest), 1) as f64 * MICROS as f64)
     });
+    let mut keys: Vec<i64> = series.iter().map(|s| s.container_key).collect();
+    keys.sort_unstable();
     let request = Request {
         db,
+        keys,
         series: series.into_iter().map(|s| (s.container_key, s)).collect(),
         points,
         range,
@@ -365,7 +363,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
         None => stored,
         // A time range alone: counted from the chunks' own counts, decoding only the chunks
         // cut by the range's ends, and the rows in it.
-        Some(filter) if exact_seconds(filter).is_some() => chunks::count(db, &request.keys(), request.range).await?,
+        Some(filter) if exact_seconds(filter).is_some() => chunks::count(db, &request.keys, request.range).await?,
         Some(_) => {
             let mut count = 0u64;
             request.each_in_range(&mut |_| count += 1).await?;

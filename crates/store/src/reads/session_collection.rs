@@ -208,7 +208,7 @@ pub async fn points_between(
     }
     hits.sort_unstable_by_key(|h| (h.0, h.1));
     hits.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    let list = keys.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+    let list = chunks::scan::key_list(&keys);
     let sql = format!(
         "SELECT c.container_key, c.source_device, d.serial_hardware, c.datatype FROM containers c \
          JOIN physical_devices d ON d.id_physical_device = c.source_device WHERE c.container_key IN ({list})"
