@@ -21,6 +21,7 @@ pub use reads::chart_series;
 pub use reads::device_collection;
 pub use reads::downsampled;
 pub use reads::event_collection;
+pub use reads::export;
 pub use reads::raw_data;
 pub use reads::series;
 pub use reads::session_collection;

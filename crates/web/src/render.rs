@@ -13,6 +13,7 @@ use devicecloud_store::session_collection::SessionRow;
 use devicecloud_store::webhooks::WebhookRow;
 use serde_json::{Map, Value, json};
 
+use crate::service::export::ExportBody;
 use crate::service::groups::GROUP_TYPES;
 use crate::service::sessions::SessionCsv;
 use devicecloud_engine::webhooks::vault::{self, Vault};
@@ -185,6 +186,19 @@ pub fn csv_response(csv: SessionCsv) -> Response {
             (CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
         ],
         Body::from_stream(csv.lines),
+    )
+        .into_response()
+}
+
+/// The streamed export as a download (docs/api.md, "Export").
+pub fn export_response(export: ExportBody) -> Response {
+    let filename = format!("data-export.{}", export.format.extension());
+    (
+        [
+            (CONTENT_TYPE, export.format.content_type().to_string()),
+            (CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+        ],
+        Body::from_stream(export.bytes),
     )
         .into_response()
 }

@@ -9,11 +9,13 @@
 
 pub mod codec;
 mod cut;
+pub mod ordered;
 pub mod packing;
 pub mod scan;
 pub(crate) mod stored;
 
 pub use codec::Columns;
+pub use ordered::{Ordered, Point};
 pub use packing::{Packed, pack_closed};
 pub use scan::{Range, SeriesPoints, count, scan};
 

@@ -125,6 +125,44 @@ pub async fn count(db: &Db, keys: &[i64], range: Range) -> Result<u64> {
     Ok(total)
 }
 
+/// The first and last stored time (microseconds) of the series `keys`, packed or not, if they
+/// have points: each series' ends looked up in its keys, so the cost follows the number of
+/// series, not of points.
+pub async fn span(db: &Db, keys: &[i64]) -> Result<Option<Range>> {
+    let backend = db.backend();
+    let time = point_time::time_us_sql(backend, "r");
+    let order = |direction: &str| match backend {
+        Backend::Sqlite => format!("r.seconds {direction}, r.microseconds {direction}"),
+        Backend::Postgres => format!("r.time_us {direction}"),
+    };
+    let (mut first, mut last): (Option<i64>, Option<i64>) = (None, None);
+    for part in keys.chunks(KEYS_PER_STATEMENT) {
+        let ends: Vec<String> = part
+            .iter()
+            .map(|key| {
+                format!(
+                    "SELECT (SELECT first_us FROM point_chunks WHERE container_key = {key} ORDER BY first_us LIMIT 1) AS f, \
+                     (SELECT last_us FROM point_chunks WHERE container_key = {key} ORDER BY first_us DESC LIMIT 1) AS l \
+                     UNION ALL SELECT (SELECT {time} FROM raw_points r WHERE r.container_key = {key} ORDER BY {} LIMIT 1), \
+                     (SELECT {time} FROM raw_points r WHERE r.container_key = {key} ORDER BY {} LIMIT 1)",
+                    order("ASC"),
+                    order("DESC")
+                )
+            })
+            .collect();
+        let sql = format!("SELECT MIN(f), MAX(l) FROM ({}) ends", ends.join(" UNION ALL "));
+        let row: Option<(Option<i64>, Option<i64>)> = db.row(sqlx::AssertSqlSafe(sql), values![]).await?;
+        if let Some((f, l)) = row {
+            first = first.into_iter().chain(f).min();
+            last = last.into_iter().chain(l).max();
+        }
+    }
+    Ok(first.zip(last).map(|(from_us, last_us)| Range {
+        from_us,
+        to_us: last_us.saturating_add(1),
+    }))
+}
+
 /// The whole seconds that hold `range`, clamped so that PostgreSQL's microseconds stay in range.
 fn whole_seconds(range: Range) -> (i64, i64) {
     let limit = i64::MAX / MICROS - 1;

@@ -10,6 +10,7 @@ pub mod notify;
 pub mod partitions;
 pub mod primary;
 pub mod quick_read;
+pub mod snapshot;
 pub mod wal;
 pub mod write_turn;
 

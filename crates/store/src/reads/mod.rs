@@ -5,6 +5,7 @@ pub mod chart_series;
 pub mod device_collection;
 pub mod downsampled;
 pub mod event_collection;
+pub mod export;
 pub mod raw_data;
 pub mod series;
 pub mod session_collection;

@@ -81,7 +81,7 @@ const PIECE_POINTS: f64 = 1_000_000.0;
 /// A series a request covers, with the attributes its points show (here and in the
 /// downsampled answers computed from points).
 #[derive(Clone, Debug, sqlx::FromRow, serde::Deserialize)]
-pub(crate) struct Series {
+pub struct Series {
     pub container_key: i64,
     pub id_container_data_latest: String,
     pub id_group: String,
@@ -100,14 +100,14 @@ pub(crate) const SERIES_OUTPUT: [&str; 5] = [
 
 /// The filter split into what SQL applies to the series (the top-level conjuncts that name only
 /// series attributes) and what is applied to each point in memory (the rest).
-fn split(filter: Option<&Filter>) -> (Option<Filter>, Option<Filter>) {
+pub(crate) fn split(filter: Option<&Filter>) -> (Option<Filter>, Option<Filter>) {
     filter.map_or((None, None), |f| {
         f.partition_conjuncts(&|attr| CONTAINER_ATTRS.contains(&attr))
     })
 }
 
 /// The series a request covers: visible to the caller and matching `filter`.
-fn containers(scope: &GroupScope<'_>, filter: Option<&Filter>, db: &Db) -> SelectStatement {
+pub(crate) fn containers(scope: &GroupScope<'_>, filter: Option<&Filter>, db: &Db) -> SelectStatement {
     let mut select = Query::select();
     select.column(("c", "container_key")).from_as("containers", "c");
     let mut cond = Condition::all();
@@ -226,7 +226,7 @@ impl Request<'_> {
 /// The whole seconds (first, last, both included) that `filter` allows when it is a
 /// conjunction of comparisons of `timestamp_seconds` with integers, which the range then holds
 /// exactly; `None` for any other filter.
-fn exact_seconds(filter: &Filter) -> Option<(Option<i64>, Option<i64>)> {
+pub(crate) fn exact_seconds(filter: &Filter) -> Option<(Option<i64>, Option<i64>)> {
     let (mut first, mut last): (Option<i64>, Option<i64>) = (None, None);
     for part in filter.conjuncts() {
         let Filter::Compare {
@@ -255,8 +255,18 @@ fn exact_seconds(filter: &Filter) -> Option<(Option<i64>, Option<i64>)> {
     Some((first, last))
 }
 
+/// The times the filter left for the points allows, as a range: exact for whole-second bounds,
+/// else the whole seconds around its bounds (the filter itself then decides each point).
+pub(crate) fn time_range(points: Option<&Filter>) -> Range {
+    let (lower, upper) = points.map_or((None, None), |f| f.numeric_bounds("timestamp_seconds"));
+    match points.and_then(exact_seconds) {
+        Some((first, last)) => Range::seconds(first, last),
+        None => Range::seconds(lower.map(|l| l.floor() as i64), upper.map(|u| u.ceil() as i64)),
+    }
+}
+
 /// The attribute `attr` of a point of `series`, as the API shows it.
-fn field(series: &Series, time_us: i64, value: f64, attr: &str) -> Option<Value> {
+pub(crate) fn field(series: &Series, time_us: i64, value: f64, attr: &str) -> Option<Value> {
     Some(match attr {
         "id_container_data_latest" => Value::from(series.id_container_data_latest.clone()),
         "id_group" => Value::from(series.id_group.clone()),
@@ -331,13 +341,7 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<RawPoint>> {
     let mut select = keys.clone();
     select.clear_selects().columns(SERIES_OUTPUT.map(|c| ("c", c)));
     let series: Vec<Series> = collection::fetch(db, &select, &SERIES_OUTPUT).await?;
-    let (lower, upper) = points
-        .as_ref()
-        .map_or((None, None), |f| f.numeric_bounds("timestamp_seconds"));
-    let range = match points.as_ref().and_then(exact_seconds) {
-        Some((first, last)) => Range::seconds(first, last),
-        None => Range::seconds(lower.map(|l| l.floor() as i64), upper.map(|u| u.ceil() as i64)),
-    };
+    let range = time_range(points.as_ref());
     // Exact: every stored point is counted once in the day rollups.
     let mut sum = Query::select();
     sum.expr(Expr::cust("CAST(COALESCE(SUM(count_val), 0) AS BIGINT)"))

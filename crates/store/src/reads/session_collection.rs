@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Expr, ExprTrait};
 
-use crate::chunks::{self, Range};
+use crate::chunks::{self, Ordered, Point, Range};
 
 use crate::collection::{self, Column, GROUP, GROUP_LABEL, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::database::Result;
@@ -136,102 +136,58 @@ pub async fn time_range(db: &Db, session_key: i64) -> Result<Option<(i64, i64)>>
     Ok(first.zip(last))
 }
 
-/// One line of a session's CSV download.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CsvPoint {
-    pub seconds: i64,
-    pub microseconds: i64,
+/// What a line of a session's CSV shows of its series.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct CsvSeries {
+    pub container_key: i64,
     pub source_device: String,
     pub serial_hardware: String,
     pub datatype: i64,
-    pub value: f64,
-    /// The series, for the keyset of the next page.
-    pub container_key: i64,
 }
 
-impl CsvPoint {
-    /// Where the page after this point starts.
-    pub fn cursor(&self) -> CsvCursor {
-        CsvCursor {
-            seconds: self.seconds,
-            microseconds: self.microseconds,
-            container_key: self.container_key,
-        }
-    }
+/// A session's points being read for its CSV, oldest first (ties by series), a batch at a
+/// time in flat memory, also when many points share one second ([`Ordered`]).
+pub struct SessionPoints {
+    series: HashMap<i64, CsvSeries>,
+    ordered: Option<Ordered>,
 }
 
-/// The last point of a page of a session's CSV: the next page starts after it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CsvCursor {
-    pub seconds: i64,
-    pub microseconds: i64,
-    pub container_key: i64,
-}
-
-/// What a CSV line shows of its series.
-#[derive(Clone, Debug, sqlx::FromRow)]
-struct CsvSeries {
-    container_key: i64,
-    source_device: String,
-    serial_hardware: String,
-    datatype: i64,
-}
-
-/// At most `limit` of the session's points with `from <= seconds < to`, after `after` when
-/// given, time ascending (ties by series). The CSV is streamed page by page, each page reading
-/// only from its cursor on, so memory stays flat whatever the session's size.
-pub async fn points_between(
-    db: &Db,
-    session_key: i64,
-    (from, to): (i64, i64),
-    after: Option<CsvCursor>,
-    limit: u64,
-) -> Result<Vec<CsvPoint>> {
+/// The points of session `session_key`, in batches of about `batch`.
+pub async fn points(db: &Db, session_key: i64, batch: usize) -> Result<SessionPoints> {
     let keys = series_keys(db, session_key).await?;
-    if keys.is_empty() || to <= from {
-        return Ok(Vec::new());
+    let mut series = HashMap::new();
+    for part in keys.chunks(500) {
+        let list = chunks::scan::key_list(part);
+        let sql = format!(
+            "SELECT c.container_key, c.source_device, d.serial_hardware, c.datatype FROM containers c \
+             JOIN physical_devices d ON d.id_physical_device = c.source_device WHERE c.container_key IN ({list})"
+        );
+        let rows = db.rows::<CsvSeries>(sqlx::AssertSqlSafe(sql), values![]).await?;
+        series.extend(rows.into_iter().map(|s| (s.container_key, s)));
     }
-    let cursor = after.map(|c| (point_time::time_us(c.seconds, c.microseconds), c.container_key));
-    let mut range = Range::seconds(Some(from), Some(to - 1));
-    if let Some((t, _)) = cursor {
-        range.from_us = Ord::max(range.from_us, t);
-    }
-    let mut hits: Vec<(i64, i64, f64)> = Vec::new();
-    for series in chunks::scan(db, &keys, range, Some(session_key)).await? {
-        let p = &series.points;
-        for i in 0..p.len() {
-            let at = (p.times_us[i], series.container_key);
-            if cursor.is_none_or(|c| at > c) {
-                hits.push((at.0, at.1, p.values[i]));
-            }
+    let ordered = time_range(db, session_key).await?.map(|(first, last)| {
+        Ordered::new(
+            db.clone(),
+            &keys,
+            Range::seconds(Some(first), Some(last)),
+            Some(session_key),
+            batch,
+        )
+    });
+    Ok(SessionPoints { series, ordered })
+}
+
+impl SessionPoints {
+    /// The next points in time order, never empty; `None` at the end.
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<Point>>> {
+        match self.ordered.as_mut() {
+            Some(ordered) => ordered.next_batch().await,
+            None => Ok(None),
         }
     }
-    hits.sort_unstable_by_key(|h| (h.0, h.1));
-    hits.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    let list = chunks::scan::key_list(&keys);
-    let sql = format!(
-        "SELECT c.container_key, c.source_device, d.serial_hardware, c.datatype FROM containers c \
-         JOIN physical_devices d ON d.id_physical_device = c.source_device WHERE c.container_key IN ({list})"
-    );
-    let series: HashMap<i64, CsvSeries> = db
-        .rows::<CsvSeries>(sqlx::AssertSqlSafe(sql), values![])
-        .await?
-        .into_iter()
-        .map(|s| (s.container_key, s))
-        .collect();
-    Ok(hits
-        .into_iter()
-        .filter_map(|(t, key, value)| {
-            let s = series.get(&key)?;
-            Some(CsvPoint {
-                seconds: t.div_euclid(MICROS),
-                microseconds: t.rem_euclid(MICROS),
-                source_device: s.source_device.clone(),
-                serial_hardware: s.serial_hardware.clone(),
-                datatype: s.datatype,
-                value,
-                container_key: key,
-            })
-        })
-        .collect())
+
+    /// The series of a point's `key`.
+    pub fn series(&self, key: i64) -> Option<&CsvSeries> {
+        self.series.get(&key)
+    }
 }

@@ -66,6 +66,24 @@ pub(crate) fn seconds_within_sql(backend: Backend, table: &str, from: &str, to: 
     }
 }
 
+/// SQL for "the point aliased `table` lies in the microseconds `$1` (included) to `$2`
+/// (excluded)"; on SQLite also "in the whole seconds `$3` to `$4`" (those of `$1` and of
+/// `$2 - 1`), which keeps the condition a range of the key. Returns the SQL and how many
+/// parameters it takes.
+pub(crate) fn micros_within_sql(backend: Backend, table: &str) -> (String, usize) {
+    match backend {
+        Backend::Sqlite => (
+            format!(
+                "{table}.seconds >= $3 AND {table}.seconds <= $4 \
+                 AND {table}.seconds * {MICROS} + {table}.microseconds >= $1 \
+                 AND {table}.seconds * {MICROS} + {table}.microseconds < $2"
+            ),
+            4,
+        ),
+        Backend::Postgres => (format!("{table}.time_us >= $1 AND {table}.time_us < $2"), 2),
+    }
+}
+
 /// SQL for the stored time of the points of `table` in microseconds since the Unix epoch.
 pub(crate) fn time_us_sql(backend: Backend, table: &str) -> String {
     match backend {

@@ -2,8 +2,9 @@
 //! (`GET /api/v2/data-downsampled`, `/index`), specification "Raw data" and "Downsampled data".
 
 use axum::Router;
+use axum::response::Response;
 use axum::routing::get;
-use devicecloud_query::{CollectionSpec, CompareOp, Filter};
+use devicecloud_query::{CollectionSpec, CompareOp, Filter, SortKey};
 use devicecloud_store::downsampled::{self, Bucket};
 use devicecloud_store::raw_data::{self, RawPoint};
 use devicecloud_store::{ListArgs, Listing, unix_now};
@@ -11,7 +12,8 @@ use serde_json::{Map, Value, json};
 
 use super::collection::{CollectionGet, CollectionPage, CollectionRoutes, Listed, Rendered, Selection, spec};
 use crate::http::error::ApiError;
-use crate::render::record_fields;
+use crate::render::{export_response, record_fields};
+use crate::service::export::{self, Format};
 use crate::state::AppState;
 
 /// Page sizes of the data endpoints: specification Limits (500 by default) and docs/api.md,
@@ -65,6 +67,7 @@ impl Listed for Downsampled {
 pub fn router() -> Router<AppState> {
     Router::new()
         .collection("/api/v2/data", get(raw))
+        .route("/api/v2/data/export", get(export))
         .collection("/api/v2/data-downsampled", get(downsampled))
 }
 
@@ -128,4 +131,37 @@ pub async fn raw(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     security(("bearer" = [])))]
 pub async fn downsampled(get: CollectionGet) -> Result<CollectionPage, ApiError> {
     get.serve(&Downsampled).await
+}
+
+/// Export raw measurements
+///
+/// Every raw point of the groups the caller can see that matches the filters of `data`, oldest
+/// first (ties by series), in one streamed download without pagination: `format=csv` (the
+/// default; a header of the record's fields, then a line a point) or `format=parquet` (the same
+/// columns; `timestamp_seconds`/`microseconds` int64, `datatype` int32, `value` double, ids as
+/// strings). `filter[id_group]` is required (400 without it); a `sort` other than
+/// `timestamp_seconds` is a 422 (the export is always oldest first). Any account.
+#[utoipa::path(get, path = "/api/v2/data/export", tag = "data",
+    params(("filter[id_group]" = String, Query, description = "required"), ("format" = Option<String>, Query, description = "csv (default) or parquet"), ("filter[timestamp_seconds][gte]" = Option<i64>, Query), ("filter[timestamp_seconds][lt]" = Option<i64>, Query), ("filter[datatype]" = Option<i64>, Query), ("filter[source_device]" = Option<String>, Query)),
+    responses((status = 200, description = "The points as CSV (text/csv) or Parquet (application/vnd.apache.parquet), as an attachment", content_type = "text/csv"), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter, format or sort")),
+    security(("bearer" = [])))]
+pub async fn export(get: CollectionGet) -> Result<Response, ApiError> {
+    let CollectionGet { state, caller, raw } = get;
+    let query = raw.parse(&RawData::SPEC)?;
+    if !names_group(query.filter.as_ref()) {
+        return Err(ApiError::BadRequest("filter[id_group] is required".into()));
+    }
+    let oldest_first = SortKey {
+        attr: "timestamp_seconds",
+        descending: false,
+    };
+    if query.sort.as_ref().is_some_and(|sort| *sort != oldest_first) {
+        return Err(ApiError::invalid(
+            "sort",
+            "The export is always sorted oldest first (timestamp_seconds).",
+        ));
+    }
+    let format = Format::of_query(raw.query_bytes())?;
+    let body = export::export(&state, &caller, query.filter.as_ref(), format).await?;
+    Ok(export_response(body))
 }

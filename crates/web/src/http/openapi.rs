@@ -29,7 +29,7 @@ use requests::{OptionalBodies, QueryParams};
         gateway::measurements, gateway::events,
         device_collection::index, devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
         commands::ping, commands::restart, commands::status, commands::request_measurement, commands::wifi_scan, commands::wifi_connect, commands::wifi_disconnect, commands::reset_main_counter, commands::reset_daily_counter, commands::modbus_write, commands::zwave_node,
-        data::raw, data::downsampled, events::index, events::types, stream::stream,
+        data::raw, data::export, data::downsampled, events::index, events::types, stream::stream,
         sessions::index, sessions::view, sessions::download_csv,
         health::healthz, health::readyz, health::metrics_text,
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,

@@ -9,6 +9,7 @@ pub mod accounts;
 pub mod commands;
 pub mod devices;
 mod error;
+pub mod export;
 pub mod groups;
 pub mod memberships;
 pub mod retention;
