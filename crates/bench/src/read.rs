@@ -127,7 +127,14 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     let expected = sessions["items"][0]["datapoint_count"].as_u64().unwrap_or(0) as usize;
     let as_rows = raw_reads.measure(&get, &fresh, o.requests).await?;
     eprintln!("downloading the session as CSV…");
-    let csv_rows = download(&http, &server, &admin, &id, expected).await?;
+    let session_csv = format!("/api/v2/data-session/{id}/download-csv");
+    let csv_rows = download(&http, &server, &admin, &session_csv, expected).await?;
+    eprintln!("exporting the 100 series as CSV and Parquet…");
+    let export = |format: &str| format!("/api/v2/data/export?filter[id_group]={hundred_group}&format={format}");
+    let exports_rows = [
+        download(&http, &server, &admin, &export("csv"), expected).await?,
+        download(&http, &server, &admin, &export("parquet"), expected).await?,
+    ];
 
     // The server packs, as it does in service: started again with a horizon of zero and a pass
     // every second, until no point is left a row.
@@ -154,7 +161,20 @@ pub async fn read(o: ReadOptions) -> Result<()> {
         bail!("the raw answers differ once packed");
     }
     eprintln!("downloading the session as CSV from chunks…");
-    let csv_chunks = download(&http, &server, &admin, &id, expected).await?;
+    let csv_chunks = download(&http, &server, &admin, &session_csv, expected).await?;
+    eprintln!("exporting the 100 series from chunks…");
+    let exports_chunks = [
+        download(&http, &server, &admin, &export("csv"), expected).await?,
+        download(&http, &server, &admin, &export("parquet"), expected).await?,
+    ];
+    for (kind, exports) in [("rows", &exports_rows), ("chunks", &exports_chunks)] {
+        if exports[0].lines != expected + 1 || !exports[1].ends_with_parquet_magic {
+            bail!(
+                "the export from {kind} is not whole: {} CSV lines for {expected} points",
+                exports[0].lines
+            );
+        }
+    }
 
     let backend = if o.database_url.is_some() {
         "PostgreSQL"
@@ -204,6 +224,21 @@ pub async fn read(o: ReadOptions) -> Result<()> {
             .map(|(i, kib)| format!("{}%: {:.0}", (i + 1) * 10, *kib as f64 / 1024.0))
             .collect();
         println!("server RSS MiB as the download progressed: {}", progress.join(", "));
+    }
+    println!(
+        "export of the 100 series ({} points), points/s and server RSS growth at its peak:",
+        o.group_points
+    );
+    for (kind, exports) in [("rows", &exports_rows), ("chunks", &exports_chunks)] {
+        for (format, e) in ["CSV", "Parquet"].iter().zip(exports.iter()) {
+            println!(
+                "  {format:<7} from {kind:<6}: {:>10.0} points/s, {:>5.0} MB in {:>6.1} s, RSS growth {:>4.0} MiB",
+                o.group_points as f64 / e.seconds.max(1e-9),
+                e.bytes as f64 / 1e6,
+                e.seconds,
+                e.rss_peak_kib.saturating_sub(e.rss_before_kib) as f64 / 1024.0
+            );
+        }
     }
     db.close().await;
     server.stop(false).await;
@@ -333,14 +368,17 @@ struct Download {
     rss_peak_kib: u64,
     /// The server's RSS after each tenth of the expected lines.
     rss_at_tenths: Vec<u64>,
+    /// Whether the bytes end as a Parquet file does.
+    ends_with_parquet_magic: bool,
 }
 
-/// Streams the session's CSV, sampling the server's resident memory every 50 ms.
+/// Streams `path` (a session's CSV, an export), sampling the server's resident memory every
+/// 50 ms; `expected_lines` (of CSV) places the samples at tenths of the download.
 async fn download(
     http: &reqwest::Client,
     server: &ServerUnderTest,
     token: &str,
-    id: &str,
+    path: &str,
     expected_lines: usize,
 ) -> Result<Download> {
     let pid = server.pid().context("no server pid")?;
@@ -359,15 +397,18 @@ async fn download(
     };
     let started = Instant::now();
     let mut response = http
-        .get(format!("{}/api/v2/data-session/{id}/download-csv", server.base))
+        .get(format!("{}{path}", server.base))
         .bearer_auth(token)
         .send()
         .await?
         .error_for_status()?;
     let (mut lines, mut bytes) = (0usize, 0usize);
     let mut rss_at_tenths = Vec::new();
+    let mut tail: Vec<u8> = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         bytes += chunk.len();
+        tail.extend_from_slice(&chunk[chunk.len().saturating_sub(4)..]);
+        tail.drain(..tail.len().saturating_sub(4));
         lines += chunk.iter().filter(|b| **b == b'\n').count();
         while rss_at_tenths.len() < 10 && lines * 10 >= expected_lines * (rss_at_tenths.len() + 1) {
             rss_at_tenths.push(rss_kib(pid).unwrap_or(0));
@@ -377,6 +418,7 @@ async fn download(
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let rss_peak_kib = sampler.await?;
     Ok(Download {
+        ends_with_parquet_magic: tail == b"PAR1",
         lines,
         bytes,
         seconds,

@@ -91,6 +91,7 @@ pub async fn export(state: &AppState, caller: &Caller, filter: Option<&Filter>, 
     };
     let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(PIECES_IN_FLIGHT);
     tokio::spawn(async move {
+        let _running = Running::start();
         let started = encoder.start();
         if !send_all(&tx, started).await {
             return;
@@ -105,12 +106,14 @@ pub async fn export(state: &AppState, caller: &Caller, filter: Option<&Filter>, 
                     return;
                 }
             };
+            let count = points.len() as u64;
             let encoded = tokio::task::spawn_blocking(move || {
                 let pieces = encoder.batch(&points);
                 (encoder, pieces)
             })
             .await;
             let Ok((back, pieces)) = encoded else { return };
+            metrics::counter!("devicecloud_export_points_total").increment(count);
             encoder = back;
             if !send_all(&tx, pieces).await {
                 return;
@@ -122,6 +125,23 @@ pub async fn export(state: &AppState, caller: &Caller, filter: Option<&Filter>, 
         format,
         bytes: ReceiverStream::new(rx),
     })
+}
+
+/// The `devicecloud_exports_running` gauge while an export is read: down again when the
+/// export ends, fails or its client goes away.
+struct Running;
+
+impl Running {
+    fn start() -> Running {
+        metrics::gauge!("devicecloud_exports_running").increment(1.0);
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        metrics::gauge!("devicecloud_exports_running").decrement(1.0);
+    }
 }
 
 /// Sends encoded pieces (or the error that stopped them) in order; false when the client has
