@@ -126,16 +126,13 @@ pub async fn read(o: ReadOptions) -> Result<()> {
         .to_string();
     let expected = sessions["items"][0]["datapoint_count"].as_u64().unwrap_or(0) as usize;
     let as_rows = raw_reads.measure(&get, &fresh, o.requests).await?;
-    eprintln!("downloading the session as CSV…");
+    // Each download from a server just started, so that its memory growth is its own.
     let session_csv = format!("/api/v2/data-session/{id}/download-csv");
-    let csv_rows = download(&http, &server, &admin, &session_csv, expected).await?;
-    eprintln!("exporting the 100 series as CSV and Parquet…");
     let export = |format: &str| format!("/api/v2/data/export?filter[id_group]={hundred_group}&format={format}");
-    let exports_rows = [
-        download(&http, &server, &admin, &export("csv"), expected).await?,
-        download(&http, &server, &admin, &export("parquet"), expected).await?,
-    ];
-
+    let paths = [session_csv, export("csv"), export("parquet")];
+    let warm_up = format!("{}&filter[timestamp_seconds][lt]={}", export("csv"), session_start + instants / 100);
+    eprintln!("downloading the session as CSV, exporting the 100 series as CSV and Parquet…");
+    let (server, from_rows) = downloads(server, &http, &admin, &paths, expected, &warm_up).await?;
     // The server packs, as it does in service: started again with a horizon of zero and a pass
     // every second, until no point is left a row.
     eprintln!("packing every point into chunks (the server's packer)…");
@@ -160,14 +157,11 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     if as_chunks.answers != as_rows.answers {
         bail!("the raw answers differ once packed");
     }
-    eprintln!("downloading the session as CSV from chunks…");
-    let csv_chunks = download(&http, &server, &admin, &session_csv, expected).await?;
-    eprintln!("exporting the 100 series from chunks…");
-    let exports_chunks = [
-        download(&http, &server, &admin, &export("csv"), expected).await?,
-        download(&http, &server, &admin, &export("parquet"), expected).await?,
-    ];
-    for (kind, exports) in [("rows", &exports_rows), ("chunks", &exports_chunks)] {
+    eprintln!("the same downloads from chunks…");
+    let (server, from_chunks) = downloads(server, &http, &admin, &paths, expected, &warm_up).await?;
+    let (csv_rows, exports_rows) = (&from_rows[0], &from_rows[1..]);
+    let (csv_chunks, exports_chunks) = (&from_chunks[0], &from_chunks[1..]);
+    for (kind, exports) in [("rows", exports_rows), ("chunks", exports_chunks)] {
         if exports[0].lines != expected + 1 || !exports[1].ends_with_parquet_magic {
             bail!(
                 "the export from {kind} is not whole: {} CSV lines for {expected} points",
@@ -208,7 +202,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
         "raw data, a day of one series, page of 1000, ms:   {:>8.2} / {:<8.2} {:>8.2} / {:.2}",
         as_rows.day.0, as_rows.day.1, as_chunks.day.0, as_chunks.day.1
     );
-    for (name, csv) in [("rows", &csv_rows), ("chunks", &csv_chunks)] {
+    for (name, csv) in [("rows", csv_rows), ("chunks", csv_chunks)] {
         println!(
             "CSV of the session from {name}: {} lines, {:.0} MB in {:.1} s; server RSS before {:.0} MiB, peak {:.0} MiB",
             csv.lines,
@@ -229,7 +223,7 @@ pub async fn read(o: ReadOptions) -> Result<()> {
         "export of the 100 series ({} points), points/s and server RSS growth at its peak:",
         o.group_points
     );
-    for (kind, exports) in [("rows", &exports_rows), ("chunks", &exports_chunks)] {
+    for (kind, exports) in [("rows", exports_rows), ("chunks", exports_chunks)] {
         for (format, e) in ["CSV", "Parquet"].iter().zip(exports.iter()) {
             println!(
                 "  {format:<7} from {kind:<6}: {:>10.0} points/s, {:>5.0} MB in {:>6.1} s, RSS growth {:>4.0} MiB",
@@ -370,6 +364,29 @@ struct Download {
     rss_at_tenths: Vec<u64>,
     /// Whether the bytes end as a Parquet file does.
     ends_with_parquet_magic: bool,
+}
+
+/// Downloads each of `paths` from the server started afresh (its packer idle), so that each
+/// download's memory is measured from a process that has done nothing else.
+async fn downloads(
+    mut server: ServerUnderTest,
+    http: &reqwest::Client,
+    token: &str,
+    paths: &[String],
+    expected_lines: usize,
+    warm_up: &str,
+) -> Result<(ServerUnderTest, Vec<Download>)> {
+    let mut out = Vec::new();
+    for path in paths {
+        let idle = [("DEVICECLOUD_PACK_AFTER_S", "315360000"), ("DEVICECLOUD_PACK_INTERVAL_S", "86400")];
+        server = server.restart_with(&idle).await?;
+        // A warm-up (an export of the first hundredth of the points), so that what is measured
+        // is what the download holds, not the store connections' page caches filling up on a
+        // process's first large read.
+        download(http, &server, token, warm_up, expected_lines / 100).await?;
+        out.push(download(http, &server, token, path, expected_lines).await?);
+    }
+    Ok((server, out))
 }
 
 /// Streams `path` (a session's CSV, an export), sampling the server's resident memory every

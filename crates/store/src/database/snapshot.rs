@@ -29,12 +29,24 @@ impl Snapshot {
         })
     }
 
-    /// The rows of a query with its values.
+    /// The rows of a query with its values. The statement is not kept prepared: the queries
+    /// made here name their series and chunks in the text, so each is new, and a connection's
+    /// cache of prepared statements would fill with them (megabytes each on SQLite).
     pub(crate) async fn rows<T: Row>(&mut self, sql: String, values: SqlxValues) -> Result<Vec<T>> {
         let sql = sqlx::AssertSqlSafe(sql);
         Ok(match self {
-            Snapshot::Sqlite(tx) => sqlx::query_as_with(sql, values).fetch_all(&mut **tx).await?,
-            Snapshot::Postgres(tx) => sqlx::query_as_with(sql, values).fetch_all(&mut **tx).await?,
+            Snapshot::Sqlite(tx) => {
+                sqlx::query_as_with(sql, values)
+                    .persistent(false)
+                    .fetch_all(&mut **tx)
+                    .await?
+            }
+            Snapshot::Postgres(tx) => {
+                sqlx::query_as_with(sql, values)
+                    .persistent(false)
+                    .fetch_all(&mut **tx)
+                    .await?
+            }
         })
     }
 }

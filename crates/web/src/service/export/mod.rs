@@ -15,6 +15,7 @@ use devicecloud_query::{Filter, Params};
 use devicecloud_store::chunks::Point;
 use devicecloud_store::export as store;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{FieldError, Result, ServiceError};
@@ -23,7 +24,7 @@ use crate::state::AppState;
 
 /// Points read and encoded at a time: a few megabytes of points, CSV text or a Parquet row
 /// group (docs/api.md, "Export", gives the memory this bounds).
-const BATCH_POINTS: usize = 131_072;
+const BATCH_POINTS: usize = 65_536;
 
 /// Encoded pieces in flight to the client.
 const PIECES_IN_FLIGHT: usize = 4;
@@ -96,35 +97,54 @@ pub async fn export(state: &AppState, caller: &Caller, filter: Option<&Filter>, 
         if !send_all(&tx, started).await {
             return;
         }
+        // The next batch is read while the one before is encoded: on two cores the store's
+        // reading and the encoding overlap.
+        let mut state = Encoding::Idle(encoder);
         loop {
-            let points = match export.next_batch().await {
-                Ok(Some(points)) => points,
-                Ok(None) => break,
+            let next = export.next_batch().await;
+            let mut encoder = match state {
+                Encoding::Idle(encoder) => encoder,
+                Encoding::Busy(handle) => {
+                    let Ok((encoder, pieces)) = handle.await else { return };
+                    if !send_all(&tx, pieces).await {
+                        return;
+                    }
+                    encoder
+                }
+            };
+            match next {
+                Ok(Some(points)) => {
+                    metrics::counter!("devicecloud_export_points_total").increment(points.len() as u64);
+                    state = Encoding::Busy(tokio::task::spawn_blocking(move || {
+                        let pieces = encoder.batch(&points);
+                        (encoder, pieces)
+                    }));
+                }
+                Ok(None) => {
+                    let _ = send_all(&tx, encoder.finish()).await;
+                    return;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "export failed");
                     let _ = tx.send(Err(std::io::Error::other("store error"))).await;
                     return;
                 }
-            };
-            let count = points.len() as u64;
-            let encoded = tokio::task::spawn_blocking(move || {
-                let pieces = encoder.batch(&points);
-                (encoder, pieces)
-            })
-            .await;
-            let Ok((back, pieces)) = encoded else { return };
-            metrics::counter!("devicecloud_export_points_total").increment(count);
-            encoder = back;
-            if !send_all(&tx, pieces).await {
-                return;
             }
         }
-        let _ = send_all(&tx, encoder.finish()).await;
     });
     Ok(ExportBody {
         format,
         bytes: ReceiverStream::new(rx),
     })
+}
+
+/// An encoder handed back with the pieces of its batch.
+type Encoded = (Box<dyn Encoder>, std::io::Result<Vec<Bytes>>);
+
+/// The encoder, free or encoding a batch on the blocking pool.
+enum Encoding {
+    Idle(Box<dyn Encoder>),
+    Busy(JoinHandle<Encoded>),
 }
 
 /// The `devicecloud_exports_running` gauge while an export is read: down again when the

@@ -1,7 +1,7 @@
 //! The export as Parquet: one row group a batch, the columns of the raw data record in its
 //! order (`timestamp_seconds` and `microseconds` int64, `datatype` int32, `value` double, the
-//! ids strings), Snappy pages with dictionaries (the ids and seconds repeat), statistics per
-//! row group (docs/api.md, "Export").
+//! ids strings), Snappy pages with dictionaries (the ids and seconds repeat), statistics of the
+//! time and value per row group (docs/api.md, "Export").
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::ColumnPath;
 
 use super::Encoder;
 
@@ -71,10 +72,15 @@ pub(super) struct Parquet {
 impl Parquet {
     pub(super) fn new(series: &HashMap<i64, Series>) -> Result<Parquet, ParquetError> {
         let schema = Arc::new(parse_message_type(SCHEMA)?);
-        let properties = WriterProperties::builder()
+        // Statistics (min and max per row group) where a reader can skip row groups by them:
+        // the time and the value, not the ids that every row group of one series repeats.
+        let mut properties = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .build();
+            .set_statistics_enabled(EnabledStatistics::Chunk);
+        for column in ["id_container_data_latest", "id_group", "datatype", "source_device"] {
+            properties = properties.set_column_statistics_enabled(ColumnPath::from(column), EnabledStatistics::None);
+        }
+        let properties = properties.build();
         let text = |text: &str| ByteArray::from(Bytes::copy_from_slice(text.as_bytes()));
         let cells = series
             .iter()
