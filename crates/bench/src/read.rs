@@ -130,7 +130,11 @@ pub async fn read(o: ReadOptions) -> Result<()> {
     let session_csv = format!("/api/v2/data-session/{id}/download-csv");
     let export = |format: &str| format!("/api/v2/data/export?filter[id_group]={hundred_group}&format={format}");
     let paths = [session_csv, export("csv"), export("parquet")];
-    let warm_up = format!("{}&filter[timestamp_seconds][lt]={}", export("csv"), session_start + instants / 100);
+    let warm_up = format!(
+        "{}&filter[timestamp_seconds][lt]={}",
+        export("csv"),
+        session_start + instants / 100
+    );
     eprintln!("downloading the session as CSV, exporting the 100 series as CSV and Parquet…");
     let (server, from_rows) = downloads(server, &http, &admin, &paths, expected, &warm_up).await?;
     // The server packs, as it does in service: started again with a horizon of zero and a pass
@@ -378,7 +382,10 @@ async fn downloads(
 ) -> Result<(ServerUnderTest, Vec<Download>)> {
     let mut out = Vec::new();
     for path in paths {
-        let idle = [("DEVICECLOUD_PACK_AFTER_S", "315360000"), ("DEVICECLOUD_PACK_INTERVAL_S", "86400")];
+        let idle = [
+            ("DEVICECLOUD_PACK_AFTER_S", "315360000"),
+            ("DEVICECLOUD_PACK_INTERVAL_S", "86400"),
+        ];
         server = server.restart_with(&idle).await?;
         // A warm-up (an export of the first hundredth of the points), so that what is measured
         // is what the download holds, not the store connections' page caches filling up on a

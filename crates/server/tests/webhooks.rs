@@ -616,3 +616,45 @@ async fn webhook_collections_list_their_expand_options() {
         assert_eq!(page["expand"], expand, "{path}: {page}");
     }
 }
+
+#[tokio::test]
+async fn many_points_arrive_complete_in_order_in_batches_that_split_queued_rows() {
+    // Batches of 700 records cut rows of 500 queued points: most batches end inside a row,
+    // which keeps the rest for the next batch.
+    let s = setup_with(Settings {
+        webhook_batch_max: 700,
+        ..Settings::default()
+    })
+    .await;
+    let (receiver, url) = Receiver::start(vec![]).await;
+    let created = s.webhook(s.hook_body("measurements", "ndjson", &url)).await;
+    let secret = created["secret"].as_str().unwrap().to_string();
+    let (messages, per_message) = (40, 500);
+    for m in 0..messages {
+        let items: Vec<Value> = (0..per_message)
+            .map(|i| {
+                let n = m * per_message + i;
+                json!({"ts": 1_763_726_400 + n, "values": {"1": n}})
+            })
+            .collect();
+        s.measure(Value::Array(items)).await;
+    }
+    let total = (messages * per_message) as usize;
+    let got = receiver.until("every point", |got| all_items(got).len() >= total).await;
+    for r in &got {
+        assert_signed(r, &secret);
+        assert!(
+            items(r).len() <= 700,
+            "a batch over webhook_batch_max: {}",
+            items(r).len()
+        );
+    }
+    assert_eq!(
+        values(&all_items(&got)),
+        (0..total as i64).collect::<Vec<_>>(),
+        "every point once, in the order stored"
+    );
+    assert!(got.len() >= total / 700, "{} requests", got.len());
+    let view = s.view(created["id_webhook"].as_str().unwrap()).await;
+    assert_eq!(view["backlog"]["queued_items"], 0, "{view}");
+}

@@ -2,7 +2,8 @@
 //! Records carry the fields of the `data` and `event` endpoints (specification, Raw data point and
 //! Event), so a receiver parses webhook items and API items alike.
 
-use devicecloud_store::webhooks::{QueuedEvent, QueuedPoint, WebhookRow};
+use devicecloud_store::webhooks::{PackedPoint, QueuedEvent, SeriesFields, WebhookRow};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::event_catalogue;
@@ -34,17 +35,30 @@ pub fn formatter(name: &str) -> Option<&'static Formatter> {
     FORMATTERS.iter().find(|f| f.name == name)
 }
 
-/// A measurement with the fields of the `data` endpoint, in its order.
-pub fn point_record(p: &QueuedPoint) -> Value {
-    json!({
-        "id_container_data_latest": p.id_container_data_latest,
-        "id_group": p.id_group,
-        "datatype": p.datatype,
-        "source_device": p.source_device,
-        "timestamp_seconds": p.seconds,
-        "microseconds": p.microseconds,
-        "value": p.value,
-    })
+/// A measurement with the fields of the `data` endpoint, in its order: serialized straight
+/// from its series' fields, with no JSON tree a point.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PointRecord<'a> {
+    pub id_container_data_latest: &'a str,
+    pub id_group: &'a str,
+    pub datatype: i64,
+    pub source_device: &'a str,
+    pub timestamp_seconds: i64,
+    pub microseconds: i64,
+    pub value: f64,
+}
+
+/// The record of point `p` of series `s`.
+pub fn point_record<'a>(s: &'a SeriesFields, p: &PackedPoint) -> PointRecord<'a> {
+    PointRecord {
+        id_container_data_latest: &s.id_container_data_latest,
+        id_group: &s.id_group,
+        datatype: s.datatype,
+        source_device: &s.source_device,
+        timestamp_seconds: p.time_us.div_euclid(1_000_000),
+        microseconds: p.time_us.rem_euclid(1_000_000),
+        value: p.value,
+    }
 }
 
 /// An event with the fields of the `event` endpoint, in its order, labelled from the event
@@ -54,33 +68,39 @@ pub fn event_record(e: &QueuedEvent) -> Value {
 }
 
 /// The body of one batch in the webhook's format (`json` for an unknown name, which
-/// validation does not let in).
-pub fn body(hook: &WebhookRow, records: &[Value]) -> (Vec<u8>, &'static str) {
+/// validation does not let in): each record serialized once, into the body itself.
+pub fn body<R: Serialize>(hook: &WebhookRow, records: &[R]) -> (Vec<u8>, &'static str) {
     let format = formatter(&hook.formatter).unwrap_or(&FORMATTERS[0]);
-    let body = match format.name {
+    let mut out = Vec::with_capacity(records.len() * 200 + 256);
+    // Serializing into memory cannot fail for these types.
+    match format.name {
         "ndjson" => {
-            let mut out = Vec::with_capacity(records.len() * 200);
             for record in records {
-                // Serializing a JSON value into memory cannot fail.
                 let _ = serde_json::to_writer(&mut out, record);
                 out.push(b'\n');
             }
-            out
         }
         _ => {
-            let envelope = json!({
-                "webhook": {
-                    "id_webhook": hook.id_webhook,
-                    "label": hook.label,
-                    "id_group": hook.id_group,
-                    "forwarding_type": hook.forwarding_type,
-                },
-                "items": records,
+            // `{"webhook": {…}, "items": [records]}`, compact, as serde_json writes it.
+            let webhook = json!({
+                "id_webhook": hook.id_webhook,
+                "label": hook.label,
+                "id_group": hook.id_group,
+                "forwarding_type": hook.forwarding_type,
             });
-            serde_json::to_vec(&envelope).unwrap_or_default()
+            out.extend_from_slice(b"{\"webhook\":");
+            let _ = serde_json::to_writer(&mut out, &webhook);
+            out.extend_from_slice(b",\"items\":[");
+            for (i, record) in records.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut out, record);
+            }
+            out.extend_from_slice(b"]}");
         }
-    };
-    (body, format.content_type)
+    }
+    (out, format.content_type)
 }
 
 #[cfg(test)]
@@ -121,17 +141,20 @@ mod tests {
 
     #[test]
     fn point_fields_follow_the_data_endpoint() {
-        let p = QueuedPoint {
-            id_outbox: 1,
+        let s = SeriesFields {
+            container_key: 1,
             id_container_data_latest: "c".into(),
             id_group: "g".into(),
             datatype: 3,
             source_device: "d".into(),
-            seconds: 10,
-            microseconds: 5,
+        };
+        let p = PackedPoint {
+            container_key: 1,
+            time_us: 10_000_005,
             value: 1.5,
         };
-        let keys: Vec<String> = point_record(&p).as_object().unwrap().keys().cloned().collect();
+        let record = serde_json::to_value(point_record(&s, &p)).unwrap();
+        let keys: Vec<String> = record.as_object().unwrap().keys().cloned().collect();
         assert_eq!(
             keys,
             [
@@ -144,5 +167,16 @@ mod tests {
                 "value"
             ]
         );
+        assert_eq!(record["timestamp_seconds"], 10);
+        assert_eq!(record["microseconds"], 5);
+        // The json formatter writes what serializing the envelope as one value writes.
+        let records = [point_record(&s, &p)];
+        let (written, _) = body(&hook("json"), &records);
+        let whole = serde_json::to_vec(&json!({
+            "webhook": {"id_webhook": "w", "label": "L", "id_group": "g", "forwarding_type": "measurements"},
+            "items": [record],
+        }))
+        .unwrap();
+        assert_eq!(String::from_utf8(written).unwrap(), String::from_utf8(whole).unwrap());
     }
 }

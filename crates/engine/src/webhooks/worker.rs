@@ -6,7 +6,8 @@
 //! cuts a new batch from the outbox (the records queued at that moment, up to the batch bound:
 //! records arriving while a delivery is in flight make the next batch, so batches grow with
 //! the load and latency stays one round trip), posts it, logs the attempt, and on failure waits
-//! out the backoff (docs/api.md, "Deliveries").
+//! out the backoff (docs/api.md, "Deliveries"). While a batch is posted for the first time, the
+//! next one is cut, so that the store's work overlaps with the receiver's round trip.
 //!
 //! A lane also watches its own webhook's health (docs/api.md, "Failing webhooks"): when a batch
 //! has failed for the whole retry window, or the backlog passes `webhook_backlog_max`, it sets
@@ -341,8 +342,23 @@ impl Lane<'_> {
             secret: &self.credentials.secret,
             authorization: self.credentials.authorization.as_deref(),
         };
-        let result = transport::send(&context.client, &context.hub.resolver, &request).await;
-        let duration_ms = started.elapsed().as_millis() as i64;
+        let sending = async {
+            let result = transport::send(&context.client, &context.hub.resolver, &request).await;
+            (result, started.elapsed().as_millis() as i64)
+        };
+        // A first attempt overlaps with cutting the next batch (stored pending, behind this one,
+        // so the order holds whatever this attempt's outcome): the store's work and the
+        // receiver's round trip no longer add up per batch. A retry cuts nothing ahead, so a
+        // failing receiver leaves at most one batch cut in advance.
+        let (result, duration_ms) = if delivery.attempts == 0 {
+            let ((result, duration_ms), ahead) = tokio::join!(sending, cut(context, hook));
+            if let Err(e) = ahead {
+                tracing::warn!(error = %e, webhook = %hook.id_webhook, "cutting the next webhook batch failed; trying again");
+            }
+            (result, duration_ms)
+        } else {
+            sending.await
+        };
         let (status_code, error) = match result {
             Ok(status) => (Some(i64::from(status)), None),
             Err(Failure::Status(status)) => (Some(i64::from(status)), Some(Failure::Status(status).label())),
@@ -412,24 +428,33 @@ pub async fn set_inactive(
 /// Renders the oldest queued records of the webhook into a delivery.
 async fn cut(context: &Context, hook: &WebhookRow) -> Result<Option<DeliveryRow>, StoreError> {
     let limit = context.settings.webhook_batch_max as i64;
-    let (ids, records): (Vec<i64>, Vec<serde_json::Value>) = if hook.forwarding_type == "events" {
-        webhooks::queued_events(&context.db, &hook.id_webhook, limit)
-            .await?
-            .iter()
-            .map(|e| (e.id_outbox, format::event_record(e)))
-            .unzip()
+    let ((body, content_type), count, taken) = if hook.forwarding_type == "events" {
+        let (events, taken) = webhooks::queued_events(&context.db, &hook.id_webhook, limit).await?;
+        let records: Vec<serde_json::Value> = events.iter().map(format::event_record).collect();
+        (format::body(hook, &records), records.len(), taken)
     } else {
-        webhooks::queued_points(&context.db, &hook.id_webhook, limit)
-            .await?
+        let (queued, taken) = webhooks::queued_points(&context.db, &hook.id_webhook, limit).await?;
+        let records: Vec<format::PointRecord<'_>> = queued
+            .points
             .iter()
-            .map(|p| (p.id_outbox, format::point_record(p)))
-            .unzip()
+            .filter_map(|p| Some(format::point_record(queued.series.get(&p.container_key)?, p)))
+            .collect();
+        (format::body(hook, &records), records.len(), taken)
     };
-    if ids.is_empty() {
+    if taken.items == 0 {
         return Ok(None);
     }
-    let (body, content_type) = format::body(hook, &records);
-    webhooks::cut_delivery(&context.db, &hook.id_webhook, &ids, body, content_type, now_ms()).await
+    let count = count as i64;
+    webhooks::cut_delivery(
+        &context.db,
+        &hook.id_webhook,
+        &taken,
+        count,
+        body,
+        content_type,
+        now_ms(),
+    )
+    .await
 }
 
 /// Removes attempts and failed deliveries older than the retention, hourly.

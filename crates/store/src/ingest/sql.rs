@@ -11,6 +11,7 @@ use sea_query_sqlx::SqlxValues;
 use super::Point;
 use crate::sql::backend::Backend;
 use crate::sql::point_time;
+use crate::tables::webhooks::packed::{self, PackedPoint};
 
 /// Rows per statement: well below SQLite's 32,766 bound parameters.
 pub(super) const CHUNK: usize = 1000;
@@ -132,37 +133,48 @@ pub(super) fn insert_points(points: &[Point]) -> Vec<Statement> {
     })
 }
 
-/// Queues one outbox row per point and webhook of its series' group, in the order of `points`
-/// (the order the gateways sent them in); returns the statements and the number of rows.
+/// Most points one outbox row holds: a delivery takes whole rows and splits the last one it
+/// needs, so a row is rewritten at most a few times.
+const OUTBOX_ROW_POINTS: usize = 2_000;
+
+/// Queues every point for each webhook of its series' group: for each webhook its points of
+/// the batch, in the order of `points` (the order the gateways sent them in), packed into rows
+/// of at most [`OUTBOX_ROW_POINTS`]; returns the statements and the number of points queued
+/// (a point once per webhook).
 pub(super) fn queue_points(
     points: &[Point],
     targets: &HashMap<i64, &[String]>,
     backend: Backend,
 ) -> (Vec<Statement>, usize) {
-    let rows: Vec<(&String, &Point)> = points
+    let mut by_hook: Vec<(&String, Vec<PackedPoint>)> = Vec::new();
+    let mut index: HashMap<&String, usize> = HashMap::new();
+    for p in points {
+        for hook in targets.get(&p.container_key).copied().unwrap_or_default() {
+            let at = *index.entry(hook).or_insert_with(|| {
+                by_hook.push((hook, Vec::new()));
+                by_hook.len() - 1
+            });
+            by_hook[at].1.push(PackedPoint {
+                container_key: p.container_key,
+                time_us: point_time::time_us(p.seconds, p.microseconds),
+                value: p.value,
+            });
+        }
+    }
+    let queued = by_hook.iter().map(|(_, points)| points.len()).sum();
+    let rows: Vec<(&String, &[PackedPoint])> = by_hook
         .iter()
-        .flat_map(|p| {
-            targets
-                .get(&p.container_key)
-                .copied()
-                .unwrap_or_default()
-                .iter()
-                .map(move |hook| (hook, p))
-        })
+        .flat_map(|(hook, points)| points.chunks(OUTBOX_ROW_POINTS).map(move |part| (*hook, part)))
         .collect();
-    let sql = |rows: &str| {
-        format!("INSERT INTO webhook_outbox (id_webhook, container_key, seconds, microseconds, value) VALUES {rows}")
-    };
-    let statements = chunked(&rows, 5, backend, sql, |(hook, p)| {
+    let sql = |rows: &str| format!("INSERT INTO webhook_outbox (id_webhook, items, points) VALUES {rows}");
+    let statements = chunked(&rows, 3, backend, sql, |(hook, part)| {
         vec![
             Value::String(Some(hook.to_string())),
-            int(p.container_key),
-            int(p.seconds),
-            int(p.microseconds),
-            real(p.value),
+            int(part.len() as i64),
+            Value::Bytes(Some(packed::pack(part.iter().copied()))),
         ]
     });
-    (statements, rows.len())
+    (statements, queued)
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub async fn write(db: &Db, points: &[Point], devices: &[(String, i64)]) -> Resu
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Routed {
     pub written: Written,
-    /// Outbox rows written: one per new point and webhook of its group.
+    /// Points queued for webhooks: each new point once per webhook of its group.
     pub queued: usize,
     /// The points stored for the first time, in the order they were sent (resent ones left
     /// out): what the live stream shows once the transaction is committed. Moved out of the

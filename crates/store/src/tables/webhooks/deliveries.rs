@@ -3,60 +3,10 @@
 //! the pruning of what is over. Each step is one transaction, so a record is either queued or in
 //! a delivery, never both or neither, and a retry sends the very same bytes.
 
-use sqlx::postgres::PgRow;
-use sqlx::sqlite::SqliteRow;
-
+use super::queue::Taken;
 use crate::database::Result;
 use crate::database::db::{Db, on_pool, values};
 use crate::database::new_id;
-use crate::tables::events::EventRow;
-
-/// A queued measurement with the series fields the `data` endpoint shows.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
-pub struct QueuedPoint {
-    pub id_outbox: i64,
-    pub id_container_data_latest: String,
-    pub id_group: String,
-    pub datatype: i64,
-    pub source_device: String,
-    pub seconds: i64,
-    pub microseconds: i64,
-    pub value: f64,
-}
-
-/// A queued event: the stored event and its outbox row.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
-pub struct QueuedEvent {
-    pub id_outbox: i64,
-    #[sqlx(flatten)]
-    pub event: EventRow,
-}
-
-/// The oldest queued measurements of a webhook, at most `limit`, in queue order.
-pub async fn queued_points(db: &Db, id_webhook: &str, limit: i64) -> Result<Vec<QueuedPoint>> {
-    let sql = "SELECT o.id_outbox, c.id_container_data_latest, c.id_group, c.datatype, c.source_device, \
-               o.seconds, o.microseconds, o.value FROM webhook_outbox o \
-               JOIN containers c ON c.container_key = o.container_key \
-               WHERE o.id_webhook = $1 ORDER BY o.id_outbox LIMIT $2";
-    queued(db, sql, id_webhook, limit).await
-}
-
-/// The oldest queued events of a webhook, at most `limit`, in queue order.
-pub async fn queued_events(db: &Db, id_webhook: &str, limit: i64) -> Result<Vec<QueuedEvent>> {
-    let sql = "SELECT o.id_outbox, e.id_event, e.id_group, e.source_device, e.from_device, e.event_type, \
-               e.occurred_at, e.value, e.datatype, e.value_description FROM webhook_outbox o \
-               JOIN events e ON e.id_event = o.id_event \
-               WHERE o.id_webhook = $1 ORDER BY o.id_outbox LIMIT $2";
-    queued(db, sql, id_webhook, limit).await
-}
-
-/// The rows `sql` selects from a webhook's queue (`$1` the webhook, `$2` the most rows).
-async fn queued<T>(db: &Db, sql: &'static str, id_webhook: &str, limit: i64) -> Result<Vec<T>>
-where
-    T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
-{
-    db.rows::<T>(sql, values![id_webhook, limit]).await
-}
 
 /// A batch waiting to be delivered (or given up on).
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -84,10 +34,14 @@ pub async fn pending_delivery(db: &Db, id_webhook: &str) -> Result<Option<Delive
 /// transaction: every record is either queued or in a delivery, never both or neither, and in
 /// one delivery only. `None` (nothing stored) when some of the rows were no longer queued: another
 /// node's lane took them meanwhile (a lane whose lease it lost while it worked).
+///
+/// `records` is how many records the body holds: fewer than `taken` when some queued points
+/// belong to a series that no longer exists. With none, the taken rows are only removed.
 pub async fn cut_delivery(
     db: &Db,
     id_webhook: &str,
-    outbox_ids: &[i64],
+    taken: &Taken,
+    records: i64,
     body: Vec<u8>,
     content_type: &str,
     now_ms: i64,
@@ -97,7 +51,7 @@ pub async fn cut_delivery(
         id_webhook: id_webhook.to_string(),
         body,
         content_type: content_type.to_string(),
-        item_count: outbox_ids.len() as i64,
+        item_count: records,
         attempts: 0,
         next_attempt_ms: now_ms,
         created_ms: now_ms,
@@ -105,21 +59,23 @@ pub async fn cut_delivery(
     let _turn = db.write_turn().await?;
     let stored: Option<()> = on_pool!(db, |p| async {
         let mut tx = p.begin().await?;
-        sqlx::query(
-            "INSERT INTO webhook_deliveries (id_delivery, id_webhook, body, content_type, item_count, state, \
+        if records > 0 {
+            sqlx::query(
+                "INSERT INTO webhook_deliveries (id_delivery, id_webhook, body, content_type, item_count, state, \
              attempts, next_attempt_ms, created_ms) VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6)",
-        )
-        .bind(&delivery.id_delivery)
-        .bind(id_webhook)
-        .bind(&delivery.body)
-        .bind(content_type)
-        .bind(delivery.item_count)
-        .bind(now_ms)
-        .execute(&mut *tx)
-        .await?;
+            )
+            .bind(&delivery.id_delivery)
+            .bind(id_webhook)
+            .bind(&delivery.body)
+            .bind(content_type)
+            .bind(delivery.item_count)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+        }
         // By id, not by range: on PostgreSQL a lower id may commit after a higher one.
         let mut removed = 0;
-        for chunk in outbox_ids.chunks(500) {
+        for chunk in taken.whole.chunks(500) {
             let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
             let sql = format!("DELETE FROM webhook_outbox WHERE id_outbox IN ({list})");
             removed += sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -127,7 +83,21 @@ pub async fn cut_delivery(
                 .await?
                 .rows_affected();
         }
-        if removed < outbox_ids.len() as u64 {
+        let mut split_kept = true;
+        if let Some(split) = &taken.split {
+            // The row keeps the points after those taken, if nobody took them meanwhile.
+            split_kept =
+                sqlx::query("UPDATE webhook_outbox SET points = $1, items = $2 WHERE id_outbox = $3 AND items = $4")
+                    .bind(&split.rest)
+                    .bind(split.rest_items)
+                    .bind(split.id_outbox)
+                    .bind(split.items)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+                    == 1;
+        }
+        if removed < taken.whole.len() as u64 || !split_kept {
             tx.rollback().await?;
             return Ok::<_, sqlx::Error>(None);
         }
@@ -135,7 +105,7 @@ pub async fn cut_delivery(
         Ok(Some(()))
     }
     .await)?;
-    Ok(stored.map(|()| delivery))
+    Ok(stored.filter(|()| records > 0).map(|()| delivery))
 }
 
 /// The result of one delivery attempt, as logged.
@@ -228,18 +198,18 @@ pub async fn prune(db: &Db, before: i64) -> Result<u64> {
     Ok(removed)
 }
 
-/// Rows in the outbox (all webhooks): records stored but not yet cut into a delivery.
+/// Records in the outbox (all webhooks): stored but not yet cut into a delivery.
 pub async fn outbox_len(db: &Db) -> Result<i64> {
     Ok(on_pool!(db, |p| sqlx::query_scalar::<_, i64>(
-        "SELECT COUNT(*) FROM webhook_outbox"
+        "SELECT CAST(COALESCE(SUM(items), 0) AS BIGINT) FROM webhook_outbox"
     )
     .fetch_one(p)
     .await)?)
 }
 
-/// Counts of a webhook's queue: rows waiting in the outbox, pending and failed deliveries.
+/// Counts of a webhook's queue: records waiting in the outbox, pending and failed deliveries.
 pub async fn backlog(db: &Db, id_webhook: &str) -> Result<(i64, i64, i64)> {
-    let sql = "SELECT (SELECT COUNT(*) FROM webhook_outbox WHERE id_webhook = $1), \
+    let sql = "SELECT (SELECT CAST(COALESCE(SUM(items), 0) AS BIGINT) FROM webhook_outbox WHERE id_webhook = $1), \
                (SELECT COUNT(*) FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'pending'), \
                (SELECT COUNT(*) FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'failed')";
     Ok(on_pool!(db, |p| sqlx::query_as::<_, (i64, i64, i64)>(sql)

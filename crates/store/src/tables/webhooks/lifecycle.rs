@@ -15,7 +15,9 @@ use crate::tables::events::NewEvent;
 /// The records a webhook has waiting (rows in the outbox and the items of its pending batches),
 /// counted no further than `cap` + 1 outbox rows: it is asked of queues that may be huge.
 pub async fn backlog_items(db: &Db, id_webhook: &str, cap: u64) -> Result<u64> {
-    let sql = "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM webhook_outbox WHERE id_webhook = $1 LIMIT $2) q) \
+    // Rows hold one record or more, so at most `cap + 1` rows are summed.
+    let sql = "SELECT (SELECT CAST(COALESCE(SUM(items), 0) AS BIGINT) FROM \
+               (SELECT items FROM webhook_outbox WHERE id_webhook = $1 LIMIT $2) q) \
                + (SELECT CAST(COALESCE(SUM(item_count), 0) AS BIGINT) FROM webhook_deliveries \
                WHERE id_webhook = $1 AND state = 'pending')";
     let limit = i64::try_from(cap.saturating_add(1)).unwrap_or(i64::MAX);

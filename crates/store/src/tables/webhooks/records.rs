@@ -248,9 +248,14 @@ pub(super) async fn drop_queue(tx: &mut Tx, id_webhook: &str) -> sqlx::Result<u6
     )
     .await?;
     let queued = tx
-        .execute("DELETE FROM webhook_outbox WHERE id_webhook = $1".into(), bind())
+        .scalar(
+            "SELECT CAST(COALESCE(SUM(items), 0) AS BIGINT) FROM webhook_outbox WHERE id_webhook = $1".into(),
+            bind(),
+        )
         .await?;
-    Ok(queued + u64::try_from(pending).unwrap_or(0))
+    tx.execute("DELETE FROM webhook_outbox WHERE id_webhook = $1".into(), bind())
+        .await?;
+    Ok(u64::try_from(queued).unwrap_or(0) + u64::try_from(pending).unwrap_or(0))
 }
 
 /// Deletes a webhook with its queue, deliveries and attempts; returns whether it existed.
