@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
-use axum::response::Html;
-use devicecloud_query::{Param, parse_sort};
+use axum::response::{Html, Response};
+use devicecloud_query::{CompareOp, Filter, Param, Scalar, parse_sort};
 use devicecloud_store::device_collection::{self, ATTRIBUTES, SORTABLE};
 use devicecloud_store::devices::DeviceRow;
 use devicecloud_store::event_collection::{self, ATTRIBUTES as EVENT_ATTRIBUTES};
@@ -20,6 +20,8 @@ use crate::page::{PageError, filter, list_args, pager, role_name, status_badge};
 use crate::viewer::Viewer;
 use crate::{device, events, retention};
 use devicecloud_engine::auth::Role;
+use devicecloud_web::render::export_response;
+use devicecloud_web::service::export::Format;
 use devicecloud_web::state::AppState;
 
 /// Devices per page.
@@ -88,7 +90,9 @@ pub async fn page(
         p.muted { (group.r#type) " · " (listing.page.total) " devices · your role: "
             (role_name(&viewer.caller, &group.id_group)) }
         p.muted { "Keeps " (retention::summary(&kept)) " · "
-            a href=(format!("/groups/{id}/retention")) { "retention" } }
+            a href=(format!("/groups/{id}/retention")) { "retention" } " · export all points as "
+            a href=(format!("/groups/{id}/export?format=csv")) download { "CSV" } " or "
+            a href=(format!("/groups/{id}/export?format=parquet")) download { "Parquet" } }
         table {
             thead { tr {
                 @for (attr, heading) in COLUMNS {
@@ -120,4 +124,32 @@ pub async fn page(
     Ok(Html(
         layout::page(&viewer, Section::Fleet, &group.label, content).into_string(),
     ))
+}
+
+/// What `GET /groups/<id>/export` takes: `format`, `csv` (the default) or `parquet`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ExportQuery {
+    format: Option<String>,
+}
+
+/// `GET /groups/<id>/export`: every raw point of the group, oldest first, as the API's export
+/// streams it (docs/api.md, "Export"), for the signed-in viewer.
+pub async fn export(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Query(q): Query<ExportQuery>,
+) -> Result<Response, PageError> {
+    devicecloud_web::service::access::group(&state, &viewer.caller, &id, Role::Viewer).await?;
+    let format = match q.format.as_deref() {
+        Some("parquet") => Format::Parquet,
+        _ => Format::Csv,
+    };
+    let group = Filter::Compare {
+        attr: "id_group",
+        op: CompareOp::Eq,
+        value: Scalar::Str(id),
+    };
+    let body = devicecloud_web::service::export::export(&state, &viewer.caller, Some(&group), format).await?;
+    Ok(export_response(body))
 }

@@ -42,6 +42,7 @@ pub fn router() -> Router<AppState> {
         .route("/assets/dashboard.js", get(layout::js))
         .route("/groups/{id}", get(group::page))
         .route("/groups/{id}/live", get(live::group))
+        .route("/groups/{id}/export", get(group::export))
         .route("/groups/{id}/retention", get(retention::page).post(retention::update))
         .route("/devices/{id}", get(device::page))
         .route("/devices/{id}/latest", get(device::latest))

@@ -436,6 +436,28 @@ async fn data_session_chart_and_csv() {
     outsider.get(&format!("/sessions/{session}")).await.expect(404);
     outsider.get(&format!("/sessions/{session}/csv")).await.expect(404);
     assert!(!outsider.get("/sessions").await.text.contains(&session));
+
+    // The group page links to the export of every point of the group, in both formats.
+    let group_page = s.admin.get(&format!("/groups/{}", s.group)).await.expect(200);
+    assert!(
+        group_page
+            .text
+            .contains(&format!("/groups/{}/export?format=parquet", s.group))
+    );
+    let export = s
+        .admin
+        .get(&format!("/groups/{}/export?format=csv", s.group))
+        .await
+        .expect(200);
+    assert!(export.header("content-type").unwrap().starts_with("text/csv"));
+    let lines: Vec<&str> = export.text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "id_container_data_latest,id_group,datatype,source_device,timestamp_seconds,microseconds,value"
+    );
+    assert_eq!(lines.len(), 3, "{}", export.text);
+    assert!(lines[1].ends_with(&format!(",{T0},0,1.0")), "{}", lines[1]);
+    outsider.get(&format!("/groups/{}/export", s.group)).await.expect(404);
 }
 
 #[tokio::test]

@@ -143,7 +143,7 @@ pub async fn downsampled(get: CollectionGet) -> Result<CollectionPage, ApiError>
 /// `timestamp_seconds` is a 422 (the export is always oldest first). Any account.
 #[utoipa::path(get, path = "/api/v2/data/export", tag = "data",
     params(("filter[id_group]" = String, Query, description = "required"), ("format" = Option<String>, Query, description = "csv (default) or parquet"), ("filter[timestamp_seconds][gte]" = Option<i64>, Query), ("filter[timestamp_seconds][lt]" = Option<i64>, Query), ("filter[datatype]" = Option<i64>, Query), ("filter[source_device]" = Option<String>, Query)),
-    responses((status = 200, description = "The points as CSV (text/csv) or Parquet (application/vnd.apache.parquet), as an attachment", content_type = "text/csv"), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter, format or sort")),
+    responses((status = 200, description = "The points as CSV (text/csv) or Parquet (application/vnd.apache.parquet), as an attachment", content((String = "text/csv"), (Vec<u8> = "application/vnd.apache.parquet"))), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter, format or sort")),
     security(("bearer" = [])))]
 pub async fn export(get: CollectionGet) -> Result<Response, ApiError> {
     let CollectionGet { state, caller, raw } = get;
