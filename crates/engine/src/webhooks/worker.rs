@@ -278,7 +278,7 @@ impl Lane<'_> {
         let pending = webhooks::pending_delivery(&context.db, &hook.id_webhook).await?;
         let delivery = match pending {
             Some(d) => Some(d),
-            None => cut(context, hook).await?,
+            None => cut(context, hook, 0).await?,
         };
         let Some(delivery) = delivery else {
             return Ok(Next::Idle);
@@ -351,7 +351,9 @@ impl Lane<'_> {
         // receiver's round trip no longer add up per batch. A retry cuts nothing ahead, so a
         // failing receiver leaves at most one batch cut in advance.
         let (result, duration_ms) = if delivery.attempts == 0 {
-            let ((result, duration_ms), ahead) = tokio::join!(sending, cut(context, hook));
+            // Stamped after this one, so that it stays behind it in the lane's order even when
+            // both are cut within one millisecond.
+            let ((result, duration_ms), ahead) = tokio::join!(sending, cut(context, hook, delivery.created_ms + 1));
             if let Err(e) = ahead {
                 tracing::warn!(error = %e, webhook = %hook.id_webhook, "cutting the next webhook batch failed; trying again");
             }
@@ -425,8 +427,9 @@ pub async fn set_inactive(
     Ok(true)
 }
 
-/// Renders the oldest queued records of the webhook into a delivery.
-async fn cut(context: &Context, hook: &WebhookRow) -> Result<Option<DeliveryRow>, StoreError> {
+/// Renders the oldest queued records of the webhook into a delivery, stamped now but not before
+/// `not_before_ms`: pending deliveries go out in the order of their stamps.
+async fn cut(context: &Context, hook: &WebhookRow, not_before_ms: i64) -> Result<Option<DeliveryRow>, StoreError> {
     let limit = context.settings.webhook_batch_max as i64;
     let ((body, content_type), count, taken) = if hook.forwarding_type == "events" {
         let (events, taken) = webhooks::queued_events(&context.db, &hook.id_webhook, limit).await?;
@@ -445,16 +448,8 @@ async fn cut(context: &Context, hook: &WebhookRow) -> Result<Option<DeliveryRow>
         return Ok(None);
     }
     let count = count as i64;
-    webhooks::cut_delivery(
-        &context.db,
-        &hook.id_webhook,
-        &taken,
-        count,
-        body,
-        content_type,
-        now_ms(),
-    )
-    .await
+    let stamp = now_ms().max(not_before_ms);
+    webhooks::cut_delivery(&context.db, &hook.id_webhook, &taken, count, body, content_type, stamp).await
 }
 
 /// Removes attempts and failed deliveries older than the retention, hourly.

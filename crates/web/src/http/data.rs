@@ -133,6 +133,15 @@ pub async fn downsampled(get: CollectionGet) -> Result<CollectionPage, ApiError>
     get.serve(&Downsampled).await
 }
 
+/// The formats of the export (`format`), as the API reference lists them.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // Named only by the API reference; the handler reads `format` as text.
+pub enum ExportFormat {
+    Csv,
+    Parquet,
+}
+
 /// Export raw measurements
 ///
 /// Every raw point of the groups the caller can see that matches the filters of `data`, oldest
@@ -142,7 +151,7 @@ pub async fn downsampled(get: CollectionGet) -> Result<CollectionPage, ApiError>
 /// strings). `filter[id_group]` is required (400 without it); a `sort` other than
 /// `timestamp_seconds` is a 422 (the export is always oldest first). Any account.
 #[utoipa::path(get, path = "/api/v2/data/export", tag = "data",
-    params(("filter[id_group]" = String, Query, description = "required"), ("format" = Option<String>, Query, description = "csv (default) or parquet"), ("filter[timestamp_seconds][gte]" = Option<i64>, Query), ("filter[timestamp_seconds][lt]" = Option<i64>, Query), ("filter[datatype]" = Option<i64>, Query), ("filter[source_device]" = Option<String>, Query)),
+    params(("filter[id_group]" = String, Query, description = "required"), ("format" = Option<ExportFormat>, Query, description = "csv (the default) or parquet"), ("filter[timestamp_seconds][gte]" = Option<i64>, Query), ("filter[timestamp_seconds][lt]" = Option<i64>, Query), ("filter[datatype]" = Option<i64>, Query), ("filter[source_device]" = Option<String>, Query)),
     responses((status = 200, description = "The points as CSV (text/csv) or Parquet (application/vnd.apache.parquet), as an attachment", content((String = "text/csv"), (Vec<u8> = "application/vnd.apache.parquet"))), (status = 400, description = "filter[id_group] is missing"), (status = 401, description = "Invalid credentials"), (status = 422, description = "Invalid filter, format or sort")),
     security(("bearer" = [])))]
 pub async fn export(get: CollectionGet) -> Result<Response, ApiError> {

@@ -34,6 +34,7 @@ use requests::{OptionalBodies, QueryParams};
         health::healthz, health::readyz, health::metrics_text,
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
     ),
+    components(schemas(data::ExportFormat)),
     modifiers(&BearerAuth, &StandardErrors, &ErrorBodies, &RateLimits, &Examples, &FieldsSelection, &QueryParams, &OptionalBodies, &OperationIds),
 )]
 struct ApiDoc;

@@ -37,10 +37,11 @@ pub enum Format {
 }
 
 impl Format {
-    /// The `format` parameter of the query string: `csv` (the default) or `parquet`.
+    /// The `format` parameter of the query string: `csv` (the default, also when empty) or
+    /// `parquet`.
     pub fn of_query(query: &[u8]) -> Result<Format> {
         match Params::parse_query(query).get_scalar("format") {
-            None | Some("csv") => Ok(Format::Csv),
+            None | Some("") | Some("csv") => Ok(Format::Csv),
             Some("parquet") => Ok(Format::Parquet),
             Some(_) => Err(ServiceError::Invalid(vec![FieldError::new(
                 "format",
