@@ -202,6 +202,7 @@ async fn lane(context: Arc<Context>, hook: WebhookRow) {
         credentials,
         backlog_checked: None,
         held_until: None,
+        recording: None,
     };
     loop {
         // Registered before looking at the queue, so that a commit in between is not missed.
@@ -263,6 +264,15 @@ struct Lane<'a> {
     backlog_checked: Option<Instant>,
     /// Until when this node holds the lane (its lease in the store), as far as it knows.
     held_until: Option<Instant>,
+    /// The accepted delivery whose attempt is being logged (and the delivery removed) while the
+    /// next one goes out.
+    recording: Option<Recording>,
+}
+
+/// The logging of an accepted delivery, under way.
+struct Recording {
+    id_delivery: String,
+    task: JoinHandle<Result<(), StoreError>>,
 }
 
 impl Lane<'_> {
@@ -275,7 +285,11 @@ impl Lane<'_> {
             let lease = context.settings.node_lease;
             return Ok(Next::RetryAt(now_ms() + (lease / 3).as_millis() as i64));
         }
-        let pending = webhooks::pending_delivery(&context.db, &hook.id_webhook).await?;
+        if self.recording.as_ref().is_some_and(|r| r.task.is_finished()) {
+            self.finish_recording().await;
+        }
+        let recorded = self.recording.as_ref().map(|r| r.id_delivery.clone());
+        let pending = webhooks::pending_delivery(&context.db, &hook.id_webhook, recorded.as_deref()).await?;
         let delivery = match pending {
             Some(d) => Some(d),
             None => cut(context, hook, 0).await?,
@@ -290,6 +304,7 @@ impl Lane<'_> {
             self.backlog_checked = Some(Instant::now());
             let max = context.settings.limits.webhook_backlog_max;
             if webhooks::backlog_items(&context.db, &hook.id_webhook, max).await? > max {
+                self.finish_recording().await;
                 disable(context, hook, REASON_BACKLOG).await?;
                 return Ok(Next::Disabled);
             }
@@ -329,7 +344,7 @@ impl Lane<'_> {
 
     /// Posts a delivery once, logs the attempt and decides what becomes of the delivery, and of
     /// the webhook when the batch failed for the whole retry window.
-    async fn attempt(&self, delivery: &DeliveryRow) -> Result<Next, StoreError> {
+    async fn attempt(&mut self, delivery: &DeliveryRow) -> Result<Next, StoreError> {
         let (context, hook) = (self.context, self.hook);
         let number = delivery.attempts + 1;
         let attempted_at = unix_now();
@@ -350,16 +365,20 @@ impl Lane<'_> {
         // so the order holds whatever this attempt's outcome): the store's work and the
         // receiver's round trip no longer add up per batch. A retry cuts nothing ahead, so a
         // failing receiver leaves at most one batch cut in advance.
+        // The log of the previous accepted delivery is written meanwhile too.
+        let previous = self.recording.take();
         let (result, duration_ms) = if delivery.attempts == 0 {
             // Stamped after this one, so that it stays behind it in the lane's order even when
             // both are cut within one millisecond.
-            let ((result, duration_ms), ahead) = tokio::join!(sending, cut(context, hook, delivery.created_ms + 1));
+            let ((result, duration_ms), ahead, ()) =
+                tokio::join!(sending, cut(context, hook, delivery.created_ms + 1), finish(previous));
             if let Err(e) = ahead {
                 tracing::warn!(error = %e, webhook = %hook.id_webhook, "cutting the next webhook batch failed; trying again");
             }
             (result, duration_ms)
         } else {
-            sending.await
+            let ((result, duration_ms), ()) = tokio::join!(sending, finish(previous));
+            (result, duration_ms)
         };
         let (status_code, error) = match result {
             Ok(status) => (Some(i64::from(status)), None),
@@ -386,12 +405,65 @@ impl Lane<'_> {
             error,
             attempt: number,
         };
+        if outcome == Outcome::Delivered {
+            // Logged while the next batch goes out: an accepted batch needs no decision, and
+            // the next step leaves it out of the pending ones meanwhile. Should the process die
+            // first, the batch is sent again after the restart (at least once).
+            let db = context.db.clone();
+            let accepted = DeliveryRow {
+                id_delivery: delivery.id_delivery.clone(),
+                id_webhook: delivery.id_webhook.clone(),
+                body: Vec::new(),
+                content_type: delivery.content_type.clone(),
+                item_count: delivery.item_count,
+                attempts: delivery.attempts,
+                next_attempt_ms: delivery.next_attempt_ms,
+                created_ms: delivery.created_ms,
+            };
+            let task = tokio::spawn(async move {
+                let logged = Attempt {
+                    attempted_at,
+                    status_code,
+                    duration_ms,
+                    error: None,
+                    attempt: number,
+                };
+                webhooks::record_attempt(&db, &accepted, &logged, Outcome::Delivered).await
+            });
+            self.recording = Some(Recording {
+                id_delivery: delivery.id_delivery.clone(),
+                task,
+            });
+            return Ok(Next::Again);
+        }
         webhooks::record_attempt(&context.db, delivery, &logged, outcome).await?;
         if outcome == Outcome::Failed {
             disable(context, hook, REASON_RETRY_WINDOW).await?;
             return Ok(Next::Disabled);
         }
         Ok(Next::Again)
+    }
+}
+
+impl Lane<'_> {
+    /// Waits for the log of the last accepted delivery, if one is being written.
+    async fn finish_recording(&mut self) {
+        finish(self.recording.take()).await;
+    }
+}
+
+/// Waits for a delivery's log being written; a failure is logged (the delivery then stays
+/// pending and is sent again: at least once).
+async fn finish(recording: Option<Recording>) {
+    let Some(recording) = recording else { return };
+    match recording.task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, delivery = %recording.id_delivery, "logging an accepted webhook batch failed; it will be sent again")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, delivery = %recording.id_delivery, "logging an accepted webhook batch stopped")
+        }
     }
 }
 

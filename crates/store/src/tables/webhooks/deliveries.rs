@@ -21,13 +21,15 @@ pub struct DeliveryRow {
     pub created_ms: i64,
 }
 
-/// The oldest pending delivery of a webhook: a batch cut before a failure or a restart, which
-/// goes out again before anything newer (order of the data, docs/api.md, "Webhooks").
-pub async fn pending_delivery(db: &Db, id_webhook: &str) -> Result<Option<DeliveryRow>> {
+/// The oldest pending delivery of a webhook other than `except` (one accepted whose record is
+/// being written): a batch cut before a failure or a restart, which goes out again before
+/// anything newer (order of the data, docs/api.md, "Webhooks").
+pub async fn pending_delivery(db: &Db, id_webhook: &str, except: Option<&str>) -> Result<Option<DeliveryRow>> {
     let sql = "SELECT id_delivery, id_webhook, body, content_type, item_count, attempts, next_attempt_ms, created_ms \
-               FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'pending' \
+               FROM webhook_deliveries WHERE id_webhook = $1 AND state = 'pending' AND id_delivery <> $2 \
                ORDER BY created_ms, id_delivery LIMIT 1";
-    db.row::<DeliveryRow>(sql, values![id_webhook]).await
+    db.row::<DeliveryRow>(sql, values![id_webhook, except.unwrap_or("")])
+        .await
 }
 
 /// Stores a rendered batch as a pending delivery and removes its rows from the outbox, in one
