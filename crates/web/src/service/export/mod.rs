@@ -24,7 +24,7 @@ use crate::state::AppState;
 
 /// Points read and encoded at a time: a few megabytes of points, CSV text or a Parquet row
 /// group (docs/api.md, "Export", gives the memory this bounds).
-const BATCH_POINTS: usize = 65_536;
+const BATCH_POINTS: usize = 32_768;
 
 /// Encoded pieces in flight to the client.
 const PIECES_IN_FLIGHT: usize = 4;
