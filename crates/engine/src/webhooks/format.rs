@@ -2,7 +2,8 @@
 //! Records carry the fields of the `data` and `event` endpoints (specification, Raw data point and
 //! Event), so a receiver parses webhook items and API items alike.
 
-use devicecloud_store::webhooks::{PackedPoint, QueuedEvent, SeriesFields, WebhookRow};
+use devicecloud_store::series::Series;
+use devicecloud_store::webhooks::{PackedPoint, QueuedEvent, WebhookRow};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -49,7 +50,7 @@ pub struct PointRecord<'a> {
 }
 
 /// The record of point `p` of series `s`.
-pub fn point_record<'a>(s: &'a SeriesFields, p: &PackedPoint) -> PointRecord<'a> {
+pub fn point_record<'a>(s: &'a Series, p: &PackedPoint) -> PointRecord<'a> {
     PointRecord {
         id_container_data_latest: &s.id_container_data_latest,
         id_group: &s.id_group,
@@ -141,7 +142,7 @@ mod tests {
 
     #[test]
     fn point_fields_follow_the_data_endpoint() {
-        let s = SeriesFields {
+        let s = Series {
             container_key: 1,
             id_container_data_latest: "c".into(),
             id_group: "g".into(),

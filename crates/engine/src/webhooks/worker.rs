@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use devicecloud_store::series::{self, Series};
 use devicecloud_store::webhooks::{self, Attempt, Deactivated, Deactivation, DeliveryRow, Outcome, WebhookRow};
 use devicecloud_store::{Db, StoreError, unix_now};
 use rand::Rng;
@@ -508,11 +509,16 @@ async fn cut(context: &Context, hook: &WebhookRow, not_before_ms: i64) -> Result
         let records: Vec<serde_json::Value> = events.iter().map(format::event_record).collect();
         (format::body(hook, &records), records.len(), taken)
     } else {
-        let (queued, taken) = webhooks::queued_points(&context.db, &hook.id_webhook, limit).await?;
-        let records: Vec<format::PointRecord<'_>> = queued
-            .points
+        let (points, taken) = webhooks::queued_points(&context.db, &hook.id_webhook, limit).await?;
+        let mut keys: Vec<i64> = points.iter().map(|p| p.container_key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        // Points of a series that no longer exists are taken and left out.
+        let found = series::of_keys(&context.db, &keys).await?;
+        let by_key: HashMap<i64, &Series> = found.iter().map(|s| (s.container_key, s)).collect();
+        let records: Vec<format::PointRecord<'_>> = points
             .iter()
-            .filter_map(|p| Some(format::point_record(queued.series.get(&p.container_key)?, p)))
+            .filter_map(|p| Some(format::point_record(by_key.get(&p.container_key)?, p)))
             .collect();
         (format::body(hook, &records), records.len(), taken)
     };

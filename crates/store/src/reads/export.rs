@@ -14,7 +14,8 @@ use crate::chunks::{self, Ordered, Point, Range};
 use crate::collection;
 use crate::database::Result;
 use crate::database::db::Db;
-use crate::reads::raw_data::{self, SERIES_OUTPUT, Series};
+use crate::reads::raw_data::{self, SERIES_OUTPUT};
+use crate::reads::series::Series;
 use crate::sql::scope::GroupScope;
 
 /// An export being read.
@@ -73,7 +74,7 @@ impl Export {
     }
 
     /// The series the export covers by key: every key a batch holds is one.
-    pub fn series_by_key(&self) -> HashMap<i64, Series> {
-        self.series.clone()
+    pub fn series(&self) -> &HashMap<i64, Series> {
+        &self.series
     }
 }

@@ -24,6 +24,7 @@ use crate::chunks::{self, Range};
 use crate::collection::{self, Column, ListArgs, Listing, attributes, filter_cond, names};
 use crate::database::Result;
 use crate::database::db::Db;
+use crate::reads::series::Series;
 use crate::sql::point_time::{MICROS, TimePart};
 use crate::sql::scope::GroupScope;
 
@@ -77,17 +78,6 @@ const FIRST_WINDOW_MARGIN: f64 = 1.25;
 
 /// About how many points one read of the chunks and rows brings into memory.
 const PIECE_POINTS: f64 = 1_000_000.0;
-
-/// A series a request covers, with the attributes its points show (here and in the
-/// downsampled answers computed from points).
-#[derive(Clone, Debug, sqlx::FromRow, serde::Deserialize)]
-pub struct Series {
-    pub container_key: i64,
-    pub id_container_data_latest: String,
-    pub id_group: String,
-    pub datatype: i64,
-    pub source_device: String,
-}
 
 /// The columns of a [`Series`], in its order.
 pub(crate) const SERIES_OUTPUT: [&str; 5] = [

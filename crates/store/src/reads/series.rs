@@ -7,8 +7,9 @@ use crate::database::db::{Db, values};
 use crate::ingest::Point;
 use crate::reads::raw_data::RawPoint;
 
-/// The fields of a raw data record that belong to its series.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+/// The fields of a raw data record that belong to its series (also what a request for raw
+/// points reads of the series it covers).
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow, serde::Deserialize)]
 pub struct Series {
     pub container_key: i64,
     pub id_container_data_latest: String,

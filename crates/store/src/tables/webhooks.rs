@@ -26,7 +26,7 @@ pub use deliveries::{
 };
 pub use lifecycle::{Deactivated, Deactivation, backlog_items, deactivate};
 pub use packed::PackedPoint;
-pub use queue::{QueuedEvent, QueuedPoints, SeriesFields, Split, Taken, queued_events, queued_points};
+pub use queue::{QueuedEvent, Split, Taken, queued_events, queued_points};
 pub use records::{
     ATTRIBUTES, COLUMNS, FORWARDING_TYPES, NewWebhook, SORTABLE, WebhookChanges, WebhookRow, active, active_of_group,
     create, delete, get, list, replace_secrets, stored_secrets, update,

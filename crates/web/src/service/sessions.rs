@@ -84,8 +84,8 @@ fn csv_lines(session: &SessionPoints, points: &[Point]) -> String {
 /// A text cell of the CSV. A cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return
 /// would run as a formula when the file is opened in a spreadsheet, so it gets a leading `'`
 /// (docs/api.md, "Data sessions"); the cell is quoted when it holds a comma, a quote or a line
-/// break (RFC 4180).
-fn csv_text(text: &str) -> std::borrow::Cow<'_, str> {
+/// break (RFC 4180). The export's CSV writes its cells with it too.
+pub(crate) fn csv_text(text: &str) -> std::borrow::Cow<'_, str> {
     let text: std::borrow::Cow<'_, str> = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{text}").into()
     } else {

@@ -3,8 +3,6 @@
 //! inside it). [`super::cut_delivery`] then stores the batch and applies that in one
 //! transaction.
 
-use std::collections::HashMap;
-
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
@@ -17,14 +15,6 @@ use crate::tables::events::EventRow;
 /// Outbox rows read at a time while a batch is gathered: a packed row holds up to a couple of
 /// thousand points, so one or two reads make a batch.
 const ROWS_PER_READ: i64 = 32;
-
-/// Queued measurements: the points in queue order, and the fields of their series.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct QueuedPoints {
-    pub points: Vec<PackedPoint>,
-    /// The series of every point, by key.
-    pub series: HashMap<i64, SeriesFields>,
-}
 
 /// A queued event: the stored event and its outbox row.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -69,20 +59,9 @@ struct PointRow {
     points: Option<Vec<u8>>,
 }
 
-/// The series fields a point shows (those of the `data` endpoint).
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
-pub struct SeriesFields {
-    pub container_key: i64,
-    pub id_container_data_latest: String,
-    pub id_group: String,
-    pub datatype: i64,
-    pub source_device: String,
-}
-
 /// The oldest queued measurements of a webhook, at most `limit`, in queue order, and what
-/// taking them does to the outbox. Points of a series that no longer exists are taken and
-/// left out.
-pub async fn queued_points(db: &Db, id_webhook: &str, limit: i64) -> Result<(QueuedPoints, Taken)> {
+/// taking them does to the outbox.
+pub async fn queued_points(db: &Db, id_webhook: &str, limit: i64) -> Result<(Vec<PackedPoint>, Taken)> {
     let limit = limit.max(1);
     let mut taken = Taken::default();
     let mut points: Vec<PackedPoint> = Vec::new();
@@ -126,27 +105,7 @@ pub async fn queued_points(db: &Db, id_webhook: &str, limit: i64) -> Result<(Que
             break;
         }
     }
-    let series = series_fields(db, &points).await?;
-    points.retain(|p| series.contains_key(&p.container_key));
-    Ok((QueuedPoints { points, series }, taken))
-}
-
-/// The fields of the series of `points`, by key.
-async fn series_fields(db: &Db, points: &[PackedPoint]) -> Result<HashMap<i64, SeriesFields>> {
-    let mut keys: Vec<i64> = points.iter().map(|p| p.container_key).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut out = HashMap::new();
-    for part in keys.chunks(500) {
-        let list = part.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-        let sql = format!(
-            "SELECT container_key, id_container_data_latest, id_group, datatype, source_device FROM containers \
-             WHERE container_key IN ({list})"
-        );
-        let rows: Vec<SeriesFields> = db.rows(sqlx::AssertSqlSafe(sql), values![]).await?;
-        out.extend(rows.into_iter().map(|s| (s.container_key, s)));
-    }
-    Ok(out)
+    Ok((points, taken))
 }
 
 /// The oldest queued events of a webhook, at most `limit`, in queue order, and what taking

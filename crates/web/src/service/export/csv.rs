@@ -7,9 +7,10 @@ use std::io::Write;
 
 use bytes::Bytes;
 use devicecloud_store::chunks::Point;
-use devicecloud_store::raw_data::Series;
+use devicecloud_store::series::Series;
 
 use super::Encoder;
+use crate::service::sessions::csv_text;
 
 /// The header line.
 const HEADER: &str = "id_container_data_latest,id_group,datatype,source_device,timestamp_seconds,microseconds,value\n";
@@ -32,10 +33,10 @@ impl Csv {
             .map(|(key, s)| {
                 let prefix = format!(
                     "{},{},{},{},",
-                    cell(&s.id_container_data_latest),
-                    cell(&s.id_group),
+                    csv_text(&s.id_container_data_latest),
+                    csv_text(&s.id_group),
                     s.datatype,
-                    cell(&s.source_device)
+                    csv_text(&s.source_device)
                 );
                 (*key, prefix)
             })
@@ -74,15 +75,5 @@ impl Encoder for Csv {
 
     fn finish(self: Box<Self>) -> std::io::Result<Vec<Bytes>> {
         Ok(Vec::new())
-    }
-}
-
-/// A text cell, quoted when it holds a comma, a quote or a line break (RFC 4180). The cells are
-/// the service's own ids, which never do; the quoting keeps the file readable if one ever did.
-fn cell(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\"")).into()
-    } else {
-        text.into()
     }
 }

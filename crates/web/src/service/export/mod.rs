@@ -86,10 +86,11 @@ trait Encoder: Send + 'static {
 /// so that the client sees a failed download rather than a short file.
 pub async fn export(state: &AppState, caller: &Caller, filter: Option<&Filter>, format: Format) -> Result<ExportBody> {
     let mut export = store::open(&state.db, &caller.group_scope(), filter, BATCH_POINTS).await?;
-    let series = export.series_by_key();
     let mut encoder: Box<dyn Encoder> = match format {
-        Format::Csv => Box::new(csv::Csv::new(&series)),
-        Format::Parquet => Box::new(parquet::Parquet::new(&series).map_err(|e| ServiceError::Internal(e.to_string()))?),
+        Format::Csv => Box::new(csv::Csv::new(export.series())),
+        Format::Parquet => {
+            Box::new(parquet::Parquet::new(export.series()).map_err(|e| ServiceError::Internal(e.to_string()))?)
+        }
     };
     let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(PIECES_IN_FLIGHT);
     tokio::spawn(async move {

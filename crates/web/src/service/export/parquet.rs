@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use devicecloud_store::chunks::Point;
-use devicecloud_store::raw_data::Series;
+use devicecloud_store::series::Series;
 use parquet::basic::Compression;
 use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
 use parquet::errors::ParquetError;
