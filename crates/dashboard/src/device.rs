@@ -187,6 +187,7 @@ pub async fn page(
         None => device.is_connected,
     };
     let may_command = viewer.caller.role_in_group(&device.id_group) >= Some(Role::Operator);
+    let twin = devicecloud_store::twins::get(&state.db, &id).await?;
     let title = if device.label.is_empty() {
         device.serial_hardware.clone()
     } else {
@@ -217,6 +218,10 @@ pub async fn page(
             (device_commands::panel(&viewer, &device, &names))
         }
         (live_commands())
+        @if let Some(twin) = &twin {
+            h2 { "Configuration (twin)" }
+            (crate::twin::panel(&viewer, twin, may_command, None))
+        }
         @if !children.items.is_empty() {
             h2 { "Devices behind this gateway" }
             table {

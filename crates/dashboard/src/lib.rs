@@ -22,6 +22,7 @@ mod password;
 mod retention;
 mod series;
 mod sign_in;
+mod twin;
 mod viewer;
 mod webhooks;
 
@@ -48,6 +49,7 @@ pub fn router() -> Router<AppState> {
         .route("/devices/{id}/latest", get(device::latest))
         .route("/devices/{id}/live", get(live::device))
         .route("/devices/{id}/command", post(device_commands::run))
+        .route("/devices/{id}/twin", post(twin::update))
         .route("/sessions", get(data_sessions::list))
         .route("/sessions/{id}", get(data_sessions::page))
         .route("/sessions/{id}/csv", get(data_sessions::csv))

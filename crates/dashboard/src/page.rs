@@ -57,6 +57,16 @@ pub(crate) async fn visible_groups(state: &AppState, caller: &Caller) -> Result<
         .items)
 }
 
+/// Where to go after a change (303, so the browser reloads with GET).
+pub(crate) fn see_other(to: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::SEE_OTHER,
+        [(axum::http::header::LOCATION, to.to_string())],
+    )
+        .into_response()
+}
+
 /// A page of `per_page` records, the `page` number as the URL gave it.
 pub(crate) fn page_request(page: Option<i64>, per_page: u64) -> PageRequest {
     PageRequest {

@@ -14,7 +14,9 @@ use serde_json::{Map, Value, json};
 
 use crate::format;
 use crate::layout::{self, Section};
-use crate::page::{PageError, PageQuery, PageResult, field_errors, list_args, page_request, pager, visible_groups};
+use crate::page::{
+    PageError, PageQuery, PageResult, field_errors, list_args, page_request, pager, see_other, visible_groups,
+};
 use crate::sign_in::Posted;
 use crate::viewer::Viewer;
 use devicecloud_engine::auth::Role;
@@ -24,11 +26,6 @@ use devicecloud_web::render::webhook_fields;
 use devicecloud_web::service::webhooks as service;
 use devicecloud_web::service::{ServiceError, access};
 use devicecloud_web::state::AppState;
-
-/// Where to go after a change.
-fn see_other(to: &str) -> Response {
-    (StatusCode::SEE_OTHER, [(axum::http::header::LOCATION, to.to_string())]).into_response()
-}
 
 /// `GET /webhooks`
 pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {

@@ -283,13 +283,8 @@ async fn a_command_through_any_node_reaches_the_gateway_where_it_is() {
     let fleet = Fleet::start(vec![spec], FleetOptions::new(a.mqtt, Duration::ZERO));
     assert!(fleet.wait_connected(1, Duration::from_secs(20)).await);
     // Connected once its hello is stored, which names node A.
+    hello_stored(a, &admin, &id).await;
     let device = format!("/api/v2/physical-device/{id}");
-    let mut waited = 0;
-    while a.json(reqwest::Method::GET, &admin, &device).await["is_connected"] != json!(1) {
-        waited += 1;
-        assert!(waited < 200, "the gateway's hello was not stored within 10 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 
     for node in [a, b, c] {
         let started = tokio::time::Instant::now();
@@ -328,6 +323,91 @@ async fn a_command_through_any_node_reaches_the_gateway_where_it_is() {
 
     drop(fleet);
     cluster.stop().await;
+}
+
+/// A twin changed through one node reaches the simulated gateway connected to another, which
+/// applies `reporting_interval_s` and reports it (read through a third); a gateway that was
+/// offline when its twin changed gets the document after its hello, wherever it connects.
+#[tokio::test]
+async fn a_desired_change_through_any_node_reaches_the_gateway_where_it_is() {
+    let Some(cluster) = nodes(3, "cluster_twins").await else {
+        return;
+    };
+    let (a, b, c) = (&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]);
+    let admin = a.token(&cluster.credentials).await;
+    let provisioner = Provisioner::new(&a.base(), &admin);
+    let group = provisioner.create_group("twins across nodes").await.unwrap();
+    let online = provisioner
+        .gateway(&group, "CLUSTER-TWIN-ON", ModuleKind::Plus)
+        .await
+        .unwrap();
+    let offline = provisioner
+        .gateway(&group, "CLUSTER-TWIN-OFF", ModuleKind::Core)
+        .await
+        .unwrap();
+    let (online_id, offline_id) = (online.id.clone().unwrap(), offline.id.clone().unwrap());
+    let fleet = Fleet::start(vec![online], FleetOptions::new(a.mqtt, Duration::ZERO));
+    assert!(fleet.wait_connected(1, Duration::from_secs(20)).await);
+    hello_stored(a, &admin, &online_id).await;
+
+    let changed = patch_twin(b, &admin, &online_id, 7).await;
+    assert_eq!(changed["version"], json!(1));
+    let (twin, took) = in_sync_through(c, &admin, &online_id, 1).await;
+    assert_eq!(twin["reported"], json!({"reporting_interval_s": 7}));
+    eprintln!("desired through node B applied by the gateway on node A, seen through C: {took:?}");
+
+    // Offline when changed: the document comes after the hello, here on node C.
+    patch_twin(a, &admin, &offline_id, 9).await;
+    let late = Fleet::start(vec![offline], FleetOptions::new(c.mqtt, Duration::ZERO));
+    assert!(late.wait_connected(1, Duration::from_secs(20)).await);
+    let (twin, _) = in_sync_through(b, &admin, &offline_id, 1).await;
+    assert_eq!(twin["reported"], json!({"reporting_interval_s": 9}));
+
+    drop(fleet);
+    drop(late);
+    cluster.stop().await;
+}
+
+/// Waits (at most 10 s) until the hello of gateway `id` is stored: it shows connected.
+async fn hello_stored(node: &common::Serve, admin: &str, id: &str) {
+    let device = format!("/api/v2/physical-device/{id}");
+    let mut waited = 0;
+    while node.json(reqwest::Method::GET, admin, &device).await["is_connected"] != json!(1) {
+        waited += 1;
+        assert!(waited < 200, "the gateway's hello was not stored within 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sets the desired `reporting_interval_s` of device `id` through `node`; the twin as answered.
+async fn patch_twin(node: &common::Serve, admin: &str, id: &str, seconds: u64) -> Value {
+    let reply = reqwest::Client::new()
+        .patch(format!("{}/api/v2/physical-device/{id}/twin", node.base()))
+        .bearer_auth(admin)
+        .json(&json!({"desired": {"reporting_interval_s": seconds}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), StatusCode::OK);
+    reply.json().await.unwrap()
+}
+
+/// Waits (at most 10 s) until the twin of `id`, read through `node`, says the device applied
+/// `version` and is in sync; the twin and how long that took.
+async fn in_sync_through(node: &common::Serve, admin: &str, id: &str, version: i64) -> (Value, Duration) {
+    let path = format!("/api/v2/physical-device/{id}/twin");
+    let started = tokio::time::Instant::now();
+    loop {
+        let twin = node.json(reqwest::Method::GET, admin, &path).await;
+        if twin["reported_version"] == json!(version) && twin["in_sync"] == json!(1) {
+            return (twin, started.elapsed());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "not in sync within 10 s: {twin}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A node killed outright (SIGKILL): the gateway it held and that did not come back is shown

@@ -112,6 +112,20 @@ pub const CATALOGUE: &[EventType] = &[
         ],
     },
     EventType {
+        code: event_types::DESIRED_CHANGED,
+        label: "Desired configuration changed",
+        description: "The device's desired configuration (its twin) was changed through the API. The value is the new desired version.",
+        from_device: Some(0),
+        values: &[],
+    },
+    EventType {
+        code: event_types::CONFIGURATION_REPORTED,
+        label: "Configuration reported",
+        description: "The device reported its configuration (its twin). The value is the desired version it says it applied, or empty.",
+        from_device: Some(1),
+        values: &[],
+    },
+    EventType {
         code: event_types::ZWAVE_EXCLUSION,
         label: "Z-wave node exclusion",
         description: "Outcome of removing a Z-wave node from its gateway, reported on the node.",

@@ -16,6 +16,12 @@ pub const COMMAND: i64 = 213;
 /// A webhook set inactive by the service (docs/api.md, "Failing webhooks"), recorded on the
 /// webhook (`source_device` is its id); value: the reason, `retry_window` or `backlog`.
 pub const WEBHOOK_DISABLED: i64 = 214;
+/// A device's desired configuration changed through the API (docs/api.md, "Twins"); value: the
+/// new desired version.
+pub const DESIRED_CHANGED: i64 = 215;
+/// A device reported its configuration (docs/gateway-protocol.md, "Twin"); value: the desired
+/// version it applied, or empty.
+pub const CONFIGURATION_REPORTED: i64 = 216;
 /// Z-wave node exclusion outcome, reported by the gateway on the node (docs/gateway-protocol.md,
 /// "Commands"): value 0 excluded, 1 failed, 2 timed out.
 pub const ZWAVE_EXCLUSION: i64 = 420;

@@ -1,6 +1,6 @@
 //! The engines of devicecloud: what happens to a gateway's messages (`gateway`, `ingest`), the
-//! commands that travel to a gateway and back (`commands`), the live stream (`stream`), the
-//! webhooks (`webhooks`), what the nodes sharing a database tell each other (`peers`, `nodes`),
+//! commands that travel to a gateway and back (`commands`), the live stream (`stream`), device twins
+//! (`twins`), the webhooks (`webhooks`), what the nodes sharing a database tell each other (`peers`, `nodes`),
 //! expiry and upkeep (`retention`, `upkeep`), with the caches and limits they share (`auth`,
 //! `page_cache`, `admission`) and the settings they all read (`settings`).
 //!
@@ -25,5 +25,6 @@ pub mod periodic;
 pub mod retention;
 pub mod settings;
 pub mod stream;
+pub mod twins;
 pub mod upkeep;
 pub mod webhooks;

@@ -18,12 +18,13 @@ use crate::acks::Acks;
 use crate::context::Context;
 use crate::packets::{self, Connack, Inbound, Version};
 use devicecloud_engine::admission::Entry;
-use devicecloud_engine::commands::{Outbound, Pending};
+use devicecloud_engine::commands::Pending;
 use devicecloud_engine::gateway;
-use devicecloud_engine::gateway::registry::Kick;
+use devicecloud_engine::gateway::registry::{Kick, Outgoing};
 use devicecloud_engine::gateway::{AuthError, Gateway, GatewayError, authenticate};
 use devicecloud_engine::metrics::{Closed, Failed, Outcome};
 use devicecloud_engine::peers::{self, Change};
+use devicecloud_protocol::twin::DESIRED_TOPIC;
 use devicecloud_protocol::{GatewayTopic, command_topic, subscription_allowed};
 
 /// How long a client may take to send CONNECT after opening the connection (and, on the TLS
@@ -128,7 +129,6 @@ pub(crate) async fn run<S: Stream>(
     let silence = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
     let mut last_inbound = tokio::time::Instant::now();
     let mut taken_over = false;
-    let mut packet_ids = PacketIds::default();
     let mut waiting = Waiting::default();
     loop {
         let next = async {
@@ -151,8 +151,8 @@ pub(crate) async fn run<S: Stream>(
             }
             // `Err` (the registry dropped this connection's queue) disables the branch; the
             // kick that comes with it ends the loop.
-            Ok(outbound) = commands.recv_async() => {
-                if publish_command(&mut framed, version, &mut waiting.answers, &mut packet_ids, outbound).await.is_err() {
+            Ok(outgoing) = commands.recv_async() => {
+                if publish(&mut framed, version, &mut waiting, *outgoing).await.is_err() {
                     break;
                 }
                 continue;
@@ -236,6 +236,8 @@ struct Waiting {
     answers: Pending,
     /// Measurement messages queued for the writer and not yet acknowledged.
     commits: Acks,
+    /// The packet ids of what the cloud publishes (whose PUBACKs it does not wait for).
+    packet_ids: PacketIds,
 }
 
 /// Whether a packet must wait until the measurements queued before it are committed. Not
@@ -311,19 +313,23 @@ impl PacketIds {
     }
 }
 
-/// Publishes one command request at QoS 1 and remembers its caller; a request whose caller
-/// already gave up is not published. `Err` on a write failure.
-async fn publish_command<S: Stream>(
+/// Publishes what the cloud has for the gateway at QoS 1: a command request, remembering its
+/// caller (a request whose caller already gave up is not published), or a desired document.
+/// `Err` on a write failure.
+async fn publish<S: Stream>(
     framed: &mut Transport<S>,
     version: Version,
-    pending: &mut Pending,
-    packet_ids: &mut PacketIds,
-    outbound: Box<Outbound>,
+    waiting: &mut Waiting,
+    outgoing: Outgoing,
 ) -> Result<(), ()> {
-    let Some((request_id, payload)) = pending.insert(*outbound) else {
-        return Ok(());
+    let (topic, payload) = match outgoing {
+        Outgoing::Command(outbound) => match waiting.answers.insert(outbound) {
+            Some((request_id, payload)) => (command_topic(&request_id), payload),
+            None => return Ok(()),
+        },
+        Outgoing::Desired(payload) => (DESIRED_TOPIC.to_string(), payload),
     };
-    let packet = packets::publish(version, command_topic(&request_id), payload, packet_ids.next());
+    let packet = packets::publish(version, topic, payload, waiting.packet_ids.next());
     framed.send(packet).await.map_err(drop)?;
     release_buffers(framed);
     Ok(())
@@ -370,8 +376,14 @@ async fn handle<S: Stream>(
                 return Ok(false);
             };
             let packet_id = packet_id.filter(|_| qos == QoS::AtLeastOnce);
+            // Desired documents to publish once the message is acknowledged.
+            let mut desired = Vec::new();
             let outcome = match topic {
-                GatewayTopic::Hello => gateway.hello(ctx, &payload, client_id).await,
+                // Right after an accepted hello, the documents the devices are behind on.
+                GatewayTopic::Hello => match gateway.hello(ctx, &payload, client_id).await {
+                    Ok(()) => gateway.twins_behind(ctx).await.map(|docs| desired = docs),
+                    Err(e) => Err(e),
+                },
                 // Acknowledged once committed, by the connection loop (see `acks`).
                 GatewayTopic::Measurements => {
                     return Ok(queue_measurements(ctx, gateway, &mut waiting.commits, packet_id, &payload).await);
@@ -379,6 +391,8 @@ async fn handle<S: Stream>(
                 GatewayTopic::Events => gateway.events(ctx, &payload).await.map(drop),
                 GatewayTopic::Devices => gateway.devices(ctx, &payload).await.map(drop),
                 GatewayTopic::Power => gateway.power(ctx, &payload).await,
+                GatewayTopic::TwinReported => gateway.twin_reported(ctx, &payload).await,
+                GatewayTopic::TwinGet => gateway.twin_get(ctx, &payload).await.map(|doc| desired.push(doc)),
                 // An answer goes to the caller waiting for it; a late or unknown one is dropped.
                 // An unreadable one fails its caller and is recorded as a rejection.
                 GatewayTopic::Response { request_id } => {
@@ -404,6 +418,9 @@ async fn handle<S: Stream>(
                 Some(id) if !waiting.commits.is_empty() => waiting.commits.push(Some(id), None),
                 Some(id) => framed.send(packets::puback(version, id)).await.map_err(drop)?,
                 None => {}
+            }
+            for doc in desired.into_iter().filter(|d| !d.is_empty()) {
+                publish(framed, version, waiting, Outgoing::Desired(doc)).await?;
             }
             Ok(true)
         }

@@ -27,6 +27,7 @@ pub mod messages;
 pub mod rejection;
 pub mod timestamp;
 pub mod topics;
+pub mod twin;
 
 mod json;
 

@@ -28,6 +28,11 @@ pub enum GatewayTopic {
     Devices,
     /// `v1/gateway/power`, power off (docs/gateway-protocol.md, "Messages").
     Power,
+    /// `v1/gateway/twin/reported`, what the gateway or an asset applied (docs/gateway-protocol.md,
+    /// "Twin").
+    TwinReported,
+    /// `v1/gateway/twin/get`, a request for a desired document (docs/gateway-protocol.md, "Twin").
+    TwinGet,
     /// `v1/gateway/responses/<request_id>`, the answer to a command (docs/gateway-protocol.md,
     /// "Commands").
     Response {
@@ -52,6 +57,8 @@ impl GatewayTopic {
             "events" => Some(GatewayTopic::Events),
             "devices" => Some(GatewayTopic::Devices),
             "power" => Some(GatewayTopic::Power),
+            "twin/reported" => Some(GatewayTopic::TwinReported),
+            "twin/get" => Some(GatewayTopic::TwinGet),
             _ => None,
         }
     }
@@ -64,6 +71,8 @@ impl GatewayTopic {
             GatewayTopic::Events => format!("{PREFIX}events"),
             GatewayTopic::Devices => format!("{PREFIX}devices"),
             GatewayTopic::Power => format!("{PREFIX}power"),
+            GatewayTopic::TwinReported => format!("{PREFIX}twin/reported"),
+            GatewayTopic::TwinGet => format!("{PREFIX}twin/get"),
             GatewayTopic::Response { request_id } => format!("{RESPONSES}{request_id}"),
         }
     }
@@ -77,10 +86,12 @@ pub fn command_topic(request_id: &str) -> String {
 }
 
 /// Whether a SUBSCRIBE filter is allowed (docs/gateway-protocol.md, "Topics"): exactly the commands
-/// filter or one `v1/gateway/commands/<id>` topic. Anything else (`#`, other prefixes) gets SUBACK
-/// 0x80.
+/// filter, one `v1/gateway/commands/<id>` topic, or the twin's desired topic. Anything else (`#`,
+/// other prefixes) gets SUBACK 0x80.
 pub fn subscription_allowed(filter: &str) -> bool {
-    filter == COMMANDS_FILTER || filter.strip_prefix(COMMANDS).is_some_and(is_valid_request_id)
+    filter == COMMANDS_FILTER
+        || filter == crate::twin::DESIRED_TOPIC
+        || filter.strip_prefix(COMMANDS).is_some_and(is_valid_request_id)
 }
 
 /// A request id is 1 to 64 characters of `[A-Za-z0-9_-]`: enough for a UUID in any common
@@ -103,6 +114,8 @@ mod tests {
             ("v1/gateway/events", GatewayTopic::Events),
             ("v1/gateway/devices", GatewayTopic::Devices),
             ("v1/gateway/power", GatewayTopic::Power),
+            ("v1/gateway/twin/reported", GatewayTopic::TwinReported),
+            ("v1/gateway/twin/get", GatewayTopic::TwinGet),
             (
                 "v1/gateway/responses/0190c2a4-7e1b-7c3d-9f00-1234567890ab",
                 GatewayTopic::Response {
@@ -130,6 +143,8 @@ mod tests {
             "v1/gateway/#",
             "v1/gateway/+",
             "v1/gateway/commands/abc",
+            "v1/gateway/twin/desired",
+            "v1/gateway/twin",
             "v1/gateway/responses/",
             "v1/gateway/responses/+",
             "v1/gateway/responses/#",
@@ -151,6 +166,7 @@ mod tests {
         assert!(subscription_allowed(COMMANDS_FILTER));
         assert!(subscription_allowed("v1/gateway/commands/r-1"));
         assert!(subscription_allowed(&command_topic("AZaz09_-")));
+        assert!(subscription_allowed("v1/gateway/twin/desired"));
         for filter in [
             "",
             "#",
@@ -166,6 +182,8 @@ mod tests {
             "v1/gateway/responses/+",
             "v1/gateway/hello",
             "v1/gateway/commands/a.b",
+            "v1/gateway/twin/+",
+            "v1/gateway/twin/reported",
         ] {
             assert!(!subscription_allowed(filter), "{filter:?}");
         }

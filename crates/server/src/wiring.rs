@@ -22,6 +22,7 @@ use devicecloud_engine::page_cache::PageCache;
 use devicecloud_engine::peers::{self, Ears, Peers};
 use devicecloud_engine::settings::Settings;
 use devicecloud_engine::stream::{self, LiveFeed};
+use devicecloud_engine::twins;
 use devicecloud_engine::webhooks::address::{CheckedResolver, SystemLookup};
 use devicecloud_engine::webhooks::vault::Vault;
 use devicecloud_engine::webhooks::{self, WebhookHub, WorkerContext};
@@ -143,6 +144,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         rejections: RejectionLog::default(),
     });
     let peers = Arc::new(peers::Context {
+        db: pools.requests.clone(),
         node_id: node_id.clone(),
         peers: told,
         auth: auth.clone(),
@@ -153,6 +155,13 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         gateways: gateways.clone(),
         command_timeout: settings.command_timeout,
         shutdown: shutdown.clone(),
+    });
+    let twins = Arc::new(twins::Context {
+        db: pools.requests.clone(),
+        routes: webhooks.clone(),
+        stream: stream.clone(),
+        gateways: gateways.clone(),
+        peers: peers.clone(),
     });
     let mqtt = Arc::new(devicecloud_mqtt::Context {
         gateway: gateway.clone(),
@@ -211,6 +220,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         account_limiter,
         shutdown: shutdown.clone(),
         stream,
+        twins,
     });
     Wired {
         state,

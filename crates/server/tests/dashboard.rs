@@ -761,3 +761,99 @@ async fn every_form_refuses_a_missing_token_and_a_role_too_low() {
     let page = s.admin.get("/admin").await;
     assert!(!page.text.contains("z@example.com") && page.text.contains("Plant A: viewer"));
 }
+
+#[tokio::test]
+async fn operators_edit_a_twin_and_the_delta_shows() {
+    let s = setup().await;
+    let spec = Provisioner::new(&s.app.base, &s.admin_token)
+        .gateway(&s.group, "DASH-TWIN-1", ModuleKind::Plus)
+        .await
+        .unwrap();
+    let id = spec.id.clone().unwrap();
+    let (_, mut viewer) = s.member("twin-viewer@example.com", "viewer").await;
+    let (_, mut operator) = s.member("twin-op@example.com", "operator").await;
+
+    // A viewer sees the twin, without the editor.
+    let page = viewer.get(&format!("/devices/{id}")).await.expect(200);
+    assert!(page.text.contains("Configuration (twin)"), "{}", page.text);
+    assert!(page.text.contains("in sync"));
+    assert!(!page.text.contains("name=\"desired\""));
+
+    let page = operator.get(&format!("/devices/{id}")).await.expect(200);
+    assert_eq!(hidden(&page.text, "version").as_deref(), Some("0"));
+    let path = format!("/devices/{id}/twin");
+    operator
+        .post(
+            &path,
+            &[
+                ("desired", r#"{"reporting_interval_s": 1, "mode": "eco"}"#),
+                ("version", "0"),
+            ],
+        )
+        .await
+        .expect(303);
+    let twin = send(s.app.get(&format!("/api/v2/physical-device/{id}/twin"), &s.admin_token))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(twin["desired"], json!({"reporting_interval_s": 1, "mode": "eco"}));
+    assert_eq!(twin["version"], json!(1));
+    let page = operator.get(&format!("/devices/{id}")).await.expect(200);
+    assert!(page.text.contains("not in sync"));
+    assert!(page.text.contains("class=\"delta\""), "the delta is highlighted");
+
+    // An edit over a newer version, or that is not a JSON object, is shown again with why.
+    let stale = operator
+        .post(&path, &[("desired", r#"{"mode": "boost"}"#), ("version", "0")])
+        .await
+        .expect(422);
+    assert!(stale.text.contains("at version 1, not 0"), "{}", stale.text);
+    assert!(stale.text.contains("boost"), "the draft is kept");
+    operator
+        .post(&path, &[("desired", "[1]"), ("version", "1")])
+        .await
+        .expect(422);
+    operator
+        .post(&path, &[("desired", "{"), ("version", "1")])
+        .await
+        .expect(422);
+    // Removing a key in the editor removes it from the desired document.
+    operator
+        .post(
+            &path,
+            &[("desired", r#"{"reporting_interval_s": 1}"#), ("version", "1")],
+        )
+        .await
+        .expect(303);
+    let twin = send(s.app.get(&format!("/api/v2/physical-device/{id}/twin"), &s.admin_token))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(
+        (&twin["desired"], &twin["version"]),
+        (&json!({"reporting_interval_s": 1}), &json!(2))
+    );
+    viewer
+        .post(&path, &[("desired", "{}"), ("version", "2")])
+        .await
+        .expect(403);
+    operator
+        .post_without_token(&path, &[("desired", "{}"), ("version", "2")])
+        .await
+        .expect(403);
+
+    // The simulated gateway applies it once connected.
+    let fleet = Fleet::start(vec![spec], FleetOptions::new(s.app.mqtt_addr, Duration::ZERO));
+    assert!(fleet.wait_connected(1, Duration::from_secs(20)).await);
+    let mut synced = false;
+    for _ in 0..100 {
+        let page = operator.get(&format!("/devices/{id}")).await.expect(200);
+        if page.text.contains("applied 2") {
+            synced = page.text.contains(">in sync<");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(synced, "the twin shows in sync once the gateway reported");
+    fleet.stop().await;
+}

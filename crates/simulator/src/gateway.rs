@@ -1,12 +1,14 @@
 //! One simulated gateway on the wire (docs/gateway-protocol.md, "Transport" to "Commands") with
 //! rumqttc: connect, hello, assets, commands subscription, measurements at its rate, an answer to
 //! every command, and the effects that follow (restart reconnects, GO power cycles, Z-wave outcome
-//! events).
+//! events); and its twin (docs/gateway-protocol.md, "Twin"): it applies the desired keys it
+//! understands (`reporting_interval_s`) and reports them with the version applied.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use devicecloud_protocol::twin::{self, Reported};
 use devicecloud_protocol::{
     COMMANDS_FILTER, CommandRequest, Event, GatewayTopic, Power, PowerState, Timestamp, devices_payload,
     events_payload, measurements_payload,
@@ -24,6 +26,8 @@ enum Incoming {
     Ready,
     /// A command request: its id and payload.
     Command(String, Vec<u8>),
+    /// A desired document (`v1/gateway/twin/desired`).
+    Desired(Vec<u8>),
     /// The connection ended.
     Closed,
 }
@@ -60,6 +64,7 @@ pub async fn run(
     let mut gateway = Gateway {
         spec: &spec,
         model,
+        interval: options.interval,
         history,
         options: &options,
         stats: &stats,
@@ -83,6 +88,9 @@ pub async fn run(
 struct Gateway<'a> {
     spec: &'a GatewaySpec,
     model: Model,
+    /// Time between measurements: the fleet's, until the twin's `reporting_interval_s` says
+    /// otherwise (kept across sessions, as firmware keeps its configuration).
+    interval: Duration,
     /// The past it still has to send, if any.
     history: Option<History>,
     options: &'a FleetOptions,
@@ -115,6 +123,8 @@ async fn session(gateway: &mut Gateway<'_>) -> Ended {
                 Ok(MqttEvent::Incoming(Packet::Publish(p))) => {
                     if let Some(id) = p.topic.strip_prefix("v1/gateway/commands/") {
                         let _ = tx.send(Incoming::Command(id.to_string(), p.payload.to_vec())).await;
+                    } else if p.topic == twin::DESIRED_TOPIC {
+                        let _ = tx.send(Incoming::Desired(p.payload.to_vec())).await;
                     }
                 }
                 Ok(_) => {}
@@ -151,6 +161,7 @@ async fn connected(gateway: &mut Gateway<'_>, client: &AsyncClient, incoming: &m
     let Gateway {
         spec,
         model,
+        interval,
         history,
         options,
         stats,
@@ -162,18 +173,12 @@ async fn connected(gateway: &mut Gateway<'_>, client: &AsyncClient, incoming: &m
     if !publish(client, GatewayTopic::Hello, model.hello().to_payload()).await
         || !publish(client, GatewayTopic::Devices, devices_payload(&model.assets())).await
         || client.subscribe(COMMANDS_FILTER, QoS::AtLeastOnce).await.is_err()
+        || client.subscribe(twin::DESIRED_TOPIC, QoS::AtLeastOnce).await.is_err()
     {
         return retry;
     }
     let mut ready = false;
-    // A zero interval sends no measurements; the timer then only needs a valid period.
-    let period = if options.interval.is_zero() {
-        Duration::from_secs(3600)
-    } else {
-        options.interval
-    };
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = ticker(*interval);
     let power_cycle = async {
         match (spec.kind, options.power_cycle) {
             (devicecloud_protocol::ModuleKind::Go, Some(every)) => tokio::time::sleep(every).await,
@@ -184,7 +189,7 @@ async fn connected(gateway: &mut Gateway<'_>, client: &AsyncClient, incoming: &m
     let ended = loop {
         tokio::select! {
             _ = shutdown.cancelled() => break Ended::Shutdown,
-            _ = tick.tick(), if ready && options.interval > Duration::ZERO => {
+            _ = tick.tick(), if ready && *interval > Duration::ZERO => {
                 let readings = model.measurements(now());
                 if !publish(client, GatewayTopic::Measurements, measurements_payload(&readings)).await {
                     break retry;
@@ -212,6 +217,14 @@ async fn connected(gateway: &mut Gateway<'_>, client: &AsyncClient, incoming: &m
                         stats.connects.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                Some(Incoming::Desired(payload)) => match desired(client, &payload).await {
+                    Ok(Some(applied)) if applied != *interval => {
+                        *interval = applied;
+                        tick = ticker(applied);
+                    }
+                    Ok(_) => {}
+                    Err(()) => break retry,
+                },
                 Some(Incoming::Command(id, payload)) => {
                     if let Some(ended) = command(spec, model, stats, client, id, &payload).await {
                         break ended;
@@ -225,6 +238,55 @@ async fn connected(gateway: &mut Gateway<'_>, client: &AsyncClient, incoming: &m
         stats.connected.fetch_sub(1, Ordering::Relaxed);
     }
     ended
+}
+
+/// The measurement timer of `interval`; a zero interval sends no measurements, and the timer
+/// then only needs a valid period.
+fn ticker(interval: Duration) -> tokio::time::Interval {
+    let period = if interval.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        interval
+    };
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
+}
+
+/// Longest `reporting_interval_s` the simulated firmware applies (a day).
+const MAX_REPORTING_INTERVAL_S: u64 = 86_400;
+
+/// Applies a desired document: the gateway's own `reporting_interval_s` (1 s to a day) when
+/// given, which it reports back with the version (an asset's document has nothing the simulator
+/// applies; it reports the version alone). Returns the measurement interval it applied, if any;
+/// `Err` when the report could not be sent. A document that does not read is ignored, as
+/// firmware would.
+async fn desired(client: &AsyncClient, payload: &[u8]) -> Result<Option<Duration>, ()> {
+    let Ok(doc) = twin::parse_desired(payload) else {
+        return Ok(None);
+    };
+    let mut reported = serde_json::Map::new();
+    let mut interval = None;
+    if doc.device.is_none()
+        && let Some(seconds) = doc
+            .desired
+            .get("reporting_interval_s")
+            .and_then(serde_json::Value::as_u64)
+        && (1..=MAX_REPORTING_INTERVAL_S).contains(&seconds)
+    {
+        reported.insert("reporting_interval_s".into(), seconds.into());
+        interval = Some(Duration::from_secs(seconds));
+    }
+    let report = Reported {
+        device: doc.device,
+        reported: serde_json::Value::Object(reported),
+        version: Some(doc.version),
+    };
+    if publish(client, GatewayTopic::TwinReported, report.to_payload()).await {
+        Ok(interval)
+    } else {
+        Err(())
+    }
 }
 
 /// Readings per history message (about 100 KiB for a PLUS module).

@@ -36,6 +36,7 @@ pub use tables::memberships;
 pub use tables::nodes;
 pub use tables::sign_in_sessions;
 pub use tables::tokens;
+pub use tables::twins;
 pub use tables::webhooks;
 
 pub use collection::{Column, ListArgs, ListRequest, Listing, attributes, names};

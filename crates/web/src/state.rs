@@ -64,6 +64,8 @@ pub struct Services {
     pub shutdown: CancellationToken,
     /// What this node commits, for the live stream's clients.
     pub stream: Arc<LiveFeed>,
+    /// Device twins: desired changes and their way to the gateways.
+    pub twins: Arc<devicecloud_engine::twins::Context>,
 }
 
 impl AppState {

@@ -15,6 +15,8 @@ use std::time::Duration;
 use devicecloud_protocol::{CommandMethod, CommandRequest, CommandResponse};
 use tokio::sync::oneshot;
 
+use crate::gateway::registry::Outgoing;
+
 pub use log::{CommandLog, CommandRecord};
 pub use pending::Pending;
 
@@ -93,7 +95,7 @@ pub fn request_id() -> String {
 /// Sends `request` through `queue`, the command queue of a gateway's live connection (`None`:
 /// not connected), and waits for its answer, at most `limit` (queueing included).
 pub async fn send(
-    queue: Option<flume::Sender<Box<Outbound>>>,
+    queue: Option<flume::Sender<Box<Outgoing>>>,
     limit: Duration,
     request_id: String,
     request: &CommandRequest,
@@ -103,7 +105,7 @@ pub async fn send(
 
 /// [`send`] of a request already written as published (one relayed from another node).
 pub async fn send_payload(
-    queue: Option<flume::Sender<Box<Outbound>>>,
+    queue: Option<flume::Sender<Box<Outgoing>>>,
     limit: Duration,
     request_id: String,
     payload: Vec<u8>,
@@ -112,11 +114,11 @@ pub async fn send_payload(
         return Err(CommandError::Offline);
     };
     let (reply, answer) = oneshot::channel();
-    let outbound = Box::new(Outbound {
+    let outbound = Box::new(Outgoing::Command(Outbound {
         request_id,
         payload,
         reply,
-    });
+    }));
     let exchange = async move {
         // A queue closed meanwhile means the connection ended before publishing.
         queue

@@ -10,6 +10,7 @@ pub mod losses;
 mod measurements;
 pub mod registry;
 pub mod rejections;
+mod twin;
 
 use std::collections::HashMap;
 

@@ -10,6 +10,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::oneshot;
 
 use crate::commands::Outbound;
+
+/// What a connection publishes for the cloud.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A command request; its caller waits for the answer (docs/gateway-protocol.md, "Commands").
+    Command(Outbound),
+    /// A desired document on `v1/gateway/twin/desired`, which needs no answer
+    /// (docs/gateway-protocol.md, "Twin").
+    Desired(Vec<u8>),
+}
+
+/// How long a desired document may wait for room in a busy connection's queue; past it the
+/// gateway gets it after its next hello instead.
+const DESIRED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 use crate::gateway::archived::ArchivedAssets;
 
 /// Why a connection is told to end.
@@ -35,7 +49,7 @@ const COMMAND_QUEUE: usize = 16;
 struct Live {
     id: u64,
     kick: oneshot::Sender<Kick>,
-    commands: flume::Sender<Box<Outbound>>,
+    commands: flume::Sender<Box<Outgoing>>,
 }
 
 /// What a connection receives when it registers.
@@ -46,7 +60,7 @@ pub struct Registration {
     /// Where it learns that it must end (closed without a kick: it was forgotten).
     pub kicked: oneshot::Receiver<Kick>,
     /// Command requests to publish to the gateway.
-    pub commands: flume::Receiver<Box<Outbound>>,
+    pub commands: flume::Receiver<Box<Outgoing>>,
 }
 
 #[derive(Debug, Default)]
@@ -115,8 +129,26 @@ impl GatewayRegistry {
     }
 
     /// Where commands for `device` go, `None` when it has no live connection on this node.
-    pub fn commands(&self, device: &str) -> Option<flume::Sender<Box<Outbound>>> {
+    pub fn commands(&self, device: &str) -> Option<flume::Sender<Box<Outgoing>>> {
         self.live.lock().ok()?.get(device).map(|l| l.commands.clone())
+    }
+
+    /// Queues a desired document for the live connection of `gateway` on this node; `false` when
+    /// it has none. A full queue (commands waiting) is waited for in the background, bounded.
+    pub fn desired(&self, gateway: &str, payload: Vec<u8>) -> bool {
+        let Some(queue) = self.commands(gateway) else {
+            return false;
+        };
+        match queue.try_send(Box::new(Outgoing::Desired(payload))) {
+            Ok(()) => {}
+            Err(flume::TrySendError::Full(item)) => {
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(DESIRED_WAIT, queue.send_async(item)).await;
+                });
+            }
+            Err(flume::TrySendError::Disconnected(_)) => return false,
+        }
+        true
     }
 
     /// Whether `device` has a live connection on this node.

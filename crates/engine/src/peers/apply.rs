@@ -44,7 +44,11 @@ impl Change {
             Change::Answer { to, request_id, answer } if *to == ctx.node_id => {
                 ctx.peers.answered(request_id, answer.clone());
             }
-            Change::Command { .. } | Change::Answer { .. } => {}
+            Change::Twin { to, device } if *to == ctx.node_id => {
+                let (ctx, device) = (ctx.clone(), device.clone());
+                tokio::spawn(async move { crate::twins::deliver::here(&ctx.db, &ctx.gateways, &device).await });
+            }
+            Change::Command { .. } | Change::Answer { .. } | Change::Twin { .. } => {}
         }
     }
 }

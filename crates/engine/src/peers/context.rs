@@ -1,6 +1,6 @@
 //! What a change touches on this node: the caches that hold rights, the limits' counts, the
-//! webhook routes and the live gateway connections; and what commands for another node's
-//! gateways go through.
+//! webhook routes and the live gateway connections (and the desired documents they get); and
+//! what commands for another node's gateways go through.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,8 @@ use crate::webhooks::WebhookHub;
 
 /// The peers engine's context, built once by the composition root and shared behind an `Arc`.
 pub struct Context {
+    /// The store, for what a change needs read (a desired document to send).
+    pub db: devicecloud_store::Db,
     /// This node's name among the nodes sharing the store.
     pub node_id: String,
     /// Where changes go to the other nodes.

@@ -89,6 +89,9 @@ pub enum Change {
         /// The request as the gateway gets it.
         payload: String,
     },
+    /// The desired document of `device` changed, and node `to` holds its gateway's connection:
+    /// it reads the document and sends it (docs/gateway-protocol.md, "Twin").
+    Twin { to: String, device: String },
     /// What became of a [`Change::Command`], for node `to`.
     Answer {
         to: String,
@@ -112,7 +115,7 @@ impl Change {
     /// The channel it goes on: a command's or an answer's node, or every node.
     fn channel(&self) -> String {
         match self {
-            Change::Command { to, .. } | Change::Answer { to, .. } => node_channel(to),
+            Change::Command { to, .. } | Change::Answer { to, .. } | Change::Twin { to, .. } => node_channel(to),
             _ => CHANNEL.to_string(),
         }
     }

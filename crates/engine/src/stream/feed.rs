@@ -84,7 +84,10 @@ pub(super) async fn run(
         feed.queued.fetch_sub(1, Ordering::SeqCst);
         // What this node committed goes to the other nodes first, whether it records or not
         // (what they forwarded is theirs to send).
-        let local = matches!(item, Item::Points(_) | Item::Events(_) | Item::Commands(_) | Item::Gap);
+        let local = matches!(
+            item,
+            Item::Points(_) | Item::Events(_) | Item::Commands(_) | Item::Records(_) | Item::Gap
+        );
         let mut forward = forward.as_mut().filter(|_| local && feed.forwarding());
         let rendered = match item {
             Item::Points(points) | Item::RemotePoints(points) => {
@@ -125,6 +128,12 @@ pub(super) async fn run(
                         (Kind::Command, group, device, json(c))
                     })
                     .collect();
+                if let Some(forward) = forward.as_mut() {
+                    forward.records(&rendered);
+                }
+                rendered
+            }
+            Item::Records(rendered) => {
                 if let Some(forward) = forward.as_mut() {
                     forward.records(&rendered);
                 }

@@ -1,5 +1,5 @@
 //! The live stream (`GET /api/v2/stream`, docs/api.md, "Live stream"): what this node commits —
-//! points, events, command outcomes — handed to Server-Sent Events clients in commit order.
+//! points, events, command outcomes, twins — handed to Server-Sent Events clients in commit order.
 //!
 //! Writers hand over what they committed, after the commit, so a record that could still roll
 //! back is never shown. Nothing is built while nobody listens: the hand-over is one atomic load
@@ -74,6 +74,8 @@ enum Item {
     Points(Vec<Point>),
     Events(Vec<EventRow>),
     Commands(Vec<CommandOutcome>),
+    /// Records rendered by their writer (twins).
+    Records(Vec<Rendered>),
     /// Hand-overs were dropped before this one.
     Gap,
     /// Points another node committed (rendered here, from the shared series).
@@ -206,6 +208,15 @@ impl LiveFeed {
     pub fn commands(&self, outcomes: Vec<CommandOutcome>) {
         if !outcomes.is_empty() && self.active() {
             self.send(Item::Commands(outcomes));
+        }
+    }
+
+    /// Hands over the record of a twin just changed.
+    pub fn twin(&self, id_group: &str, device: &str, record: &serde_json::Map<String, serde_json::Value>) {
+        if self.active() {
+            let text = serde_json::Value::Object(record.clone()).to_string().into_boxed_str();
+            let rendered = (Kind::Twin, Arc::from(id_group), Arc::from(device), text);
+            self.send(Item::Records(vec![rendered]));
         }
     }
 

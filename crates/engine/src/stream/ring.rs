@@ -19,6 +19,8 @@ pub enum Kind {
     Event,
     /// A command outcome.
     Command,
+    /// A twin record, after a change of its desired or reported document.
+    Twin,
 }
 
 impl Kind {
@@ -28,6 +30,7 @@ impl Kind {
             Kind::Measurement => "measurement",
             Kind::Event => "event",
             Kind::Command => "command",
+            Kind::Twin => "twin",
         }
     }
 
@@ -37,10 +40,11 @@ impl Kind {
             Kind::Measurement => "measurements",
             Kind::Event => "events",
             Kind::Command => "commands",
+            Kind::Twin => "twins",
         }
     }
 
-    pub const ALL: [Kind; 3] = [Kind::Measurement, Kind::Event, Kind::Command];
+    pub const ALL: [Kind; 4] = [Kind::Measurement, Kind::Event, Kind::Command, Kind::Twin];
 }
 
 /// One committed record, rendered once for every client.

@@ -1,6 +1,7 @@
 //! A gateway in tests: provisioned through the API, connected over real MQTT (rumqttc), sending
 //! protocol messages and waiting for their PUBACK (sent after the commit).
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use reqwest::Method;
@@ -17,6 +18,9 @@ pub struct TestGateway {
     pub token: String,
     client: AsyncClient,
     events: EventLoop,
+    /// What the service published to the gateway while it waited for something else: topic
+    /// and payload.
+    inbox: VecDeque<(String, Vec<u8>)>,
 }
 
 impl TestGateway {
@@ -28,9 +32,14 @@ impl TestGateway {
         let body = reply.json();
         let id = body["id_physical_device"].as_str().unwrap().to_string();
         let token = body["device_token"].as_str().unwrap().to_string();
-        let token_kept = token.clone();
+        TestGateway::reconnect(app, &id, group, serial, &token).await
+    }
+
+    /// Connects again with the credentials of a gateway provisioned before.
+    pub async fn reconnect(app: &TestApp, id: &str, group: &str, serial: &str, token: &str) -> TestGateway {
+        let token_kept = token.to_string();
         let mut options = MqttOptions::new(serial, app.mqtt_addr.ip().to_string(), app.mqtt_addr.port());
-        options.set_credentials(serial, &token);
+        options.set_credentials(serial, token);
         options.set_keep_alive(Duration::from_secs(30));
         options.set_max_packet_size(1 << 20, 1 << 20);
         let (client, mut events) = AsyncClient::new(options, 64);
@@ -39,13 +48,57 @@ impl TestGateway {
             other => panic!("expected CONNACK, got {other:?}"),
         }
         TestGateway {
-            id,
+            id: id.to_string(),
             serial: serial.to_string(),
             group: group.to_string(),
             token: token_kept,
             client,
             events,
+            inbox: VecDeque::new(),
         }
+    }
+
+    /// The next message the service publishes on `topic` (kept ones first), as JSON; `None`
+    /// when none comes within `wait`.
+    pub async fn received(&mut self, topic: &str, wait: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(at) = self.inbox.iter().position(|(t, _)| t == topic) {
+                let (_, payload) = self.inbox.remove(at).unwrap();
+                return Some(serde_json::from_slice(&payload).expect("a JSON payload"));
+            }
+            match tokio::time::timeout_at(deadline, self.events.poll()).await {
+                Err(_) => return None,
+                Ok(Ok(Event::Incoming(Packet::Publish(p)))) => self.inbox.push_back((p.topic, p.payload.to_vec())),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!("connection failed while waiting on {topic}: {e}"),
+            }
+        }
+    }
+
+    /// Subscribes to `filter` and waits for the SUBACK.
+    pub async fn subscribe(&mut self, filter: &str) {
+        self.client.subscribe(filter, QoS::AtLeastOnce).await.unwrap();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), self.events.poll())
+                .await
+                .expect("no SUBACK in 10 s")
+            {
+                Ok(Event::Incoming(Packet::SubAck(_))) => return,
+                Ok(Event::Incoming(Packet::Publish(p))) => self.inbox.push_back((p.topic, p.payload.to_vec())),
+                Ok(_) => {}
+                Err(e) => panic!("connection failed before SUBACK: {e}"),
+            }
+        }
+    }
+
+    /// Disconnects cleanly and waits until the connection is closed.
+    pub async fn disconnect(mut self) {
+        self.client.disconnect().await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            while self.events.poll().await.is_ok() {}
+        })
+        .await;
     }
 
     /// Publishes at QoS 1 and waits for the PUBACK.
@@ -60,6 +113,7 @@ impl TestGateway {
                 .expect("no PUBACK in 10 s")
             {
                 Ok(Event::Incoming(Packet::PubAck(_))) => return,
+                Ok(Event::Incoming(Packet::Publish(p))) => self.inbox.push_back((p.topic, p.payload.to_vec())),
                 Ok(_) => {}
                 Err(e) => panic!("connection failed before PUBACK: {e}"),
             }

@@ -5,7 +5,7 @@
 //! routed like measurements by the route table (`webhooks::Routes`, docs/api.md, "Webhooks").
 
 use crate::database::Result;
-use crate::database::db::{Db, on_pool};
+use crate::database::db::{Db, Tx, on_pool, values};
 use crate::tables::webhooks::{RouteTable, Routes};
 
 /// A stored event.
@@ -72,12 +72,47 @@ pub async fn insert(db: &Db, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i6
     write(db, None, events, now).await
 }
 
+/// Records `events` and their outbox rows in `tx`, the transaction of the change they tell of
+/// (a twin's), routed by `table`; returns their ids.
+pub(crate) async fn write_in(
+    tx: &mut Tx,
+    table: &RouteTable,
+    events: &[NewEvent<'_>],
+    now: i64,
+) -> sqlx::Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(events.len());
+    for e in events {
+        let values = values![
+            e.id_group,
+            e.source_device,
+            e.from_device,
+            e.event_type,
+            e.occurred_at,
+            e.value,
+            e.datatype,
+            e.value_description,
+            now
+        ];
+        ids.push(tx.scalar(INSERT.to_string(), values).await?);
+    }
+    for (e, id_event) in events.iter().zip(&ids) {
+        for id_webhook in table.events_of(e.id_group) {
+            tx.execute(QUEUE.to_string(), values![id_webhook.as_str(), *id_event])
+                .await?;
+        }
+    }
+    Ok(ids)
+}
+
+const INSERT: &str = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, \
+                      datatype, value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                      RETURNING id_event";
+const QUEUE: &str = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
+
 /// Records `events` and their outbox rows in one transaction, routed by `table` (read in the
 /// transaction when `None`); returns their ids.
 async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
-    let sql = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, datatype, \
-               value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";
-    let queue = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
+    let (sql, queue) = (INSERT, QUEUE);
     let _turn = db.write_turn().await?;
     let ids = on_pool!(db, |p| async {
         let mut tx = p.begin().await?;

@@ -1,5 +1,5 @@
 //! The tables the service writes and reads by key: accounts and their clients, tokens and
-//! sign-ins, groups and memberships, devices and their sessions, events, webhooks, nodes.
+//! sign-ins, groups and memberships, devices and their sessions and twins, events, webhooks, nodes.
 
 pub mod accounts;
 pub mod clients;
@@ -12,4 +12,5 @@ pub mod memberships;
 pub mod nodes;
 pub mod sign_in_sessions;
 pub mod tokens;
+pub mod twins;
 pub mod webhooks;

@@ -124,6 +124,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::SignInRefused => ApiError::Unauthorized(message),
             ServiceError::TooManySignIns { retry_after_s } => ApiError::TooManyRequests { message, retry_after_s },
             ServiceError::Busy(message) => ApiError::Busy(message),
+            ServiceError::Conflict(message) => ApiError::Status(StatusCode::CONFLICT, message),
             ServiceError::Command { method, error } => command_error(method, error),
             ServiceError::Store(e) => e.into(),
             ServiceError::Internal(detail) => ApiError::Internal(detail),

@@ -26,6 +26,7 @@ pub mod retention;
 pub mod schemas;
 pub mod sessions;
 pub mod stream;
+pub mod twins;
 pub mod users;
 pub mod webhooks;
 
@@ -79,6 +80,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .merge(openapi::router())
         .merge(api_docs::router())
         .merge(webhooks::router())
+        .merge(twins::router())
         .merge(pages)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))

@@ -8,7 +8,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
 use super::{
     commands, data, device_collection, devices, events, gateway, groups, health, oauth, retention, sessions, stream,
-    users, webhooks,
+    twins, users, webhooks,
 };
 use crate::state::AppState;
 
@@ -33,6 +33,7 @@ use requests::{OptionalBodies, QueryParams};
         sessions::index, sessions::view, sessions::download_csv,
         health::healthz, health::readyz, health::metrics_text,
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
+        twins::index, twins::view, twins::update,
     ),
     components(schemas(data::ExportFormat)),
     modifiers(&BearerAuth, &StandardErrors, &ErrorBodies, &RateLimits, &Examples, &FieldsSelection, &QueryParams, &OptionalBodies, &OperationIds),

@@ -51,6 +51,9 @@ pub enum ServiceError {
     /// 503 with `Retry-After`.
     #[error("{0}")]
     Busy(String),
+    /// The record changed since the caller read it (a twin's `version`): 409.
+    #[error("{0}")]
+    Conflict(String),
     /// A command that did not get an answer from its gateway.
     #[error("{method:?}: {error}")]
     Command { method: CommandMethod, error: CommandError },

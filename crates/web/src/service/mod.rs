@@ -15,6 +15,7 @@ pub mod memberships;
 pub mod retention;
 pub mod sessions;
 pub mod sign_in;
+pub mod twins;
 
 pub mod validate;
 pub mod webhooks;

@@ -224,6 +224,31 @@ built_schema!(
 );
 
 built_schema!(
+    /// `PATCH /api/v2/physical-device/{id}/twin`.
+    TwinChange => body("A change of the desired document", vec![
+        (
+            "desired",
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .description(Some("A JSON merge patch (RFC 7386) of the desired document: null removes a key; the result at most 32 KiB serialized and 8 levels deep"))
+                .into(),
+            true,
+        ),
+        (
+            "version",
+            or_null(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0))
+                    .description(Some("Applied only when the desired document is at this version (409 otherwise)"))
+                    .into(),
+            ),
+            false,
+        ),
+    ])
+);
+
+built_schema!(
     /// `PUT /api/v2/physical-device/{id}/wifi`.
     WifiNetwork => body("The network to join", vec![
         ("ssid", ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).into(), true),

@@ -84,6 +84,15 @@ pub fn of(name: &str) -> Option<Value> {
             "description": "Newline-delimited JSON: one record per line, each line ending with \\n.",
             "content_type": "application/x-ndjson",
         }),
+        "Twin" => json!({
+            "id_physical_device": GATEWAY, "id_group": GROUP,
+            "desired": {"reporting_interval_s": 60, "led": {"on": true}},
+            "reported": {"reporting_interval_s": 60},
+            "delta": {"led": {"on": true}},
+            "version": 3, "reported_version": 2,
+            "desired_updated_at": 1_795_854_400, "reported_updated_at": 1_795_854_380, "in_sync": 0,
+            "_links": {"self": {"href": format!("/api/v2/physical-device/{GATEWAY}/twin")}, "device": {"href": format!("/api/v2/physical-device/{GATEWAY}")}},
+        }),
         "Retention" => json!({"raw_days": 30, "minute_days": 90, "hour_days": 730, "day_days": null}),
         "Membership" => {
             json!({"id_group": GROUP, "id_user": "6ba062b6-6bc1-453e-93c8-e466e647cfb8", "role": "operator"})
@@ -176,6 +185,10 @@ pub fn error(status: &str) -> Option<Value> {
             "The store's disk is full; nothing was written. Try again later.",
         ),
         "504" => ("Gateway Timeout", "The device did not answer within 10000 ms."),
+        "409" => (
+            "Conflict",
+            "The twin's desired document is at version 3, not 2; read it again and retry.",
+        ),
         _ => return None,
     };
     let code: u16 = status.parse().ok()?;

@@ -18,7 +18,7 @@ use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
 use super::{Links, collection, with_labels};
 
 /// The component names of the records `fields` applies to.
-pub const RECORDS: [&str; 11] = [
+pub const RECORDS: [&str; 12] = [
     "Group",
     "PhysicalDevice",
     "DataPoint",
@@ -30,6 +30,7 @@ pub const RECORDS: [&str; 11] = [
     "Webhook",
     "WebhookAttempt",
     "WebhookFormatter",
+    "Twin",
 ];
 
 /// A group (specification, Groups).
@@ -221,6 +222,31 @@ pub struct Webhook {
     _links: Links,
 }
 
+/// A device's twin (docs/api.md, "Twins").
+#[derive(ToSchema)]
+pub struct Twin {
+    id_physical_device: String,
+    id_group: String,
+    /// The configuration the device should have (a JSON object).
+    desired: std::collections::BTreeMap<String, Value>,
+    /// The configuration the device said it has (a JSON object).
+    reported: std::collections::BTreeMap<String, Value>,
+    /// Every desired key, recursively, whose value differs from the reported one or is missing
+    /// there.
+    delta: std::collections::BTreeMap<String, Value>,
+    /// Changes of `desired` so far (0 before the first).
+    version: i64,
+    /// The desired version the device last said it applied; null before.
+    reported_version: Option<i64>,
+    /// Unix seconds; null before the first change.
+    desired_updated_at: Option<i64>,
+    /// Unix seconds; null before the first report.
+    reported_updated_at: Option<i64>,
+    /// 1 when `delta` is empty, else 0.
+    in_sync: i64,
+    _links: Links,
+}
+
 /// What a webhook has not delivered yet.
 #[derive(ToSchema)]
 pub struct Backlog {
@@ -269,6 +295,7 @@ collection!(UserCollection, User);
 collection!(WebhookCollection, Webhook);
 collection!(WebhookAttemptCollection, WebhookAttempt);
 collection!(WebhookFormatterCollection, WebhookFormatter);
+collection!(TwinCollection, Twin);
 
 /// The device collection's `deviceStatuses`: the names of `expected_live_status` and
 /// `device_status` values.

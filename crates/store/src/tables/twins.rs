@@ -1,0 +1,156 @@
+//! Device twins (docs/api.md, "Twins"): one row per physical device (made with it by a trigger,
+//! migration 0017), its desired and reported documents as JSON text, and the collection that
+//! finds devices out of sync.
+//!
+//! A change is computed by the caller from the row it read and written only over that row's
+//! `revision` (compare and set), in one transaction with the event that tells of it: two
+//! changes at once through two nodes never lose one another, and `in_sync` always matches both
+//! documents.
+
+use devicecloud_query::{AttrKind, Attribute, SortKey};
+
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
+use crate::database::Result;
+use crate::database::db::{Db, Tx, values};
+use crate::tables::events::{self, NewEvent};
+use crate::tables::webhooks::Routes;
+
+/// A stored twin.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
+pub struct TwinRow {
+    pub id_physical_device: String,
+    pub id_group: String,
+    /// The desired document, JSON object text.
+    pub desired: String,
+    /// The reported document, JSON object text.
+    pub reported: String,
+    pub version: i64,
+    pub reported_version: Option<i64>,
+    pub desired_updated_at: Option<i64>,
+    pub reported_updated_at: Option<i64>,
+    pub in_sync: i64,
+    /// Changes of either document so far (compare and set).
+    pub revision: i64,
+}
+
+const TABLE: &str = "twins";
+
+/// The filterable and sortable attributes of the twin collection.
+pub const COLUMNS: [Column; 7] = [
+    same_name(TABLE, "id_physical_device", AttrKind::String),
+    same_name(TABLE, "id_group", AttrKind::String),
+    same_name(TABLE, "version", AttrKind::Integer),
+    same_name(TABLE, "reported_version", AttrKind::Integer),
+    same_name(TABLE, "in_sync", AttrKind::Integer),
+    same_name(TABLE, "desired_updated_at", AttrKind::Integer),
+    same_name(TABLE, "reported_updated_at", AttrKind::Integer),
+];
+/// The filter attributes of the twin collection.
+pub const ATTRIBUTES: [Attribute; 7] = attributes(&COLUMNS);
+/// The sortable attributes of the twin collection.
+pub const SORTABLE: [&str; 7] = names(&COLUMNS);
+
+/// The twins, by device.
+static TWINS: Table<TwinRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::asc("id_physical_device"), &[COLUMNS[0]]);
+
+const SELECT: &str = "SELECT id_physical_device, id_group, desired, reported, version, reported_version, \
+                      desired_updated_at, reported_updated_at, in_sync, revision FROM twins";
+
+/// The twin of a device (every device has one).
+pub async fn get(db: &Db, id_physical_device: &str) -> Result<Option<TwinRow>> {
+    let sql = format!("{SELECT} WHERE id_physical_device = $1");
+    db.row(sqlx::AssertSqlSafe(sql), values![id_physical_device]).await
+}
+
+/// A page of the twins of the groups `args` allows.
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<TwinRow>> {
+    TWINS.scoped(db, args).await
+}
+
+/// A change of one document, computed from the row of revision `revision`.
+#[derive(Clone, Debug)]
+pub enum TwinChange<'a> {
+    /// A new desired document: the version goes up by one.
+    Desired { document: &'a str, in_sync: bool },
+    /// A new reported document, and the desired version the device applied if it said.
+    Reported {
+        document: &'a str,
+        version: Option<i64>,
+        in_sync: bool,
+    },
+}
+
+/// Writes `change` over the twin of `id` if it is still at `revision`, with `event` (its 215 or
+/// 216) routed to the group's events webhooks, in one transaction; returns the twin as written
+/// and the event's id, or `None` when another change came first (read again and retry).
+pub async fn write(
+    db: &Db,
+    routes: &Routes,
+    id: &str,
+    revision: i64,
+    change: &TwinChange<'_>,
+    event: &NewEvent<'_>,
+    now: i64,
+) -> Result<Option<(TwinRow, i64)>> {
+    let table = routes.table(db).await?;
+    let (sql, values) = match change {
+        TwinChange::Desired { document, in_sync } => (
+            "UPDATE twins SET desired = $1, version = version + 1, desired_updated_at = $2, in_sync = $3, \
+             revision = revision + 1 WHERE id_physical_device = $4 AND revision = $5",
+            values![*document, now, i64::from(*in_sync), id, revision],
+        ),
+        TwinChange::Reported {
+            document,
+            version,
+            in_sync,
+        } => (
+            "UPDATE twins SET reported = $1, reported_version = COALESCE($2, reported_version), \
+             reported_updated_at = $3, in_sync = $4, revision = revision + 1 \
+             WHERE id_physical_device = $5 AND revision = $6",
+            values![*document, *version, now, i64::from(*in_sync), id, revision],
+        ),
+    };
+    let mut tx = Tx::begin(db).await?;
+    if tx.execute(sql.to_string(), values).await? == 0 {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let ids = events::write_in(&mut tx, &table, std::slice::from_ref(event), now).await?;
+    let rows: Vec<TwinRow> = tx
+        .rows(format!("{SELECT} WHERE id_physical_device = $1"), values![id])
+        .await?;
+    tx.commit().await?;
+    Ok(rows.into_iter().next().zip(ids.first().copied()))
+}
+
+/// A desired document on its way to a gateway (docs/gateway-protocol.md, "Twin").
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct DesiredOf {
+    /// The gateway whose connection carries it.
+    pub gateway: String,
+    /// The asset's serial; `None` for the gateway's own document.
+    pub serial: Option<String>,
+    pub version: i64,
+    pub desired: String,
+}
+
+const DESIRED_OF: &str = "SELECT COALESCE(d.id_parent, d.id_physical_device) AS gateway, \
+                          CASE WHEN d.id_parent IS NULL THEN NULL ELSE d.serial_hardware END AS serial, \
+                          t.version, t.desired FROM twins t \
+                          JOIN physical_devices d ON d.id_physical_device = t.id_physical_device";
+
+/// The desired document of a device (not archived) as its gateway gets it.
+pub async fn desired_of(db: &Db, id_physical_device: &str) -> Result<Option<DesiredOf>> {
+    let sql = format!("{DESIRED_OF} WHERE d.id_physical_device = $1 AND d.archived_at IS NULL");
+    db.row(sqlx::AssertSqlSafe(sql), values![id_physical_device]).await
+}
+
+/// The desired documents of a gateway and of its assets (not archived) whose version is above
+/// what the device last said it applied: what the gateway gets right after its hello.
+pub async fn behind(db: &Db, gateway: &str) -> Result<Vec<DesiredOf>> {
+    let sql = format!(
+        "{DESIRED_OF} WHERE (d.id_physical_device = $1 OR d.id_parent = $1) AND d.archived_at IS NULL \
+         AND t.version > COALESCE(t.reported_version, 0) ORDER BY d.id_parent IS NOT NULL, d.serial_hardware"
+    );
+    db.rows(sqlx::AssertSqlSafe(sql), values![gateway]).await
+}
