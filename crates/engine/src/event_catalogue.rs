@@ -126,6 +126,20 @@ pub const CATALOGUE: &[EventType] = &[
         values: &[],
     },
     EventType {
+        code: event_types::JOB_STARTED,
+        label: "Job started",
+        description: "A job started its first execution; the source is the group it targets, the value the job's id, the value description its label.",
+        from_device: Some(0),
+        values: &[],
+    },
+    EventType {
+        code: event_types::JOB_FINISHED,
+        label: "Job finished",
+        description: "Every execution of a job ended; the source is the group it targets, the value the job's id, the value description its label.",
+        from_device: Some(0),
+        values: &[],
+    },
+    EventType {
         code: event_types::ZWAVE_EXCLUSION,
         label: "Z-wave node exclusion",
         description: "Outcome of removing a Z-wave node from its gateway, reported on the node.",

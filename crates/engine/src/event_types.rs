@@ -22,6 +22,11 @@ pub const DESIRED_CHANGED: i64 = 215;
 /// A device reported its configuration (docs/gateway-protocol.md, "Twin"); value: the desired
 /// version it applied, or empty.
 pub const CONFIGURATION_REPORTED: i64 = 216;
+/// A job started its first execution (docs/api.md, "Jobs"), recorded on each group it targets
+/// (`source_device` is the group's id); value: the job's id, description: its label.
+pub const JOB_STARTED: i64 = 217;
+/// A job ended (every execution ended); value: the job's id, description: its label.
+pub const JOB_FINISHED: i64 = 218;
 /// Z-wave node exclusion outcome, reported by the gateway on the node (docs/gateway-protocol.md,
 /// "Commands"): value 0 excluded, 1 failed, 2 timed out.
 pub const ZWAVE_EXCLUSION: i64 = 420;

@@ -1,8 +1,9 @@
 //! The engines of devicecloud: what happens to a gateway's messages (`gateway`, `ingest`), the
-//! commands that travel to a gateway and back (`commands`), the live stream (`stream`), device twins
-//! (`twins`), the webhooks (`webhooks`), what the nodes sharing a database tell each other (`peers`, `nodes`),
-//! expiry and upkeep (`retention`, `upkeep`), with the caches and limits they share (`auth`,
-//! `page_cache`, `admission`) and the settings they all read (`settings`).
+//! commands that travel to a gateway and back (`commands`), the live stream (`stream`), device
+//! twins (`twins`) and jobs over many devices (`jobs`), the webhooks (`webhooks`), what the nodes
+//! sharing a database tell each other (`peers`, `nodes`), expiry and upkeep (`retention`,
+//! `upkeep`), with the caches and limits they share (`auth`, `page_cache`, `admission`) and the
+//! settings they all read (`settings`).
 //!
 //! No engine knows a transport or a front end: each is handed a context holding what it uses by
 //! the composition root (the `devicecloud-server` crate), and the MQTT transport and the web
@@ -16,6 +17,7 @@ pub mod event_catalogue;
 pub mod event_types;
 pub mod gateway;
 pub mod ingest;
+pub mod jobs;
 pub mod metrics;
 pub mod nodes;
 pub mod packing;

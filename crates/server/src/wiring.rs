@@ -18,6 +18,7 @@ use devicecloud_engine::gateway::departures::Departures;
 use devicecloud_engine::gateway::registry::GatewayRegistry;
 use devicecloud_engine::gateway::rejections::{self, RejectionLog};
 use devicecloud_engine::ingest::{self, IngestQueue};
+use devicecloud_engine::jobs;
 use devicecloud_engine::page_cache::PageCache;
 use devicecloud_engine::peers::{self, Ears, Peers};
 use devicecloud_engine::settings::Settings;
@@ -163,6 +164,18 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         gateways: gateways.clone(),
         peers: peers.clone(),
     });
+    let jobs = Arc::new(jobs::Context {
+        db: pools.writer.clone(),
+        node_id: node_id.clone(),
+        lease: settings.node_lease,
+        gateways: gateways.clone(),
+        peers: peers.clone(),
+        twins: twins.clone(),
+        command_log: command_log.clone(),
+        webhooks: webhooks.clone(),
+        stream: stream.clone(),
+        wake: tokio::sync::Notify::new(),
+    });
     let mqtt = Arc::new(devicecloud_mqtt::Context {
         gateway: gateway.clone(),
         peers: peers.clone(),
@@ -188,6 +201,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         node_id: node_id.clone(),
     };
     webhooks::spawn_worker(worker, tracker, shutdown);
+    jobs::spawn(jobs.clone(), tracker, shutdown);
     let expiry = retention::Context {
         db: pools.writer.clone(),
         defaults: settings.retention.into(),
@@ -221,6 +235,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         shutdown: shutdown.clone(),
         stream,
         twins,
+        jobs,
     });
     Wired {
         state,

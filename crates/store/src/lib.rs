@@ -32,6 +32,7 @@ pub use tables::device_info;
 pub use tables::devices;
 pub use tables::events;
 pub use tables::groups;
+pub use tables::jobs;
 pub use tables::memberships;
 pub use tables::nodes;
 pub use tables::sign_in_sessions;

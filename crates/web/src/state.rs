@@ -66,6 +66,8 @@ pub struct Services {
     pub stream: Arc<LiveFeed>,
     /// Device twins: desired changes and their way to the gateways.
     pub twins: Arc<devicecloud_engine::twins::Context>,
+    /// The job runner, woken when a job is created or cancelled here.
+    pub jobs: Arc<devicecloud_engine::jobs::Context>,
 }
 
 impl AppState {

@@ -8,6 +8,7 @@ pub mod device_info;
 pub mod devices;
 pub mod events;
 pub mod groups;
+pub mod jobs;
 pub mod memberships;
 pub mod nodes;
 pub mod sign_in_sessions;

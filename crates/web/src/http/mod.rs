@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod groups;
 mod head_deadline;
 pub mod health;
+pub mod jobs;
 pub mod limits;
 pub mod listener;
 pub mod oauth;
@@ -81,6 +82,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .merge(api_docs::router())
         .merge(webhooks::router())
         .merge(twins::router())
+        .merge(jobs::router())
         .merge(pages)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))

@@ -11,6 +11,7 @@ pub mod devices;
 mod error;
 pub mod export;
 pub mod groups;
+pub mod jobs;
 pub mod memberships;
 pub mod retention;
 pub mod sessions;

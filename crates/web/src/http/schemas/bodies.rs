@@ -249,6 +249,35 @@ built_schema!(
 );
 
 built_schema!(
+    /// `POST /api/v2/job`.
+    NewJob => body("A job over the devices a filter matches", vec![
+        ("label", nonblank(255), true),
+        (
+            "operation",
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .description(Some("One of {\"command\": \"<method>\", \"params\": {…}}, {\"twin\": <desired merge patch>}, {\"firmware\": \"<id_firmware>\"}"))
+                .into(),
+            true,
+        ),
+        (
+            "target",
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("filter", ObjectBuilder::new().schema_type(Type::Object))
+                .required("filter")
+                .description(Some("{\"filter\": <a physical-device filter in the JSON-body form>}"))
+                .into(),
+            true,
+        ),
+        ("rate_per_minute", or_null(integer_like(1, 600_000)), false),
+        ("max_failures_percent", or_null(integer_like(0, 100)), false),
+        ("timeout_s", or_null(integer_like(1, 86_400)), false),
+        ("expires_in_s", or_null(integer_like(1, 2_592_000)), false),
+    ])
+);
+
+built_schema!(
     /// `PUT /api/v2/physical-device/{id}/wifi`.
     WifiNetwork => body("The network to join", vec![
         ("ssid", ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).into(), true),

@@ -93,6 +93,21 @@ pub fn of(name: &str) -> Option<Value> {
             "desired_updated_at": 1_795_854_400, "reported_updated_at": 1_795_854_380, "in_sync": 0,
             "_links": {"self": {"href": format!("/api/v2/physical-device/{GATEWAY}/twin")}, "device": {"href": format!("/api/v2/physical-device/{GATEWAY}")}},
         }),
+        "Job" => json!({
+            "id_job": "9a7c2e41-5b3d-4f6a-8e1c-2d4b6f8a0c13", "label": "Ping the fleet",
+            "operation": {"command": "ping"}, "target": {"filter": {"id_group": GROUP}},
+            "status": "in_progress", "total": 120, "pending": 40, "in_progress": 2, "succeeded": 76,
+            "failed": 1, "timed_out": 1, "cancelled": 0, "created_at": 1_795_854_400,
+            "created_by": "8699ff2a-224b-4d8b-aabd-0f13544b4207", "started_at": 1_795_854_401,
+            "finished_at": null, "rate_per_minute": 60, "max_failures_percent": 10, "timeout_s": 60,
+            "expires_at": 1_795_940_800,
+            "_links": {"self": {"href": "/api/v2/job/9a7c2e41-5b3d-4f6a-8e1c-2d4b6f8a0c13"}, "executions": {"href": "/api/v2/job/9a7c2e41-5b3d-4f6a-8e1c-2d4b6f8a0c13/execution"}},
+        }),
+        "JobExecution" => json!({
+            "id_physical_device": GATEWAY, "status": "succeeded", "attempts": 1,
+            "started_at": 1_795_854_401, "finished_at": 1_795_854_401,
+            "result": {"status": 200, "payload": {"data": "pong", "result": "success"}},
+        }),
         "Retention" => json!({"raw_days": 30, "minute_days": 90, "hour_days": 730, "day_days": null}),
         "Membership" => {
             json!({"id_group": GROUP, "id_user": "6ba062b6-6bc1-453e-93c8-e466e647cfb8", "role": "operator"})

@@ -18,7 +18,7 @@ use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
 use super::{Links, collection, with_labels};
 
 /// The component names of the records `fields` applies to.
-pub const RECORDS: [&str; 12] = [
+pub const RECORDS: [&str; 14] = [
     "Group",
     "PhysicalDevice",
     "DataPoint",
@@ -31,6 +31,8 @@ pub const RECORDS: [&str; 12] = [
     "WebhookAttempt",
     "WebhookFormatter",
     "Twin",
+    "Job",
+    "JobExecution",
 ];
 
 /// A group (specification, Groups).
@@ -247,6 +249,53 @@ pub struct Twin {
     _links: Links,
 }
 
+/// A job over many devices (docs/api.md, "Jobs").
+#[derive(ToSchema)]
+pub struct Job {
+    id_job: String,
+    label: String,
+    /// As given: `{"command": "<method>", "params": {…}}`, `{"twin": {…}}` or `{"firmware": "<id>"}`.
+    operation: std::collections::BTreeMap<String, Value>,
+    /// As given: `{"filter": {…}}`.
+    target: std::collections::BTreeMap<String, Value>,
+    /// `queued`, `in_progress`, `succeeded`, `failed`, `aborted`, `cancelled` or `expired`.
+    status: String,
+    /// Executions: one per targeted device.
+    total: i64,
+    pending: i64,
+    in_progress: i64,
+    succeeded: i64,
+    failed: i64,
+    timed_out: i64,
+    cancelled: i64,
+    created_at: i64,
+    /// The account that created it.
+    created_by: Option<String>,
+    /// When the first execution started; null before.
+    started_at: Option<i64>,
+    /// When the last execution ended; null before.
+    finished_at: Option<i64>,
+    rate_per_minute: i64,
+    max_failures_percent: i64,
+    timeout_s: i64,
+    /// Past it, executions still pending time out.
+    expires_at: i64,
+    _links: Links,
+}
+
+/// One job's execution on one device.
+#[derive(ToSchema)]
+pub struct JobExecution {
+    id_physical_device: String,
+    /// `pending`, `in_progress`, `succeeded`, `failed`, `timed_out` or `cancelled`.
+    status: String,
+    attempts: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    /// The device's answer `{status, payload}`; null when it gave none.
+    result: Option<std::collections::BTreeMap<String, Value>>,
+}
+
 /// What a webhook has not delivered yet.
 #[derive(ToSchema)]
 pub struct Backlog {
@@ -296,6 +345,8 @@ collection!(WebhookCollection, Webhook);
 collection!(WebhookAttemptCollection, WebhookAttempt);
 collection!(WebhookFormatterCollection, WebhookFormatter);
 collection!(TwinCollection, Twin);
+collection!(JobCollection, Job);
+collection!(JobExecutionCollection, JobExecution);
 
 /// The device collection's `deviceStatuses`: the names of `expected_live_status` and
 /// `device_status` values.

@@ -1,0 +1,140 @@
+//! One attempt of one execution (docs/api.md, "Jobs", "job execution"): a command sent to the
+//! gateway where it is connected and its answer awaited (2xx: succeeded), or a desired document
+//! changed as through the API (succeeded later, when the device reports the version: the
+//! runner looks).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use devicecloud_protocol::{CommandResponse, ModuleKind};
+use devicecloud_store::jobs::runs::{self, Ended, Ready};
+use devicecloud_store::jobs::status;
+use serde_json::json;
+
+use super::Context;
+use super::operation::Operation;
+use crate::commands::{self, CommandError, CommandRecord};
+use crate::twins;
+
+/// An attempt about to run.
+pub(super) struct Attempt {
+    pub ctx: Arc<Context>,
+    pub id_job: String,
+    /// Recorded as the caller of the job's commands (event 213).
+    pub created_by: String,
+    pub timeout: Duration,
+    /// The runner the attempt was started under.
+    pub runner: String,
+    pub ready: Ready,
+}
+
+impl Attempt {
+    /// Runs the attempt; its end, when it ends now (a twin execution ends when its device
+    /// reports).
+    pub async fn run(self, operation: &Operation) -> Option<Ended> {
+        match operation {
+            Operation::Command(request) => Some(self.command(request).await),
+            Operation::Twin(patch) => self.twin(patch).await,
+            // Refused when the job is created; a stored one fails its executions.
+            Operation::Firmware(_) => Some(self.ended(status::FAILED, None)),
+        }
+    }
+
+    fn ended(&self, status: &'static str, result: Option<String>) -> Ended {
+        Ended {
+            id_job: self.id_job.clone(),
+            device: self.ready.device.clone(),
+            runner: self.runner.clone(),
+            status,
+            result,
+        }
+    }
+
+    async fn command(&self, request: &devicecloud_protocol::CommandRequest) -> Ended {
+        let ctx = &self.ctx;
+        let gateway = &self.ready.gateway;
+        let kind = self.ready.kind.as_deref().and_then(|k| k.parse::<ModuleKind>().ok());
+        if kind.is_some_and(|kind| !request.method.supported_by(kind)) {
+            // As the API answers it: the device layer's 501.
+            let answer = CommandResponse::failure(501, "Wifi disabled");
+            return self.ended(status::FAILED, Some(result_text(&answer)));
+        }
+        let request_id = commands::request_id();
+        let started = std::time::Instant::now();
+        let outcome = match ctx.gateways.commands(gateway) {
+            Some(queue) => commands::send(Some(queue), self.timeout, request_id.clone(), request).await,
+            None => {
+                let node = match &self.ready.node {
+                    Some(node) => Some(node.clone()),
+                    None => devicecloud_store::devices::get_owned(&ctx.db, gateway)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|owned| owned.connected_node),
+                };
+                peers_call(ctx, gateway, node.as_deref(), request_id.clone(), request).await
+            }
+        };
+        let (outcome_text, http_status) = match &outcome {
+            Ok(response) => (response.status.to_string(), commands::answer_status(response.status)),
+            Err(e) => (e.outcome().to_string(), e.http_status(request.method)),
+        };
+        ctx.command_log
+            .record(CommandRecord {
+                id_group: self.ready.id_group.clone(),
+                source_device: self.ready.device.clone(),
+                method: request.method.as_str(),
+                caller: self.created_by.clone(),
+                request_id,
+                outcome: outcome_text,
+                http_status,
+                occurred_at: devicecloud_store::unix_now(),
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            })
+            .await;
+        match outcome {
+            Ok(response) if (200..300).contains(&response.status) => {
+                self.ended(status::SUCCEEDED, Some(result_text(&response)))
+            }
+            Ok(response) => self.ended(status::FAILED, Some(result_text(&response))),
+            // Never published: its turn comes again.
+            Err(CommandError::Offline) => self.ended(status::PENDING, None),
+            Err(CommandError::Timeout(_)) => self.ended(status::TIMED_OUT, None),
+            Err(CommandError::Disconnected | CommandError::BadResponse(_)) => self.ended(status::FAILED, None),
+        }
+    }
+
+    async fn twin(&self, patch: &serde_json::Map<String, serde_json::Value>) -> Option<Ended> {
+        let ctx = &self.ctx;
+        match twins::change_desired(&ctx.twins, &self.ready.device, patch, None).await {
+            Ok(row) => {
+                if let Err(e) = runs::set_twin_version(&ctx.db, &self.id_job, &self.ready.device, row.version).await {
+                    // Without it the execution cannot succeed: it times out.
+                    tracing::warn!(job = %self.id_job, error = %e, "jobs: cannot record a twin execution's version");
+                }
+                None
+            }
+            Err(twins::TwinError::Store(e)) => {
+                tracing::warn!(job = %self.id_job, error = %e, "jobs: a twin execution could not write; its turn comes again");
+                Some(self.ended(status::PENDING, None))
+            }
+            Err(_) => Some(self.ended(status::FAILED, None)),
+        }
+    }
+}
+
+/// A command through the node holding the gateway's connection (none: not online).
+async fn peers_call(
+    ctx: &Context,
+    gateway: &str,
+    node: Option<&str>,
+    request_id: String,
+    request: &devicecloud_protocol::CommandRequest,
+) -> Result<CommandResponse, CommandError> {
+    crate::peers::commands::call(&ctx.peers, gateway, node, request_id, request).await
+}
+
+/// A device's answer as an execution's `result`.
+fn result_text(response: &CommandResponse) -> String {
+    json!({"status": response.status, "payload": response.payload}).to_string()
+}

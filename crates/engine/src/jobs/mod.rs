@@ -1,0 +1,332 @@
+//! The job runner (docs/api.md, "Jobs"): on every node, one task claims the open jobs whose
+//! lease is free or ran out (so the jobs of a node that died are taken over), and for each of
+//! them, every tick:
+//!
+//! 1. expires it once `expires_at` passed (pending executions time out);
+//! 2. takes over executions in progress under another runner (before a restart, on a node that
+//!    died): a command is sent once more, at most, then times out; a twin execution goes on;
+//! 3. ends twin executions whose device reported the version the job set, and executions past
+//!    their deadline;
+//! 4. aborts it when failures passed `max_failures_percent` of `total` after at least 10 ended;
+//! 5. starts the next executions whose gateway is connected, as many as `rate_per_minute`
+//!    allows since the first one started;
+//! 6. ends it when every execution ended (events 217 and 218 on its groups).
+//!
+//! Execution outcomes are written by one writer in batches ([`runs::end`]), each only if the
+//! execution is still in progress under the attempt that ends, so every execution ends once.
+
+mod execute;
+pub mod operation;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use devicecloud_store::Db;
+use devicecloud_store::events::{self, NewEvent};
+use devicecloud_store::jobs::runs::{self, Ended};
+use devicecloud_store::jobs::{self, JobRow, status};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::commands::CommandLog;
+use crate::event_types;
+use crate::gateway::registry::GatewayRegistry;
+use crate::peers;
+use crate::stream::LiveFeed;
+use crate::twins;
+use crate::webhooks::WebhookHub;
+use operation::Operation;
+
+/// How often the runner looks at its jobs when nothing wakes it.
+const TICK: Duration = Duration::from_millis(100);
+/// Executions started per job per tick, at most.
+const START_BATCH: i64 = 1000;
+/// Executions waiting for their device on this node, at most (a command holds a task until the
+/// answer).
+const MAX_IN_FLIGHT: usize = 8192;
+/// Outcomes written per transaction, at most.
+const END_BATCH: usize = 1024;
+/// Ended executions needed before a job may abort (docs/api.md, "Jobs").
+const ABORT_AFTER: i64 = 10;
+
+/// What the job runner works with, built once by the composition root.
+pub struct Context {
+    pub db: Db,
+    /// This node's name: the holder of the leases it takes.
+    pub node_id: String,
+    /// How long a job's lease lasts without renewal (the node lease).
+    pub lease: Duration,
+    /// The live gateway connections of this node.
+    pub gateways: Arc<GatewayRegistry>,
+    /// Commands for gateways connected to other nodes go through them.
+    pub peers: Arc<peers::Context>,
+    /// Twin executions change desired documents as the API does.
+    pub twins: Arc<twins::Context>,
+    /// Commands of jobs are recorded (event 213) as those sent through the API.
+    pub command_log: CommandLog,
+    /// Events 217 and 218 are routed to webhooks and shown on the stream.
+    pub webhooks: Arc<WebhookHub>,
+    pub stream: Arc<LiveFeed>,
+    /// Rung when a job is created or cancelled here: the runner looks at once.
+    pub wake: Notify,
+}
+
+/// Starts the runner on `tracker`, until `shutdown`.
+pub fn spawn(ctx: Arc<Context>, tracker: &TaskTracker, shutdown: &CancellationToken) {
+    let (ended, outcomes) = mpsc::unbounded_channel();
+    let runner = Runner {
+        name: format!("{}/{:08x}", ctx.node_id, rand::random::<u32>()),
+        in_flight: Arc::new(AtomicUsize::new(0)),
+        ended,
+        operations: HashMap::new(),
+    };
+    tracker.spawn(write_outcomes(ctx.clone(), outcomes, shutdown.clone()));
+    tracker.spawn(run(ctx, runner, shutdown.clone()));
+}
+
+/// This process's runner: its name on the attempts it starts, and what it has in flight.
+struct Runner {
+    name: String,
+    in_flight: Arc<AtomicUsize>,
+    ended: mpsc::UnboundedSender<Ended>,
+    /// The operations of the jobs it runs, read once.
+    operations: HashMap<String, Arc<Operation>>,
+}
+
+async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ctx.wake.notified() => {}
+            _ = tokio::time::sleep(TICK) => {}
+        }
+        let now = devicecloud_store::unix_now();
+        let until = now + i64::try_from(ctx.lease.as_secs()).unwrap_or(15).max(1);
+        let open = match runs::claim(&ctx.db, &ctx.node_id, now, until).await {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::warn!(error = %e, "jobs: cannot claim the open jobs");
+                continue;
+            }
+        };
+        runner.operations.retain(|id, _| open.iter().any(|j| j.id_job == *id));
+        for job in open {
+            if let Err(e) = work(&ctx, &mut runner, &job).await {
+                tracing::warn!(job = %job.id_job, error = %e, "jobs: a step failed; tried again at the next tick");
+            }
+        }
+    }
+}
+
+/// Whether a job may still start executions.
+fn is_open(job: &JobRow) -> bool {
+    job.status == status::QUEUED || job.status == status::IN_PROGRESS
+}
+
+/// One tick of one job (see the module's steps).
+async fn work(ctx: &Arc<Context>, runner: &mut Runner, job: &JobRow) -> Result<(), devicecloud_store::StoreError> {
+    let now = devicecloud_store::unix_now();
+    let id = job.id_job.as_str();
+    if is_open(job) && now >= job.expires_at && job.pending > 0 {
+        runs::expire(&ctx.db, id, now).await?;
+    }
+    let Some(operation) = runner.operation(job) else {
+        tracing::warn!(job = %id, "jobs: the stored operation does not read");
+        return Ok(());
+    };
+    // Executions of another runner: their outcome was not recorded.
+    for orphan in runs::orphans(&ctx.db, id, &runner.name).await? {
+        let deadline = now + job.timeout_s;
+        match &*operation {
+            Operation::Command(_) if orphan.attempts >= 2 => {
+                runner.end(id, &orphan.device, &orphan.runner, status::TIMED_OUT, None);
+            }
+            Operation::Command(_) => {
+                if runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await? {
+                    runner.launch(ctx, job, &operation, orphan.ready());
+                }
+            }
+            _ => {
+                runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await?;
+            }
+        }
+    }
+    if matches!(*operation, Operation::Twin(_)) {
+        for applied in runs::twins_applied(&ctx.db, id).await? {
+            runner.end(id, &applied.device, &applied.runner, status::SUCCEEDED, None);
+        }
+    }
+    for late in runs::overdue(&ctx.db, id, now).await? {
+        runner.end(id, &late.device, &late.runner, status::TIMED_OUT, None);
+    }
+    let ended = job.succeeded + job.failed + job.timed_out;
+    let failures = job.failed + job.timed_out;
+    if is_open(job) && ended >= ABORT_AFTER && failures * 100 > job.max_failures_percent * job.total {
+        runs::abort(&ctx.db, id, now).await?;
+        return Ok(());
+    }
+    if is_open(job) && now < job.expires_at && job.pending > 0 {
+        start_next(ctx, runner, job, &operation).await?;
+    }
+    if job.pending == 0
+        && job.in_progress == 0
+        && let Some(done) = runs::finish(&ctx.db, id, now).await?
+    {
+        record(ctx, &done, event_types::JOB_FINISHED).await;
+        runner.operations.remove(id);
+    }
+    Ok(())
+}
+
+/// Starts the executions whose turn came and whose gateway is connected.
+async fn start_next(
+    ctx: &Arc<Context>,
+    runner: &mut Runner,
+    job: &JobRow,
+    operation: &Arc<Operation>,
+) -> Result<(), devicecloud_store::StoreError> {
+    let now_ms = now_ms();
+    // At most one start every 60 / rate_per_minute seconds since the first.
+    let allowed = match job.started_ms {
+        None => 1,
+        Some(first) => (now_ms - first).max(0) * job.rate_per_minute / 60_000 + 1 - job.dispatched,
+    };
+    let room = MAX_IN_FLIGHT.saturating_sub(runner.in_flight.load(Ordering::SeqCst)) as i64;
+    let limit = allowed.min(START_BATCH).min(room);
+    if limit <= 0 {
+        return Ok(());
+    }
+    let ready = runs::ready(&ctx.db, &job.id_job, limit).await?;
+    if ready.is_empty() {
+        return Ok(());
+    }
+    let devices: Vec<String> = ready.iter().map(|r| r.device.clone()).collect();
+    let deadline = now_ms / 1000 + job.timeout_s;
+    let started = runs::start(&ctx.db, &job.id_job, &devices, &runner.name, now_ms, deadline).await?;
+    if job.status == status::QUEUED && !started.is_empty() {
+        record(ctx, job, event_types::JOB_STARTED).await;
+    }
+    for item in ready {
+        if started.iter().any(|(device, _)| *device == item.device) {
+            runner.launch(ctx, job, operation, item);
+        }
+    }
+    Ok(())
+}
+
+impl Runner {
+    /// The operation of `job`, read once.
+    fn operation(&mut self, job: &JobRow) -> Option<Arc<Operation>> {
+        if let Some(op) = self.operations.get(&job.id_job) {
+            return Some(op.clone());
+        }
+        let op = Arc::new(operation::stored(&job.operation)?);
+        self.operations.insert(job.id_job.clone(), op.clone());
+        Some(op)
+    }
+
+    /// Queues the end of an attempt for the writer.
+    fn end(&self, id_job: &str, device: &str, runner: &str, status: &'static str, result: Option<String>) {
+        let _ = self.ended.send(Ended {
+            id_job: id_job.to_string(),
+            device: device.to_string(),
+            runner: runner.to_string(),
+            status,
+            result,
+        });
+    }
+
+    /// Runs one execution's attempt in its own task; its outcome goes to the writer.
+    fn launch(&self, ctx: &Arc<Context>, job: &JobRow, operation: &Arc<Operation>, ready: runs::Ready) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let attempt = execute::Attempt {
+            ctx: ctx.clone(),
+            id_job: job.id_job.clone(),
+            created_by: job.created_by.clone().unwrap_or_default(),
+            timeout: Duration::from_secs(u64::try_from(job.timeout_s).unwrap_or(60)),
+            runner: self.name.clone(),
+            ready,
+        };
+        let (operation, ended, in_flight) = (operation.clone(), self.ended.clone(), self.in_flight.clone());
+        tokio::spawn(async move {
+            if let Some(outcome) = attempt.run(&operation).await {
+                let _ = ended.send(outcome);
+            }
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}
+
+/// Writes outcomes in batches until shutdown; a batch that cannot be written is tried again.
+async fn write_outcomes(ctx: Arc<Context>, mut outcomes: mpsc::UnboundedReceiver<Ended>, shutdown: CancellationToken) {
+    let mut batch: Vec<Ended> = Vec::new();
+    loop {
+        if batch.is_empty() {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                first = outcomes.recv() => match first {
+                    Some(first) => batch.push(first),
+                    None => return,
+                },
+            }
+        }
+        while batch.len() < END_BATCH {
+            match outcomes.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        match runs::end(&ctx.db, &batch, devicecloud_store::unix_now()).await {
+            Ok(_) => {
+                batch.clear();
+                ctx.wake.notify_one();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, count = batch.len(), "jobs: cannot record outcomes; trying again");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Records event 217 or 218 on every group of `job` (value: its id).
+async fn record(ctx: &Context, job: &JobRow, event_type: i64) {
+    let groups = match jobs::groups_of(&ctx.db, &job.id_job).await {
+        Ok(groups) => groups,
+        Err(e) => {
+            tracing::warn!(job = %job.id_job, error = %e, "jobs: cannot read the groups of a job");
+            return;
+        }
+    };
+    let now = devicecloud_store::unix_now();
+    let events: Vec<NewEvent> = groups
+        .iter()
+        .map(|group| NewEvent {
+            id_group: group,
+            source_device: group,
+            from_device: Some(0),
+            event_type,
+            occurred_at: now,
+            value: &job.id_job,
+            datatype: None,
+            value_description: Some(&job.label),
+        })
+        .collect();
+    match events::insert_routed(&ctx.db, &ctx.webhooks.routes, &events, now).await {
+        Ok(ids) => ctx.stream.events(&events, &ids),
+        Err(e) => tracing::warn!(job = %job.id_job, error = %e, "jobs: cannot record a job event"),
+    }
+}
+
+/// Unix time now in milliseconds.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
