@@ -99,7 +99,14 @@ struct Runner {
 async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken) {
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                // Another node takes the jobs at once instead of after the lease; what is in
+                // flight here is taken over as orphans.
+                if let Err(e) = runs::release(&ctx.db, &ctx.node_id).await {
+                    tracing::warn!(error = %e, "jobs: cannot give up the leases; another node waits for them to run out");
+                }
+                return;
+            }
             _ = ctx.wake.notified() => {}
             _ = tokio::time::sleep(TICK) => {}
         }

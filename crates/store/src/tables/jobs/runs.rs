@@ -14,16 +14,32 @@ use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
 
 /// The jobs `node` runs from now: those not finished whose lease is free, ran out, or is its
-/// own; the leases of them all renewed until `until`.
+/// own; the leases of them all renewed until `until`. On SQLite one process serves the store, so
+/// a lease of another node is that of a process that is gone (killed): taken at once.
 pub async fn claim(db: &Db, node: &str, now: i64, until: i64) -> Result<Vec<JobRow>> {
-    db.execute(
-        "UPDATE jobs SET node_id = $1, lease_until = $2 WHERE finished_at IS NULL \
-         AND (node_id IS NULL OR node_id = $1 OR lease_until < $3)",
-        values![node, until, now],
-    )
-    .await?;
+    match db.backend() {
+        crate::Backend::Sqlite => {
+            let sql = "UPDATE jobs SET node_id = $1, lease_until = $2 WHERE finished_at IS NULL";
+            db.execute(sql, values![node, until]).await?
+        }
+        crate::Backend::Postgres => {
+            let sql = "UPDATE jobs SET node_id = $1, lease_until = $2 WHERE finished_at IS NULL \
+                       AND (node_id IS NULL OR node_id = $1 OR lease_until < $3)";
+            db.execute(sql, values![node, until, now]).await?
+        }
+    };
     let sql = format!("{SELECT} WHERE finished_at IS NULL AND node_id = $1 ORDER BY created_at, id_job");
     db.rows(sqlx::AssertSqlSafe(sql), values![node]).await
+}
+
+/// Gives up the leases of `node` (it stops): another node takes its jobs at once.
+pub async fn release(db: &Db, node: &str) -> Result<()> {
+    db.execute(
+        "UPDATE jobs SET node_id = NULL, lease_until = NULL WHERE node_id = $1",
+        values![node],
+    )
+    .await?;
+    Ok(())
 }
 
 /// A pending execution whose gateway is connected: its turn may come.
@@ -205,10 +221,14 @@ pub async fn end(db: &Db, ended: &[Ended], now: i64) -> Result<usize> {
     // Per job: (in progress, succeeded, failed, timed out, pending again) moved.
     let mut moved: Vec<(&str, [i64; 5])> = Vec::new();
     for e in ended {
-        let finished_at = (e.status != status::PENDING).then_some(now);
+        // An attempt that never reached the device is not counted as one.
+        let (finished_at, unsent) = match e.status {
+            status::PENDING => (None, 1),
+            _ => (Some(now), 0),
+        };
         let n = tx
             .execute(
-                "UPDATE job_executions SET status = $1, finished_at = $2, result = $3 \
+                "UPDATE job_executions SET status = $1, finished_at = $2, result = $3, attempts = attempts - $7 \
                  WHERE id_job = $4 AND id_physical_device = $5 AND status = 'in_progress' AND COALESCE(runner, '') = $6"
                     .to_string(),
                 values![
@@ -217,7 +237,8 @@ pub async fn end(db: &Db, ended: &[Ended], now: i64) -> Result<usize> {
                     e.result.as_deref(),
                     e.id_job.as_str(),
                     e.device.as_str(),
-                    e.runner.as_str()
+                    e.runner.as_str(),
+                    unsent
                 ],
             )
             .await?;
