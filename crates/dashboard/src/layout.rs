@@ -17,6 +17,7 @@ pub enum Section {
     Sessions,
     Events,
     Webhooks,
+    Jobs,
     Admin,
     Accounts,
     Password,
@@ -53,6 +54,7 @@ pub fn page(viewer: &Viewer, section: Section, title: &str, content: Markup) -> 
                         (link(Section::Sessions, "/sessions", "Sessions"))
                         (link(Section::Events, "/events", "Events"))
                         (link(Section::Webhooks, "/webhooks", "Webhooks"))
+                        (link(Section::Jobs, "/jobs", "Jobs"))
                         @if viewer.caller.is_admin {
                             (link(Section::Admin, "/admin", "Administration"))
                             (link(Section::Accounts, "/admin/accounts", "Accounts"))

@@ -14,6 +14,7 @@ mod error;
 mod events;
 mod format;
 mod group;
+mod jobs;
 mod layout;
 mod live;
 mod overview;
@@ -59,6 +60,9 @@ pub fn router() -> Router<AppState> {
         .route("/webhooks/{id}", get(webhooks::page).post(webhooks::update))
         .route("/webhooks/{id}/toggle", post(webhooks::toggle))
         .route("/webhooks/{id}/delete", post(webhooks::delete))
+        .route("/jobs", get(jobs::list).post(jobs::create))
+        .route("/jobs/{id}", get(jobs::page))
+        .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/admin", get(admin::page))
         .route("/admin/users", post(admin::create_user))
         .route("/admin/members", post(admin::put_member))

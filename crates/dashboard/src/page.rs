@@ -57,6 +57,40 @@ pub(crate) async fn visible_groups(state: &AppState, caller: &Caller) -> Result<
         .items)
 }
 
+/// The groups where the viewer is a manager (may create webhooks, jobs), as (id, label).
+pub(crate) async fn manageable_groups(
+    state: &AppState,
+    viewer: &crate::viewer::Viewer,
+) -> Result<Vec<(String, String)>, PageError> {
+    use devicecloud_engine::auth::Role;
+    Ok(visible_groups(state, &viewer.caller)
+        .await?
+        .into_iter()
+        .filter(|g| g.deleted_at.is_none() && viewer.caller.role_in_group(&g.id_group) >= Some(Role::Manager))
+        .map(|g| (g.id_group, g.label))
+        .collect())
+}
+
+/// A form's values, and the field errors of the last submission.
+#[derive(Default)]
+pub(crate) struct Draft {
+    pub values: serde_json::Map<String, Value>,
+    pub errors: Vec<FieldError>,
+}
+
+impl Draft {
+    pub fn text(&self, key: &str) -> String {
+        match self.values.get(key) {
+            Some(Value::String(s)) => s.clone(),
+            _ => String::new(),
+        }
+    }
+
+    pub fn errors_of(&self, key: &str) -> Markup {
+        field_errors(&self.errors, key)
+    }
+}
+
 /// Where to go after a change (303, so the browser reloads with GET).
 pub(crate) fn see_other(to: &str) -> axum::response::Response {
     use axum::response::IntoResponse;

@@ -15,13 +15,13 @@ use serde_json::{Map, Value, json};
 use crate::format;
 use crate::layout::{self, Section};
 use crate::page::{
-    PageError, PageQuery, PageResult, field_errors, list_args, page_request, pager, see_other, visible_groups,
+    Draft, PageError, PageQuery, PageResult, list_args, manageable_groups, page_request, pager, see_other,
 };
 use crate::sign_in::Posted;
 use crate::viewer::Viewer;
 use devicecloud_engine::auth::Role;
 use devicecloud_engine::webhooks::format::FORMATTERS;
-use devicecloud_web::http::error::{ApiError, FieldError};
+use devicecloud_web::http::error::ApiError;
 use devicecloud_web::render::webhook_fields;
 use devicecloud_web::service::webhooks as service;
 use devicecloud_web::service::{ServiceError, access};
@@ -55,36 +55,6 @@ pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query
     Ok(Html(
         layout::page(&viewer, Section::Webhooks, "Webhooks", content).into_string(),
     ))
-}
-
-/// The groups where the viewer may create webhooks, as (id, label).
-async fn manageable_groups(state: &AppState, viewer: &Viewer) -> Result<Vec<(String, String)>, PageError> {
-    Ok(visible_groups(state, &viewer.caller)
-        .await?
-        .into_iter()
-        .filter(|g| g.deleted_at.is_none() && viewer.caller.role_in_group(&g.id_group) >= Some(Role::Manager))
-        .map(|g| (g.id_group, g.label))
-        .collect())
-}
-
-/// The form's values, and the field errors of the last submission.
-#[derive(Default)]
-struct Draft {
-    values: Map<String, Value>,
-    errors: Vec<FieldError>,
-}
-
-impl Draft {
-    fn text(&self, key: &str) -> String {
-        match self.values.get(key) {
-            Some(Value::String(s)) => s.clone(),
-            _ => String::new(),
-        }
-    }
-
-    fn errors_of(&self, key: &str) -> Markup {
-        field_errors(&self.errors, key)
-    }
 }
 
 /// The create form (`existing: None`) or the edit form of a webhook.

@@ -857,3 +857,106 @@ async fn operators_edit_a_twin_and_the_delta_shows() {
     assert!(synced, "the twin shows in sync once the gateway reported");
     fleet.stop().await;
 }
+
+#[tokio::test]
+async fn managers_run_jobs_from_the_jobs_page() {
+    let s = setup().await;
+    let provisioner = Provisioner::new(&s.app.base, &s.admin_token);
+    let mut specs = Vec::new();
+    for serial in ["DASH-JOB-1", "DASH-JOB-2"] {
+        specs.push(provisioner.gateway(&s.group, serial, ModuleKind::Plus).await.unwrap());
+    }
+    let fleet = Fleet::start(specs, FleetOptions::new(s.app.mqtt_addr, Duration::ZERO));
+    assert!(fleet.wait_connected(2, Duration::from_secs(20)).await);
+    let (_, mut manager) = s.member("job-manager@example.com", "manager").await;
+    let (_, mut viewer) = s.member("job-viewer@example.com", "viewer").await;
+
+    let page = manager.get("/jobs").await.expect(200);
+    assert!(page.text.contains("New job"));
+    assert!(!viewer.get("/jobs").await.expect(200).text.contains("New job"));
+    // A document that is not JSON, then a job over the group.
+    let refused = manager
+        .post(
+            "/jobs",
+            &[
+                ("label", "Ping both"),
+                ("id_group", &s.group),
+                ("kind", "command"),
+                ("method", "ping"),
+                ("document", "{"),
+            ],
+        )
+        .await
+        .expect(422);
+    assert!(refused.text.contains("Must be a JSON object."), "{}", refused.text);
+    let created = manager
+        .post(
+            "/jobs",
+            &[
+                ("label", "Ping both"),
+                ("id_group", &s.group),
+                ("kind", "command"),
+                ("method", "ping"),
+                ("document", ""),
+            ],
+        )
+        .await
+        .expect(303);
+    let location = created.header("location").unwrap().to_string();
+    assert!(location.starts_with("/jobs/"));
+    let mut page = manager.get(&location).await.expect(200);
+    for _ in 0..100 {
+        if page.text.contains("2 succeeded") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        page = manager.get(&location).await.expect(200);
+    }
+    assert!(page.text.contains("2 succeeded of 2"), "{}", page.text);
+    assert!(page.text.contains("pong"), "the answers are shown");
+    assert!(viewer.get("/jobs").await.expect(200).text.contains("Ping both"));
+
+    // A twin job over a filter, cancelled while its device is offline.
+    let filter = format!(r#"{{"id_group": "{}", "serial_hardware": "NO-SUCH-YET"}}"#, s.group);
+    manager
+        .post(
+            "/jobs",
+            &[
+                ("label", "Nothing"),
+                ("filter", &filter),
+                ("kind", "twin"),
+                ("document", r#"{"a": 1}"#),
+            ],
+        )
+        .await
+        .expect(422);
+    fleet.stop().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let twin_job = manager
+        .post(
+            "/jobs",
+            &[
+                ("label", "Slow reporting"),
+                ("id_group", &s.group),
+                ("kind", "twin"),
+                ("document", r#"{"reporting_interval_s": 600}"#),
+            ],
+        )
+        .await
+        .expect(303);
+    let location = twin_job.header("location").unwrap().to_string();
+    let page = manager.get(&location).await.expect(200);
+    assert!(page.text.contains("Cancel the pending executions"), "{}", page.text);
+    assert!(
+        !viewer
+            .get(&location)
+            .await
+            .expect(200)
+            .text
+            .contains("Cancel the pending")
+    );
+    viewer.post(&format!("{location}/cancel"), &[]).await.expect(403);
+    manager.post(&format!("{location}/cancel"), &[]).await.expect(303);
+    let page = manager.get(&location).await.expect(200);
+    assert!(page.text.contains("cancelled"), "{}", page.text);
+}
