@@ -44,7 +44,7 @@ fn slab_kib() -> Result<u64> {
 }
 
 /// The MQTT remaining-length prefix of `len` bytes (MQTT 3.1.1 §2.2.3).
-fn remaining_length(mut len: usize, packet: &mut Vec<u8>) {
+pub(crate) fn remaining_length(mut len: usize, packet: &mut Vec<u8>) {
     loop {
         let mut byte = (len % 128) as u8;
         len /= 128;
@@ -59,14 +59,14 @@ fn remaining_length(mut len: usize, packet: &mut Vec<u8>) {
 }
 
 /// A length-prefixed UTF-8 string field.
-fn field(s: &str) -> Vec<u8> {
+pub(crate) fn field(s: &str) -> Vec<u8> {
     let mut v = (s.len() as u16).to_be_bytes().to_vec();
     v.extend_from_slice(s.as_bytes());
     v
 }
 
 /// An MQTT 3.1.1 CONNECT with keep-alive 0 (the server then never times the connection out).
-fn connect_packet(gateway: &GatewayCredentials) -> Vec<u8> {
+pub(crate) fn connect_packet(gateway: &GatewayCredentials) -> Vec<u8> {
     let mut body = field("MQTT");
     body.extend_from_slice(&[4, 0b1100_0010, 0, 0]);
     for s in [gateway.serial.as_str(), gateway.serial.as_str(), gateway.token.as_str()] {
@@ -79,7 +79,7 @@ fn connect_packet(gateway: &GatewayCredentials) -> Vec<u8> {
 }
 
 /// One complete packet at the start of `buffer`: its first byte and its body, and its length.
-fn next_packet(buffer: &[u8]) -> Option<(u8, &[u8], usize)> {
+pub(crate) fn next_packet(buffer: &[u8]) -> Option<(u8, &[u8], usize)> {
     let (mut len, mut shift, mut at) = (0usize, 0u32, 1usize);
     loop {
         let byte = *buffer.get(at)?;

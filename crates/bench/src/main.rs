@@ -21,6 +21,7 @@ mod crash;
 mod dashboard;
 mod idle;
 mod ingest;
+mod jobs;
 mod mixed;
 mod publisher;
 mod read;
@@ -101,6 +102,10 @@ enum BenchCommand {
     /// Pings through HTTP → MQTT → simulated gateway → HTTP across many gateways: latency
     /// percentiles and commands/s.
     Commands(commands::CommandsOptions),
+    /// Jobs over many connected gateways while others ingest: a desired change's way to a
+    /// connected gateway and to one after its hello, a ping job and a twin job without a rate
+    /// limit, and the ingest rate meanwhile against alone.
+    Jobs(jobs::JobsOptions),
     /// Several nodes on one PostgreSQL database: pings through the node holding the gateways
     /// and relayed through another node, and durable ingest on one node against all nodes.
     Cluster(cluster::ClusterOptions),
@@ -139,6 +144,7 @@ async fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Stream(options) => stream::stream(options).await,
         BenchCommand::Idle(options) => idle::idle(options).await,
         BenchCommand::Commands(options) => commands::commands(options).await,
+        BenchCommand::Jobs(options) => jobs::jobs(options).await,
         BenchCommand::Cluster(options) => cluster::cluster(options).await,
         BenchCommand::Webhook {
             rate,
