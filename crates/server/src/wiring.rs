@@ -171,9 +171,9 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         gateways: gateways.clone(),
         peers: peers.clone(),
         twins: twins.clone(),
-        command_log: command_log.clone(),
         webhooks: webhooks.clone(),
         stream: stream.clone(),
+        starts_per_s: settings.job_starts_per_s,
         wake: tokio::sync::Notify::new(),
     });
     let mqtt = Arc::new(devicecloud_mqtt::Context {

@@ -437,3 +437,30 @@ async fn refusals() {
     }
     drop((gw, other));
 }
+
+#[tokio::test]
+async fn deleting_a_group_cancels_its_pending_executions() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let provisioner = Provisioner::new(&app.base, &admin);
+    let group = provisioner.create_group("to be deleted").await.unwrap();
+    gateways(&provisioner, &group, "JOB-DEL", 2, Behaviour::Normal).await;
+    let body = json!({"label": "Never", "operation": {"command": "ping"},
+        "target": {"filter": {"id_group": group}}});
+    let id = create(&app, &admin, body).await.expect(201).json()["id_job"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    send(app.request(Method::DELETE, &format!("/api/v2/group/{group}"), &admin))
+        .await
+        .expect(204);
+    let done = job_until(&app, &admin, &id, Duration::from_secs(10), |j| {
+        j["finished_at"].is_i64()
+    })
+    .await;
+    assert_eq!(
+        (&done["status"], &done["cancelled"], &done["pending"]),
+        (&json!("failed"), &json!(2), &json!(0)),
+        "{done}"
+    );
+}

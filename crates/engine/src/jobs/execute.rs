@@ -1,7 +1,8 @@
 //! One attempt of one execution (docs/api.md, "Jobs", "job execution"): a command sent to the
 //! gateway where it is connected and its answer awaited (2xx: succeeded), or a desired document
 //! changed as through the API (succeeded later, when the device reports the version: the
-//! runner looks).
+//! runner looks). A job's command records no event 213 per device: its execution is the record
+//! (a job over a fleet would otherwise flood the events and every Events webhook).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,15 +14,13 @@ use serde_json::json;
 
 use super::Context;
 use super::operation::Operation;
-use crate::commands::{self, CommandError, CommandRecord};
+use crate::commands::{self, CommandError};
 use crate::twins;
 
 /// An attempt about to run.
 pub(super) struct Attempt {
     pub ctx: Arc<Context>,
     pub id_job: String,
-    /// Recorded as the caller of the job's commands (event 213).
-    pub created_by: String,
     pub timeout: Duration,
     /// The runner the attempt was started under.
     pub runner: String,
@@ -60,7 +59,6 @@ impl Attempt {
             return self.ended(status::FAILED, Some(result_text(&answer)));
         }
         let request_id = commands::request_id();
-        let started = std::time::Instant::now();
         let outcome = match ctx.gateways.commands(gateway) {
             Some(queue) => commands::send(Some(queue), self.timeout, request_id.clone(), request).await,
             None => {
@@ -75,23 +73,6 @@ impl Attempt {
                 peers_call(ctx, gateway, node.as_deref(), request_id.clone(), request).await
             }
         };
-        let (outcome_text, http_status) = match &outcome {
-            Ok(response) => (response.status.to_string(), commands::answer_status(response.status)),
-            Err(e) => (e.outcome().to_string(), e.http_status(request.method)),
-        };
-        ctx.command_log
-            .record(CommandRecord {
-                id_group: self.ready.id_group.clone(),
-                source_device: self.ready.device.clone(),
-                method: request.method.as_str(),
-                caller: self.created_by.clone(),
-                request_id,
-                outcome: outcome_text,
-                http_status,
-                occurred_at: devicecloud_store::unix_now(),
-                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            })
-            .await;
         match outcome {
             Ok(response) if (200..300).contains(&response.status) => {
                 self.ended(status::SUCCEEDED, Some(result_text(&response)))

@@ -3,10 +3,11 @@
 //! them, every tick:
 //!
 //! 1. expires it once `expires_at` passed (pending executions time out);
-//! 2. takes over executions in progress under another runner (before a restart, on a node that
-//!    died): a command is sent once more, at most, then times out; a twin execution goes on;
-//! 3. ends twin executions whose device reported the version the job set, and executions past
-//!    their deadline;
+//! 2. every second, sweeps its executions in progress: those under another runner (before a
+//!    restart, on a node that died) are taken over — a command is sent once more, at most, then
+//!    times out; a twin execution goes on —, twin executions whose device reported the version
+//!    the job set end (usually they already did, with the report itself), and those past their
+//!    deadline time out;
 //! 4. aborts it when failures passed `max_failures_percent` of `total` after at least 10 ended;
 //! 5. starts the next executions whose gateway is connected, as many as `rate_per_minute`
 //!    allows since the first one started;
@@ -21,7 +22,7 @@ pub mod operation;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use devicecloud_store::Db;
 use devicecloud_store::events::{self, NewEvent};
@@ -31,7 +32,6 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::commands::CommandLog;
 use crate::event_types;
 use crate::gateway::registry::GatewayRegistry;
 use crate::peers;
@@ -42,6 +42,13 @@ use operation::Operation;
 
 /// How often the runner looks at its jobs when nothing wakes it.
 const TICK: Duration = Duration::from_millis(100);
+/// The least time between two looks, however often it is woken (every batch of outcomes wakes
+/// it, so that a job ends as soon as its last execution does).
+const LEAST_TICK: Duration = Duration::from_millis(50);
+/// How often a job's executions in progress are swept (taken over, timed out, their twin
+/// reports looked for): a scan of all of them, so not at every tick. A twin execution usually
+/// ends at once with its device's report (`runs::end_reported`); the sweep is the safety net.
+const SWEEP: Duration = Duration::from_secs(1);
 /// Executions started per job per tick, at most.
 const START_BATCH: i64 = 1000;
 /// Executions waiting for their device on this node, at most (a command holds a task until the
@@ -65,11 +72,11 @@ pub struct Context {
     pub peers: Arc<peers::Context>,
     /// Twin executions change desired documents as the API does.
     pub twins: Arc<twins::Context>,
-    /// Commands of jobs are recorded (event 213) as those sent through the API.
-    pub command_log: CommandLog,
     /// Events 217 and 218 are routed to webhooks and shown on the stream.
     pub webhooks: Arc<WebhookHub>,
     pub stream: Arc<LiveFeed>,
+    /// Most executions this node starts a second, over all its jobs.
+    pub starts_per_s: usize,
     /// Rung when a job is created or cancelled here: the runner looks at once.
     pub wake: Notify,
 }
@@ -80,8 +87,11 @@ pub fn spawn(ctx: Arc<Context>, tracker: &TaskTracker, shutdown: &CancellationTo
     let runner = Runner {
         name: format!("{}/{:08x}", ctx.node_id, rand::random::<u32>()),
         in_flight: Arc::new(AtomicUsize::new(0)),
+        starts_left: i64::try_from(ctx.starts_per_s).unwrap_or(i64::MAX),
+        second: Instant::now(),
         ended,
         operations: HashMap::new(),
+        swept: HashMap::new(),
     };
     tracker.spawn(write_outcomes(ctx.clone(), outcomes, shutdown.clone()));
     tracker.spawn(run(ctx, runner, shutdown.clone()));
@@ -91,9 +101,14 @@ pub fn spawn(ctx: Arc<Context>, tracker: &TaskTracker, shutdown: &CancellationTo
 struct Runner {
     name: String,
     in_flight: Arc<AtomicUsize>,
+    /// Starts left this second (`Context::starts_per_s`), and when the second began.
+    starts_left: i64,
+    second: Instant,
     ended: mpsc::UnboundedSender<Ended>,
     /// The operations of the jobs it runs, read once.
     operations: HashMap<String, Arc<Operation>>,
+    /// When each job's executions in progress were last swept.
+    swept: HashMap<String, Instant>,
 }
 
 async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken) {
@@ -110,6 +125,7 @@ async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken)
             _ = ctx.wake.notified() => {}
             _ = tokio::time::sleep(TICK) => {}
         }
+        let looked = Instant::now();
         let now = devicecloud_store::unix_now();
         let until = now + i64::try_from(ctx.lease.as_secs()).unwrap_or(15).max(1);
         let open = match runs::claim(&ctx.db, &ctx.node_id, now, until).await {
@@ -120,11 +136,13 @@ async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken)
             }
         };
         runner.operations.retain(|id, _| open.iter().any(|j| j.id_job == *id));
+        runner.swept.retain(|id, _| open.iter().any(|j| j.id_job == *id));
         for job in open {
             if let Err(e) = work(&ctx, &mut runner, &job).await {
                 tracing::warn!(job = %job.id_job, error = %e, "jobs: a step failed; tried again at the next tick");
             }
         }
+        tokio::time::sleep(LEAST_TICK.saturating_sub(looked.elapsed())).await;
     }
 }
 
@@ -144,30 +162,9 @@ async fn work(ctx: &Arc<Context>, runner: &mut Runner, job: &JobRow) -> Result<(
         tracing::warn!(job = %id, "jobs: the stored operation does not read");
         return Ok(());
     };
-    // Executions of another runner: their outcome was not recorded.
-    for orphan in runs::orphans(&ctx.db, id, &runner.name).await? {
-        let deadline = now + job.timeout_s;
-        match &*operation {
-            Operation::Command(_) if orphan.attempts >= 2 => {
-                runner.end(id, &orphan.device, &orphan.runner, status::TIMED_OUT, None);
-            }
-            Operation::Command(_) => {
-                if runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await? {
-                    runner.launch(ctx, job, &operation, orphan.ready());
-                }
-            }
-            _ => {
-                runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await?;
-            }
-        }
-    }
-    if matches!(*operation, Operation::Twin(_)) {
-        for applied in runs::twins_applied(&ctx.db, id).await? {
-            runner.end(id, &applied.device, &applied.runner, status::SUCCEEDED, None);
-        }
-    }
-    for late in runs::overdue(&ctx.db, id, now).await? {
-        runner.end(id, &late.device, &late.runner, status::TIMED_OUT, None);
+    if runner.swept.get(id).is_none_or(|at| at.elapsed() >= SWEEP) {
+        runner.swept.insert(id.to_string(), Instant::now());
+        sweep(ctx, runner, job, &operation, now).await?;
     }
     let ended = job.succeeded + job.failed + job.timed_out;
     let failures = job.failed + job.timed_out;
@@ -188,6 +185,44 @@ async fn work(ctx: &Arc<Context>, runner: &mut Runner, job: &JobRow) -> Result<(
     Ok(())
 }
 
+/// Sweeps a job's executions in progress: those of another runner (their outcome was not
+/// recorded) are taken over, twin executions whose device reported are ended, and those past
+/// their deadline time out.
+async fn sweep(
+    ctx: &Arc<Context>,
+    runner: &mut Runner,
+    job: &JobRow,
+    operation: &Arc<Operation>,
+    now: i64,
+) -> Result<(), devicecloud_store::StoreError> {
+    let id = job.id_job.as_str();
+    for orphan in runs::orphans(&ctx.db, id, &runner.name).await? {
+        let deadline = now + job.timeout_s;
+        match &**operation {
+            Operation::Command(_) if orphan.attempts >= 2 => {
+                runner.end(id, &orphan.device, &orphan.runner, status::TIMED_OUT, None);
+            }
+            Operation::Command(_) => {
+                if runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await? {
+                    runner.launch(ctx, job, operation, orphan.ready());
+                }
+            }
+            _ => {
+                runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await?;
+            }
+        }
+    }
+    if matches!(**operation, Operation::Twin(_)) {
+        for applied in runs::twins_applied(&ctx.db, id).await? {
+            runner.end(id, &applied.device, &applied.runner, status::SUCCEEDED, None);
+        }
+    }
+    for late in runs::overdue(&ctx.db, id, now).await? {
+        runner.end(id, &late.device, &late.runner, status::TIMED_OUT, None);
+    }
+    Ok(())
+}
+
 /// Starts the executions whose turn came and whose gateway is connected.
 async fn start_next(
     ctx: &Arc<Context>,
@@ -202,7 +237,11 @@ async fn start_next(
         Some(first) => (now_ms - first).max(0) * job.rate_per_minute / 60_000 + 1 - job.dispatched,
     };
     let room = MAX_IN_FLIGHT.saturating_sub(runner.in_flight.load(Ordering::SeqCst)) as i64;
-    let limit = allowed.min(START_BATCH).min(room);
+    if runner.second.elapsed() >= Duration::from_secs(1) {
+        runner.second = Instant::now();
+        runner.starts_left = i64::try_from(ctx.starts_per_s).unwrap_or(i64::MAX);
+    }
+    let limit = allowed.min(START_BATCH).min(room).min(runner.starts_left);
     if limit <= 0 {
         return Ok(());
     }
@@ -213,6 +252,7 @@ async fn start_next(
     let devices: Vec<String> = ready.iter().map(|r| r.device.clone()).collect();
     let deadline = now_ms / 1000 + job.timeout_s;
     let started = runs::start(&ctx.db, &job.id_job, &devices, &runner.name, now_ms, deadline).await?;
+    runner.starts_left -= started.len() as i64;
     if job.status == status::QUEUED && !started.is_empty() {
         record(ctx, job, event_types::JOB_STARTED).await;
     }
@@ -252,7 +292,6 @@ impl Runner {
         let attempt = execute::Attempt {
             ctx: ctx.clone(),
             id_job: job.id_job.clone(),
-            created_by: job.created_by.clone().unwrap_or_default(),
             timeout: Duration::from_secs(u64::try_from(job.timeout_s).unwrap_or(60)),
             runner: self.name.clone(),
             ready,

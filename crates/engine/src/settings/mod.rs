@@ -49,6 +49,10 @@ pub struct Settings {
     /// Most records in one webhook request.
     #[serde(with = "units::positive")]
     pub webhook_batch_max: usize,
+    /// Most job executions this node starts a second, whatever a job's `rate_per_minute` allows:
+    /// jobs run beside ingest, not in its place (docs/api.md, "Jobs").
+    #[serde(with = "units::positive")]
+    pub job_starts_per_s: usize,
     /// Most points in one ingest transaction (a group commit; docs/operations.md, "Storage").
     #[serde(with = "units::positive")]
     pub ingest_batch_points: usize,
@@ -232,6 +236,7 @@ impl Default for Settings {
             webhook_timeout: Duration::from_secs(10),
             webhook_retry_window: Duration::from_secs(24 * 3600),
             webhook_batch_max: 1000,
+            job_starts_per_s: 1200,
             ingest_batch_points: INGEST_BATCH_POINTS,
             ingest_writers: None,
             webhook_attempt_retention: Duration::from_secs(7 * 86_400),

@@ -59,3 +59,5 @@ CREATE TABLE job_executions (
     PRIMARY KEY (id_job, id_physical_device)
 );
 CREATE INDEX job_executions_status ON job_executions (id_job, status, seq);
+-- A device's report ends its twin executions in progress at once.
+CREATE INDEX job_executions_device ON job_executions (id_physical_device, status);

@@ -110,5 +110,9 @@ pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     for device in devices::connected_gateways(&state.db, id).await? {
         peers::apply::change(&state.peers, Change::Revoked { device });
     }
+    // Its devices' job executions that have not started never will.
+    if devicecloud_store::jobs::runs::cancel_group(&state.db, id, unix_now()).await? > 0 {
+        state.jobs.wake.notify_one();
+    }
     Ok(())
 }

@@ -167,6 +167,30 @@ pub async fn twins_applied(db: &Db, id_job: &str) -> Result<Vec<Running>> {
     db.rows(sqlx::AssertSqlSafe(sql), values![id_job]).await
 }
 
+/// Device `device` reported desired version `version`: its twin executions in progress that set
+/// at most that version succeed, each under its attempt's runner and with its job's counts;
+/// returns how many.
+pub async fn end_reported(db: &Db, device: &str, version: i64, now: i64) -> Result<usize> {
+    let rows: Vec<(String, String)> = db
+        .rows(
+            "SELECT id_job, COALESCE(runner, '') FROM job_executions WHERE id_physical_device = $1 \
+             AND status = 'in_progress' AND twin_version IS NOT NULL AND twin_version <= $2",
+            values![device, version],
+        )
+        .await?;
+    let ended: Vec<Ended> = rows
+        .into_iter()
+        .map(|(id_job, runner)| Ended {
+            id_job,
+            device: device.to_string(),
+            runner,
+            status: status::SUCCEEDED,
+            result: None,
+        })
+        .collect();
+    end(db, &ended, now).await
+}
+
 /// Takes over an orphaned execution under `runner`: a new attempt, with `deadline`. `false` when
 /// it is no longer in progress under `from`.
 pub async fn adopt(db: &Db, id_job: &str, running: &Running, runner: &str, now: i64, deadline: i64) -> Result<bool> {
@@ -302,6 +326,40 @@ async fn close_pending(db: &Db, id_job: &str, to: &str, job_status: &str, now: i
     .await?;
     tx.commit().await?;
     Ok(n)
+}
+
+/// A group was deleted: the pending executions of its devices, in every job, are cancelled
+/// (with their jobs' counts), in one transaction; returns how many.
+pub async fn cancel_group(db: &Db, id_group: &str, now: i64) -> Result<i64> {
+    let mut tx = Tx::begin(db).await?;
+    let per_job: Vec<(String, i64)> = tx
+        .rows(
+            "SELECT e.id_job, COUNT(*) FROM job_executions e \
+             JOIN physical_devices d ON d.id_physical_device = e.id_physical_device \
+             WHERE d.id_group = $1 AND e.status = 'pending' GROUP BY e.id_job"
+                .to_string(),
+            values![id_group],
+        )
+        .await?;
+    let mut total = 0;
+    for (id_job, n) in &per_job {
+        tx.execute(
+            "UPDATE job_executions SET status = 'cancelled', finished_at = $1 WHERE id_job = $2 \
+             AND status = 'pending' AND id_physical_device IN \
+             (SELECT id_physical_device FROM physical_devices WHERE id_group = $3)"
+                .to_string(),
+            values![now, id_job.as_str(), id_group],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE jobs SET pending = pending - $1, cancelled = cancelled + $1 WHERE id_job = $2".to_string(),
+            values![*n, id_job.as_str()],
+        )
+        .await?;
+        total += n;
+    }
+    tx.commit().await?;
+    Ok(total)
 }
 
 /// The job expired: its pending executions time out and it is `expired`.
