@@ -1,21 +1,18 @@
-//! One attempt of one execution (docs/api.md, "Jobs", "job execution"): a command sent to the
-//! gateway where it is connected and its answer awaited (2xx: succeeded), or a desired document
-//! changed as through the API (succeeded later, when the device reports the version: the
-//! runner looks). A job's command records no event 213 per device: its execution is the record
+//! One attempt of a command execution (docs/api.md, "Jobs", "job execution"): the command sent
+//! to the gateway where it is connected and its answer awaited (2xx: succeeded). Twin executions
+//! start in batches (`twins::batch`) and end with their device's report. A job's command records no event 213 per device: its execution is the record
 //! (a job over a fleet would otherwise flood the events and every Events webhook).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use devicecloud_protocol::{CommandResponse, ModuleKind};
-use devicecloud_store::jobs::runs::{self, Ended, Ready};
+use devicecloud_store::jobs::runs::{Ended, Ready};
 use devicecloud_store::jobs::status;
 use serde_json::json;
 
 use super::Context;
-use super::operation::Operation;
 use crate::commands::{self, CommandError};
-use crate::twins;
 
 /// An attempt about to run.
 pub(super) struct Attempt {
@@ -28,15 +25,9 @@ pub(super) struct Attempt {
 }
 
 impl Attempt {
-    /// Runs the attempt; its end, when it ends now (a twin execution ends when its device
-    /// reports).
-    pub async fn run(self, operation: &Operation) -> Option<Ended> {
-        match operation {
-            Operation::Command(request) => Some(self.command(request).await),
-            Operation::Twin(patch) => self.twin(patch).await,
-            // Refused when the job is created; a stored one fails its executions.
-            Operation::Firmware(_) => Some(self.ended(status::FAILED, None)),
-        }
+    /// Sends the command and waits for its answer; the attempt's end.
+    pub async fn run(self, request: &devicecloud_protocol::CommandRequest) -> Ended {
+        self.command(request).await
     }
 
     fn ended(&self, status: &'static str, result: Option<String>) -> Ended {
@@ -82,24 +73,6 @@ impl Attempt {
             Err(CommandError::Offline) => self.ended(status::PENDING, None),
             Err(CommandError::Timeout(_)) => self.ended(status::TIMED_OUT, None),
             Err(CommandError::Disconnected | CommandError::BadResponse(_)) => self.ended(status::FAILED, None),
-        }
-    }
-
-    async fn twin(&self, patch: &serde_json::Map<String, serde_json::Value>) -> Option<Ended> {
-        let ctx = &self.ctx;
-        match twins::change_desired(&ctx.twins, &self.ready.device, patch, None).await {
-            Ok(row) => {
-                if let Err(e) = runs::set_twin_version(&ctx.db, &self.id_job, &self.ready.device, row.version).await {
-                    // Without it the execution cannot succeed: it times out.
-                    tracing::warn!(job = %self.id_job, error = %e, "jobs: cannot record a twin execution's version");
-                }
-                None
-            }
-            Err(twins::TwinError::Store(e)) => {
-                tracing::warn!(job = %self.id_job, error = %e, "jobs: a twin execution could not write; its turn comes again");
-                Some(self.ended(status::PENDING, None))
-            }
-            Err(_) => Some(self.ended(status::FAILED, None)),
         }
     }
 }

@@ -256,6 +256,12 @@ async fn start_next(
     if job.status == status::QUEUED && !started.is_empty() {
         record(ctx, job, event_types::JOB_STARTED).await;
     }
+    if let Operation::Twin(patch) = &**operation {
+        // One transaction for the whole batch, not one per device.
+        let devices: Vec<String> = started.into_iter().map(|(device, _)| device).collect();
+        runner.launch_twins(ctx, &job.id_job, devices, patch.clone());
+        return Ok(());
+    }
     for item in ready {
         if started.iter().any(|(device, _)| *device == item.device) {
             runner.launch(ctx, job, operation, item);
@@ -286,8 +292,60 @@ impl Runner {
         });
     }
 
-    /// Runs one execution's attempt in its own task; its outcome goes to the writer.
+    /// Applies a twin job's patch to a batch of devices in one task (and one transaction); the
+    /// executions that could not start go to the writer (the others end with their reports).
+    fn launch_twins(
+        &self,
+        ctx: &Arc<Context>,
+        id_job: &str,
+        devices: Vec<String>,
+        patch: serde_json::Map<String, serde_json::Value>,
+    ) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let (ctx, id_job, runner) = (ctx.clone(), id_job.to_string(), self.name.clone());
+        let (ended, in_flight) = (self.ended.clone(), self.in_flight.clone());
+        tokio::spawn(async move {
+            let outcomes = twins::batch::change_desired_for_job(&ctx.twins, &id_job, &devices, &patch).await;
+            let end = |device: &String, status: &'static str| Ended {
+                id_job: id_job.clone(),
+                device: device.clone(),
+                runner: runner.clone(),
+                status,
+                result: None,
+            };
+            match outcomes {
+                Ok(outcomes) => {
+                    for (device, outcome) in devices.iter().zip(outcomes) {
+                        let status = match outcome {
+                            Ok(()) => continue,
+                            // Not written: its turn comes again.
+                            Err(twins::TwinError::Store(_) | twins::TwinError::Busy) => status::PENDING,
+                            Err(_) => status::FAILED,
+                        };
+                        let _ = ended.send(end(device, status));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(job = %id_job, error = %e, "jobs: a batch of twin changes was not written; their turn comes again");
+                    for device in &devices {
+                        let _ = ended.send(end(device, status::PENDING));
+                    }
+                }
+            }
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    /// Runs one command execution's attempt in its own task; its outcome goes to the writer. A
+    /// firmware execution fails (firmware jobs are refused when created); twin executions start
+    /// in batches ([`Runner::launch_twins`]).
     fn launch(&self, ctx: &Arc<Context>, job: &JobRow, operation: &Arc<Operation>, ready: runs::Ready) {
+        let Operation::Command(request) = &**operation else {
+            if matches!(**operation, Operation::Firmware(_)) {
+                self.end(&job.id_job, &ready.device, &self.name, status::FAILED, None);
+            }
+            return;
+        };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let attempt = execute::Attempt {
             ctx: ctx.clone(),
@@ -296,11 +354,9 @@ impl Runner {
             runner: self.name.clone(),
             ready,
         };
-        let (operation, ended, in_flight) = (operation.clone(), self.ended.clone(), self.in_flight.clone());
+        let (request, ended, in_flight) = (request.clone(), self.ended.clone(), self.in_flight.clone());
         tokio::spawn(async move {
-            if let Some(outcome) = attempt.run(&operation).await {
-                let _ = ended.send(outcome);
-            }
+            let _ = ended.send(attempt.run(&request).await);
             in_flight.fetch_sub(1, Ordering::SeqCst);
         });
     }

@@ -8,6 +8,7 @@
 //! the race is computed again from the newer twin. Once committed it goes to the live stream
 //! (`twin`, and the event) and, for desired changes, to the gateway.
 
+pub mod batch;
 pub mod deliver;
 
 use std::sync::Arc;

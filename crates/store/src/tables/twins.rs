@@ -123,6 +123,97 @@ pub async fn write(
     Ok(rows.into_iter().next().zip(ids.first().copied()))
 }
 
+/// The twins of `ids` (those that exist), in one query.
+pub async fn get_many(db: &Db, ids: &[String]) -> Result<Vec<TwinRow>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let sql = format!("{SELECT} WHERE id_physical_device IN ({marks})");
+    let values = sea_query_sqlx::SqlxValues(sea_query::Values(
+        ids.iter().map(|id| sea_query::Value::from(id.as_str())).collect(),
+    ));
+    db.rows(sqlx::AssertSqlSafe(sql), values).await
+}
+
+/// One desired change of a batch ([`write_desired_many`]), computed from the row of `revision`
+/// (`document: None`: the patch changed nothing, the twin stays at `version`).
+#[derive(Clone, Debug)]
+pub struct DesiredWrite<'a> {
+    pub id: &'a str,
+    pub revision: i64,
+    pub version: i64,
+    pub document: Option<&'a str>,
+    pub in_sync: bool,
+    /// Its event 215 (when `document` is some).
+    pub event: NewEvent<'a>,
+}
+
+/// Writes a batch of desired changes of one job in one transaction — each only over the
+/// revision it was computed from, with its event — and records the version each execution of
+/// `id_job` waits for (unchanged twins: the version they are at). Returns, in order, the twin as
+/// written and its event's id, or `None` for a twin another change came first to (not written;
+/// its execution's version is not recorded either).
+pub async fn write_desired_many(
+    db: &Db,
+    routes: &Routes,
+    id_job: &str,
+    writes: &[DesiredWrite<'_>],
+    now: i64,
+) -> Result<Vec<Option<(TwinRow, Option<i64>)>>> {
+    let table = routes.table(db).await?;
+    let mut tx = Tx::begin(db).await?;
+    let mut outcome = Vec::with_capacity(writes.len());
+    for w in writes {
+        let (written, event) = match w.document {
+            Some(document) => {
+                let n = tx
+                    .execute(
+                        "UPDATE twins SET desired = $1, version = version + 1, desired_updated_at = $2, in_sync = $3, \
+                         revision = revision + 1 WHERE id_physical_device = $4 AND revision = $5"
+                            .to_string(),
+                        values![document, now, i64::from(w.in_sync), w.id, w.revision],
+                    )
+                    .await?;
+                if n == 0 {
+                    outcome.push(None);
+                    continue;
+                }
+                let ids = events::write_in(&mut tx, &table, std::slice::from_ref(&w.event), now).await?;
+                (w.version + 1, ids.first().copied())
+            }
+            None => (w.version, None),
+        };
+        tx.execute(
+            "UPDATE job_executions SET twin_version = $1 WHERE id_job = $2 AND id_physical_device = $3".to_string(),
+            values![written, id_job, w.id],
+        )
+        .await?;
+        outcome.push(Some(event));
+    }
+    let ids: Vec<&str> = writes.iter().map(|w| w.id).collect();
+    let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let values = sea_query_sqlx::SqlxValues(sea_query::Values(
+        ids.iter().map(|id| sea_query::Value::from(*id)).collect(),
+    ));
+    let rows: Vec<TwinRow> = if ids.is_empty() {
+        Vec::new()
+    } else {
+        tx.rows(format!("{SELECT} WHERE id_physical_device IN ({marks})"), values)
+            .await?
+    };
+    tx.commit().await?;
+    Ok(writes
+        .iter()
+        .zip(outcome)
+        .map(|(w, event)| {
+            let event = event?;
+            let row = rows.iter().find(|r| r.id_physical_device == w.id)?.clone();
+            Some((row, event))
+        })
+        .collect())
+}
+
 /// A desired document on its way to a gateway (docs/gateway-protocol.md, "Twin").
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct DesiredOf {
