@@ -875,33 +875,18 @@ async fn managers_run_jobs_from_the_jobs_page() {
     assert!(page.text.contains("New job"));
     assert!(!viewer.get("/jobs").await.expect(200).text.contains("New job"));
     // A document that is not JSON, then a job over the group.
-    let refused = manager
-        .post(
-            "/jobs",
-            &[
-                ("label", "Ping both"),
-                ("id_group", &s.group),
-                ("kind", "command"),
-                ("method", "ping"),
-                ("document", "{"),
-            ],
-        )
-        .await
-        .expect(422);
+    let ping = |document: &'static str| {
+        [
+            ("label", "Ping both"),
+            ("id_group", s.group.as_str()),
+            ("kind", "command"),
+            ("method", "ping"),
+            ("document", document),
+        ]
+    };
+    let refused = manager.post("/jobs", &ping("{")).await.expect(422);
     assert!(refused.text.contains("Must be a JSON object."), "{}", refused.text);
-    let created = manager
-        .post(
-            "/jobs",
-            &[
-                ("label", "Ping both"),
-                ("id_group", &s.group),
-                ("kind", "command"),
-                ("method", "ping"),
-                ("document", ""),
-            ],
-        )
-        .await
-        .expect(303);
+    let created = manager.post("/jobs", &ping("")).await.expect(303);
     let location = created.header("location").unwrap().to_string();
     assert!(location.starts_with("/jobs/"));
     let mut page = manager.get(&location).await.expect(200);

@@ -65,6 +65,25 @@ async fn gateways(
     specs
 }
 
+/// A server, its administrator's token, a group of `n` simulated gateways with `behaviour`,
+/// their ids, and the running fleet once every one is connected.
+async fn connected_fleet(
+    label: &str,
+    prefix: &str,
+    n: usize,
+    behaviour: Behaviour,
+) -> (TestApp, String, String, Vec<String>, Fleet) {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let provisioner = Provisioner::new(&app.base, &admin);
+    let group = provisioner.create_group(label).await.unwrap();
+    let specs = gateways(&provisioner, &group, prefix, n, behaviour).await;
+    let ids: Vec<String> = specs.iter().map(|s| s.id.clone().unwrap()).collect();
+    let fleet = Fleet::start(specs, FleetOptions::new(app.mqtt_addr, Duration::ZERO));
+    assert!(fleet.wait_connected(n, Duration::from_secs(20)).await);
+    (app, admin, group, ids, fleet)
+}
+
 #[tokio::test]
 async fn a_ping_job_reaches_every_gateway_and_waits_for_the_offline_one() {
     let app = TestApp::spawn().await;
@@ -193,14 +212,7 @@ async fn a_ping_job_reaches_every_gateway_and_waits_for_the_offline_one() {
 
 #[tokio::test]
 async fn a_twin_job_succeeds_when_each_device_reports_the_version_it_set() {
-    let app = TestApp::spawn().await;
-    let (_, admin) = app.admin().await;
-    let provisioner = Provisioner::new(&app.base, &admin);
-    let group = provisioner.create_group("twin job").await.unwrap();
-    let specs = gateways(&provisioner, &group, "JOB-TWIN", 3, Behaviour::Normal).await;
-    let ids: Vec<String> = specs.iter().map(|s| s.id.clone().unwrap()).collect();
-    let fleet = Fleet::start(specs, FleetOptions::new(app.mqtt_addr, Duration::ZERO));
-    assert!(fleet.wait_connected(3, Duration::from_secs(20)).await);
+    let (app, admin, group, ids, fleet) = connected_fleet("twin job", "JOB-TWIN", 3, Behaviour::Normal).await;
     let body = json!({"label": "Report every 30 s", "operation": {"twin": {"reporting_interval_s": 30}},
         "target": {"filter": {"id_group": group, "id_parent": null}}});
     let id = create(&app, &admin, body).await.expect(201).json()["id_job"]
@@ -225,13 +237,7 @@ async fn a_twin_job_succeeds_when_each_device_reports_the_version_it_set() {
 
 #[tokio::test]
 async fn failures_past_the_limit_abort_and_the_rest_is_cancelled() {
-    let app = TestApp::spawn().await;
-    let (_, admin) = app.admin().await;
-    let provisioner = Provisioner::new(&app.base, &admin);
-    let group = provisioner.create_group("abort").await.unwrap();
-    let specs = gateways(&provisioner, &group, "JOB-SILENT", 20, Behaviour::Silent).await;
-    let fleet = Fleet::start(specs, FleetOptions::new(app.mqtt_addr, Duration::ZERO));
-    assert!(fleet.wait_connected(20, Duration::from_secs(20)).await);
+    let (app, admin, group, _, fleet) = connected_fleet("abort", "JOB-SILENT", 20, Behaviour::Silent).await;
     // Four a second, each timing out after a second: the tenth ends at about 3.25 s, when the
     // last five have not started (the last would at 4.75 s).
     let body = json!({"label": "Ping the silent", "operation": {"command": "ping"},
