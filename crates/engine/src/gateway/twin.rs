@@ -3,7 +3,6 @@
 //! the documents it gets right after its hello.
 
 use devicecloud_protocol::twin::{parse_get, parse_reported, too_large};
-use devicecloud_store::jobs::runs;
 
 use super::{Context, Gateway, GatewayError, counted};
 use crate::metrics::Outcome;
@@ -31,15 +30,7 @@ impl Gateway {
             Err(r) => return Err(self.reject(ctx, REPORTED, r).await),
         };
         match twins::report(&ctx.db, &ctx.webhooks.routes, &ctx.stream, &device, &report).await {
-            Ok(_) => {
-                // A job waiting for this version ends its execution now (its sweep would later).
-                if let Some(version) = report.version
-                    && let Err(e) = runs::end_reported(&ctx.db, &device, version, devicecloud_store::unix_now()).await
-                {
-                    tracing::warn!(device, error = %e, "cannot end the job executions this report completes");
-                }
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(TwinError::Invalid(why)) => {
                 let rejection = too_large(format!("the reported document {why}"));
                 Err(self.reject(ctx, REPORTED, rejection).await)

@@ -28,6 +28,13 @@ use crate::stream::LiveFeed;
 /// How often a change is computed again after losing the race to another change.
 const ATTEMPTS: usize = 16;
 
+/// Gateways' reports written at once, at most. On SQLite every write of the process waits in
+/// one first-come-first-served line for the one write lock, and the ingest writer cuts its
+/// group commit short whenever someone waits: 19,000 gateways reporting to a twin job at once
+/// would each wait in that line, ahead of ingest (docs/benchmarks.md, "Jobs and twins"). The
+/// others wait here instead, outside the line.
+static REPORT_WRITERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// What the twin engine works with, built once by the composition root.
 pub struct Context {
     /// The store (twins, their events, the devices' connections).
@@ -154,8 +161,9 @@ pub async fn change_desired(
 }
 
 /// Merges a gateway's report into the reported document of `device` (the gateway or one of its
-/// assets, in `id_group`), records event 216 and shows the change on the live stream. A merged
-/// document past the limits is refused whole.
+/// assets, in `id_group`), records event 216, shows the change on the live stream, and ends the
+/// twin job executions the reported version completes. A merged document past the limits is
+/// refused whole.
 pub async fn report(
     db: &Db,
     routes: &Routes,
@@ -163,6 +171,8 @@ pub async fn report(
     device: &str,
     report: &Reported,
 ) -> Result<TwinRow, TwinError> {
+    // The semaphore is never closed.
+    let _turn = REPORT_WRITERS.acquire().await.map_err(|_| TwinError::Busy)?;
     for _ in 0..ATTEMPTS {
         let row = twins::get(db, device).await?.ok_or(TwinError::NotFound)?;
         let mut reported = Value::Object(twin::document(&row.reported));
@@ -196,6 +206,12 @@ pub async fn report(
         if let Some((written, id_event)) = twins::write(db, routes, device, row.revision, &change, &event, now).await? {
             stream.events(std::slice::from_ref(&event), &[id_event]);
             stream.twin(&written.id_group, device, &record(&written));
+            // A job waiting for this version ends its execution now (its sweep would later).
+            if let Some(version) = report.version
+                && let Err(e) = devicecloud_store::jobs::runs::end_reported(db, device, version, now).await
+            {
+                tracing::warn!(device, error = %e, "cannot end the job executions this report completes");
+            }
             return Ok(written);
         }
     }
