@@ -65,6 +65,22 @@ async fn gateways(
     specs
 }
 
+/// Creates a job (201); its id.
+async fn created(app: &TestApp, token: &str, body: Value) -> String {
+    let job = create(app, token, body).await.expect(201).json();
+    job["id_job"].as_str().unwrap().to_string()
+}
+
+/// A server, its administrator's token and a group of `n` gateways that never connect.
+async fn offline_fleet(label: &str, prefix: &str, n: usize) -> (TestApp, String, String) {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    let provisioner = Provisioner::new(&app.base, &admin);
+    let group = provisioner.create_group(label).await.unwrap();
+    gateways(&provisioner, &group, prefix, n, Behaviour::Normal).await;
+    (app, admin, group)
+}
+
 /// A server, its administrator's token, a group of `n` simulated gateways with `behaviour`,
 /// their ids, and the running fleet once every one is connected.
 async fn connected_fleet(
@@ -215,10 +231,7 @@ async fn a_twin_job_succeeds_when_each_device_reports_the_version_it_set() {
     let (app, admin, group, ids, fleet) = connected_fleet("twin job", "JOB-TWIN", 3, Behaviour::Normal).await;
     let body = json!({"label": "Report every 30 s", "operation": {"twin": {"reporting_interval_s": 30}},
         "target": {"filter": {"id_group": group, "id_parent": null}}});
-    let id = create(&app, &admin, body).await.expect(201).json()["id_job"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = created(&app, &admin, body).await;
     let done = job_until(&app, &admin, &id, Duration::from_secs(10), |j| {
         j["finished_at"].is_i64()
     })
@@ -244,10 +257,7 @@ async fn failures_past_the_limit_abort_and_the_rest_is_cancelled() {
         "target": {"filter": {"id_group": group}}, "rate_per_minute": 240, "timeout_s": 1,
         "max_failures_percent": 50});
     let started = tokio::time::Instant::now();
-    let id = create(&app, &admin, body).await.expect(201).json()["id_job"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = created(&app, &admin, body).await;
     let done = job_until(&app, &admin, &id, Duration::from_secs(15), |j| {
         j["finished_at"].is_i64()
     })
@@ -274,17 +284,10 @@ async fn failures_past_the_limit_abort_and_the_rest_is_cancelled() {
 
 #[tokio::test]
 async fn cancel_and_expiry_end_what_is_pending() {
-    let app = TestApp::spawn().await;
-    let (_, admin) = app.admin().await;
-    let provisioner = Provisioner::new(&app.base, &admin);
-    let group = provisioner.create_group("offline fleet").await.unwrap();
-    gateways(&provisioner, &group, "JOB-OFF", 3, Behaviour::Normal).await;
+    let (app, admin, group) = offline_fleet("offline fleet", "JOB-OFF", 3).await;
     let body = json!({"label": "Restart", "operation": {"command": "restart"},
         "target": {"filter": {"id_group": group}}});
-    let id = create(&app, &admin, body.clone()).await.expect(201).json()["id_job"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = created(&app, &admin, body.clone()).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         job(&app, &admin, &id).await["status"],
@@ -303,10 +306,7 @@ async fn cancel_and_expiry_end_what_is_pending() {
 
     let mut expiring = body;
     expiring["expires_in_s"] = json!(1);
-    let id = create(&app, &admin, expiring).await.expect(201).json()["id_job"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = created(&app, &admin, expiring).await;
     let done = job_until(&app, &admin, &id, Duration::from_secs(10), |j| {
         j["finished_at"].is_i64()
     })
@@ -446,17 +446,10 @@ async fn refusals() {
 
 #[tokio::test]
 async fn deleting_a_group_cancels_its_pending_executions() {
-    let app = TestApp::spawn().await;
-    let (_, admin) = app.admin().await;
-    let provisioner = Provisioner::new(&app.base, &admin);
-    let group = provisioner.create_group("to be deleted").await.unwrap();
-    gateways(&provisioner, &group, "JOB-DEL", 2, Behaviour::Normal).await;
+    let (app, admin, group) = offline_fleet("to be deleted", "JOB-DEL", 2).await;
     let body = json!({"label": "Never", "operation": {"command": "ping"},
         "target": {"filter": {"id_group": group}}});
-    let id = create(&app, &admin, body).await.expect(201).json()["id_job"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = created(&app, &admin, body).await;
     send(app.request(Method::DELETE, &format!("/api/v2/group/{group}"), &admin))
         .await
         .expect(204);
