@@ -5,7 +5,7 @@
 //! routed like measurements by the route table (`webhooks::Routes`, docs/api.md, "Webhooks").
 
 use crate::database::Result;
-use crate::database::db::{Db, Tx, on_pool, values};
+use crate::database::db::{Db, Tx, values};
 use crate::tables::webhooks::{RouteTable, Routes};
 
 /// A stored event.
@@ -80,6 +80,16 @@ pub(crate) async fn write_in(
     events: &[NewEvent<'_>],
     now: i64,
 ) -> sqlx::Result<Vec<i64>> {
+    let ids = insert_in(tx, events, now).await?;
+    queue_in(tx, table, events, &ids).await?;
+    Ok(ids)
+}
+
+/// Inserts `events` in `tx`; their ids.
+async fn insert_in(tx: &mut Tx, events: &[NewEvent<'_>], now: i64) -> sqlx::Result<Vec<i64>> {
+    const INSERT: &str = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, \
+                          value, datatype, value_description, created_at) \
+                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";
     let mut ids = Vec::with_capacity(events.len());
     for e in events {
         let values = values![
@@ -95,67 +105,39 @@ pub(crate) async fn write_in(
         ];
         ids.push(tx.scalar(INSERT.to_string(), values).await?);
     }
-    for (e, id_event) in events.iter().zip(&ids) {
+    Ok(ids)
+}
+
+/// Queues the events `ids` for the events webhooks `table` names for their groups (most groups
+/// have none: no statement at all).
+async fn queue_in(tx: &mut Tx, table: &RouteTable, events: &[NewEvent<'_>], ids: &[i64]) -> sqlx::Result<()> {
+    const QUEUE: &str = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
+    for (e, id_event) in events.iter().zip(ids) {
         for id_webhook in table.events_of(e.id_group) {
             tx.execute(QUEUE.to_string(), values![id_webhook.as_str(), *id_event])
                 .await?;
         }
     }
-    Ok(ids)
+    Ok(())
 }
-
-const INSERT: &str = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, value, \
-                      datatype, value_description, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-                      RETURNING id_event";
-const QUEUE: &str = "INSERT INTO webhook_outbox (id_webhook, id_event) VALUES ($1, $2)";
 
 /// Records `events` and their outbox rows in one transaction, routed by `table` (read in the
 /// transaction when `None`); returns their ids.
 async fn write(db: &Db, table: Option<&RouteTable>, events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
-    let (sql, queue) = (INSERT, QUEUE);
-    let _turn = db.write_turn().await?;
-    let ids = on_pool!(db, |p| async {
-        let mut tx = p.begin().await?;
-        // The events are written first: on SQLite a transaction that reads before its first
-        // write cannot wait for the write lock (another writer between its read and its write
-        // fails it at once with SQLITE_BUSY), while one that starts with a write waits its turn.
-        let mut ids = Vec::with_capacity(events.len());
-        for e in events {
-            let id_event: i64 = sqlx::query_scalar(sql)
-                .bind(e.id_group)
-                .bind(e.source_device)
-                .bind(e.from_device)
-                .bind(e.event_type)
-                .bind(e.occurred_at)
-                .bind(e.value)
-                .bind(e.datatype)
-                .bind(e.value_description)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await?;
-            ids.push(id_event);
+    let mut tx = Tx::begin(db).await?;
+    // The events are written first: on SQLite a transaction that reads before its first write
+    // cannot wait for the write lock (another writer between its read and its write fails it at
+    // once with SQLITE_BUSY), while one that starts with a write waits its turn.
+    let ids = insert_in(&mut tx, events, now).await?;
+    let read;
+    let table = match table {
+        Some(table) => table,
+        None => {
+            read = RouteTable::from_rows(tx.rows(RouteTable::SELECT.to_string(), values![]).await?);
+            &read
         }
-        let read;
-        let table = match table {
-            Some(table) => table,
-            None => {
-                read = RouteTable::from_rows(sqlx::query_as(RouteTable::SELECT).fetch_all(&mut *tx).await?);
-                &read
-            }
-        };
-        for (e, id_event) in events.iter().zip(&ids) {
-            // Most groups have no events webhook: no statement at all.
-            for id_webhook in table.events_of(e.id_group) {
-                sqlx::query(queue)
-                    .bind(id_webhook)
-                    .bind(id_event)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await?;
-        Ok::<_, sqlx::Error>(ids)
-    }
-    .await)?;
+    };
+    queue_in(&mut tx, table, events, &ids).await?;
+    tx.commit().await?;
     Ok(ids)
 }
