@@ -3,14 +3,11 @@
 //! of a transaction (and a turn at SQLite's one writer) per device. A twin another change came
 //! first to is done alone, as through the API.
 
-use devicecloud_protocol::twin;
-use devicecloud_store::events::NewEvent;
 use devicecloud_store::jobs::runs;
 use devicecloud_store::twins::{self, DesiredWrite};
 use serde_json::{Map, Value};
 
-use super::{Context, TwinError, change_desired, deliver, now, record};
-use crate::event_types;
+use super::{Context, TwinError, announce, change_desired, desired_after, desired_event, now};
 
 /// Applies `patch` to the desired documents of `devices` for job `id_job`; for each device, in
 /// order, whether its execution now waits for its report (`Ok`) or why not. `Err` when the
@@ -30,22 +27,10 @@ pub async fn change_desired_for_job(
             planned.push(Err(TwinError::NotFound));
             continue;
         };
-        let mut desired = Value::Object(twin::document(&row.desired));
-        let before = desired.clone();
-        twin::merge_patch(&mut desired, &patch_value);
-        if desired == before {
-            planned.push(Ok((row, None, true)));
-            continue;
-        }
-        if let Some(why) = twin::document_error(&desired) {
-            planned.push(Err(TwinError::Invalid(why)));
-            continue;
-        }
-        let reported = twin::document(&row.reported);
-        let in_sync = desired
-            .as_object()
-            .is_some_and(|d| twin::delta(d, &reported).is_empty());
-        planned.push(Ok((row, Some(desired.to_string()), in_sync)));
+        planned.push(desired_after(row, &patch_value).map(|after| match after {
+            None => (row, None, true),
+            Some((document, in_sync)) => (row, Some(document), in_sync),
+        }));
     }
     let now = now();
     let versions: Vec<String> = planned
@@ -65,16 +50,7 @@ pub async fn change_desired_for_job(
             version: row.version,
             document: document.as_deref(),
             in_sync: *in_sync,
-            event: NewEvent {
-                id_group: &row.id_group,
-                source_device: &row.id_physical_device,
-                from_device: Some(0),
-                event_type: event_types::DESIRED_CHANGED,
-                occurred_at: now,
-                value: version,
-                datatype: None,
-                value_description: None,
-            },
+            event: desired_event(row, version, now),
         })
         .collect();
     let written = twins::write_desired_many(&ctx.db, &ctx.routes.routes, id_job, &writes, now).await?;
@@ -94,9 +70,7 @@ pub async fn change_desired_for_job(
         };
         outcomes.push(match result {
             Some((row, Some(id_event))) => {
-                ctx.stream.events(std::slice::from_ref(&write.event), &[id_event]);
-                ctx.stream.twin(&row.id_group, write.id, &record(&row));
-                deliver::desired(ctx, write.id).await;
+                announce(ctx, &write.event, id_event, &row).await;
                 Ok(())
             }
             // Unchanged: it waits for the version it is at.

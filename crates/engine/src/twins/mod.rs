@@ -118,32 +118,12 @@ pub async fn change_desired(
                 expected,
             });
         }
-        let mut desired = Value::Object(twin::document(&row.desired));
-        let before = desired.clone();
-        twin::merge_patch(&mut desired, &patch);
-        if desired == before {
+        let Some((text, in_sync)) = desired_after(&row, &patch)? else {
             return Ok(row);
-        }
-        if let Some(why) = twin::document_error(&desired) {
-            return Err(TwinError::Invalid(why));
-        }
-        let reported = twin::document(&row.reported);
-        let in_sync = desired
-            .as_object()
-            .is_some_and(|d| twin::delta(d, &reported).is_empty());
-        let text = desired.to_string();
+        };
         let version = (row.version + 1).to_string();
         let now = now();
-        let event = NewEvent {
-            id_group: &row.id_group,
-            source_device: device,
-            from_device: Some(0),
-            event_type: event_types::DESIRED_CHANGED,
-            occurred_at: now,
-            value: &version,
-            datatype: None,
-            value_description: None,
-        };
+        let event = desired_event(&row, &version, now);
         let change = TwinChange::Desired {
             document: &text,
             in_sync,
@@ -151,13 +131,53 @@ pub async fn change_desired(
         if let Some((written, id_event)) =
             twins::write(&ctx.db, &ctx.routes.routes, device, row.revision, &change, &event, now).await?
         {
-            ctx.stream.events(std::slice::from_ref(&event), &[id_event]);
-            ctx.stream.twin(&written.id_group, device, &record(&written));
-            deliver::desired(ctx, device).await;
+            announce(ctx, &event, id_event, &written).await;
             return Ok(written);
         }
     }
     Err(TwinError::Busy)
+}
+
+/// The desired document `patch` makes of `row`'s, as text, and whether it is in sync with the
+/// reported one; `None` when the patch changes nothing.
+fn desired_after(row: &TwinRow, patch: &Value) -> Result<Option<(String, bool)>, TwinError> {
+    let mut desired = Value::Object(twin::document(&row.desired));
+    let before = desired.clone();
+    twin::merge_patch(&mut desired, patch);
+    if desired == before {
+        return Ok(None);
+    }
+    if let Some(why) = twin::document_error(&desired) {
+        return Err(TwinError::Invalid(why));
+    }
+    let reported = twin::document(&row.reported);
+    let in_sync = desired
+        .as_object()
+        .is_some_and(|d| twin::delta(d, &reported).is_empty());
+    Ok(Some((desired.to_string(), in_sync)))
+}
+
+/// Event 215 of a change of `row`'s desired document to `version` (its text).
+fn desired_event<'a>(row: &'a TwinRow, version: &'a str, now: i64) -> NewEvent<'a> {
+    NewEvent {
+        id_group: &row.id_group,
+        source_device: &row.id_physical_device,
+        from_device: Some(0),
+        event_type: event_types::DESIRED_CHANGED,
+        occurred_at: now,
+        value: version,
+        datatype: None,
+        value_description: None,
+    }
+}
+
+/// What follows a committed desired change: the stream's event and twin, and the document on its
+/// way to the gateway.
+async fn announce(ctx: &Context, event: &NewEvent<'_>, id_event: i64, written: &TwinRow) {
+    ctx.stream.events(std::slice::from_ref(event), &[id_event]);
+    ctx.stream
+        .twin(&written.id_group, &written.id_physical_device, &record(written));
+    deliver::desired(ctx, &written.id_physical_device).await;
 }
 
 /// Merges a gateway's report into the reported document of `device` (the gateway or one of its

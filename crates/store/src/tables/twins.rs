@@ -80,6 +80,20 @@ pub enum TwinChange<'a> {
     },
 }
 
+/// A new desired document over the revision it was computed from: `$1` the document, `$2` now,
+/// `$3` in sync, `$4` the device, `$5` the revision.
+const DESIRED_UPDATE: &str = "UPDATE twins SET desired = $1, version = version + 1, desired_updated_at = $2, \
+                              in_sync = $3, revision = revision + 1 WHERE id_physical_device = $4 AND revision = $5";
+
+/// `$1, $2, …` for `ids` and their values: an `IN (…)` list.
+fn in_list<S: AsRef<str>>(ids: &[S]) -> (String, sea_query_sqlx::SqlxValues) {
+    let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let values = sea_query_sqlx::SqlxValues(sea_query::Values(
+        ids.iter().map(|id| sea_query::Value::from(id.as_ref())).collect(),
+    ));
+    (marks, values)
+}
+
 /// Writes `change` over the twin of `id` if it is still at `revision`, with `event` (its 215 or
 /// 216) routed to the group's events webhooks, in one transaction; returns the twin as written
 /// and the event's id, or `None` when another change came first (read again and retry).
@@ -95,8 +109,7 @@ pub async fn write(
     let table = routes.table(db).await?;
     let (sql, values) = match change {
         TwinChange::Desired { document, in_sync } => (
-            "UPDATE twins SET desired = $1, version = version + 1, desired_updated_at = $2, in_sync = $3, \
-             revision = revision + 1 WHERE id_physical_device = $4 AND revision = $5",
+            DESIRED_UPDATE,
             values![*document, now, i64::from(*in_sync), id, revision],
         ),
         TwinChange::Reported {
@@ -128,11 +141,8 @@ pub async fn get_many(db: &Db, ids: &[String]) -> Result<Vec<TwinRow>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let (marks, values) = in_list(ids);
     let sql = format!("{SELECT} WHERE id_physical_device IN ({marks})");
-    let values = sea_query_sqlx::SqlxValues(sea_query::Values(
-        ids.iter().map(|id| sea_query::Value::from(id.as_str())).collect(),
-    ));
     db.rows(sqlx::AssertSqlSafe(sql), values).await
 }
 
@@ -169,9 +179,7 @@ pub async fn write_desired_many(
             Some(document) => {
                 let n = tx
                     .execute(
-                        "UPDATE twins SET desired = $1, version = version + 1, desired_updated_at = $2, in_sync = $3, \
-                         revision = revision + 1 WHERE id_physical_device = $4 AND revision = $5"
-                            .to_string(),
+                        DESIRED_UPDATE.to_string(),
                         values![document, now, i64::from(w.in_sync), w.id, w.revision],
                     )
                     .await?;
@@ -192,10 +200,7 @@ pub async fn write_desired_many(
         outcome.push(Some(event));
     }
     let ids: Vec<&str> = writes.iter().map(|w| w.id).collect();
-    let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
-    let values = sea_query_sqlx::SqlxValues(sea_query::Values(
-        ids.iter().map(|id| sea_query::Value::from(*id)).collect(),
-    ));
+    let (marks, values) = in_list(&ids);
     let rows: Vec<TwinRow> = if ids.is_empty() {
         Vec::new()
     } else {

@@ -67,8 +67,10 @@ pub async fn replace(
     document: &Map<String, Value>,
     version: i64,
 ) -> Result<TwinRow> {
-    let current = get(state, caller, id).await?;
     access::device(state, caller, id, Role::Operator).await?;
+    let current = stored::get(&state.db, id)
+        .await?
+        .ok_or_else(|| ServiceError::not_found("Physical device", id))?;
     let patch = twin::diff_patch(&twin::document(&current.desired), document);
     apply(state, id, &patch, Some(version)).await
 }
