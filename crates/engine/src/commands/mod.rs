@@ -15,8 +15,6 @@ use std::time::Duration;
 use devicecloud_protocol::{CommandMethod, CommandRequest, CommandResponse};
 use tokio::sync::oneshot;
 
-use crate::gateway::registry::Outgoing;
-
 pub use log::{CommandLog, CommandRecord};
 pub use pending::Pending;
 
@@ -32,6 +30,16 @@ pub struct Outbound {
     pub payload: Vec<u8>,
     /// Where the answer goes.
     pub reply: oneshot::Sender<Reply>,
+}
+
+/// What a connection publishes for the cloud.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A command request; its caller waits for the answer (docs/gateway-protocol.md, "Commands").
+    Command(Outbound),
+    /// A desired document on `v1/gateway/twin/desired`, which needs no answer
+    /// (docs/gateway-protocol.md, "Twin").
+    Desired(Vec<u8>),
 }
 
 /// The HTTP status the caller gets for a device's own `status`: the device's status when it is

@@ -6,6 +6,7 @@ pub mod archived;
 mod auth;
 mod context;
 pub mod departures;
+pub mod desired;
 pub mod losses;
 mod measurements;
 pub mod registry;

@@ -9,17 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::oneshot;
 
-use crate::commands::Outbound;
-
-/// What a connection publishes for the cloud.
-#[derive(Debug)]
-pub enum Outgoing {
-    /// A command request; its caller waits for the answer (docs/gateway-protocol.md, "Commands").
-    Command(Outbound),
-    /// A desired document on `v1/gateway/twin/desired`, which needs no answer
-    /// (docs/gateway-protocol.md, "Twin").
-    Desired(Vec<u8>),
-}
+pub use crate::commands::Outgoing;
 
 /// How long a desired document may wait for room in a busy connection's queue; past it the
 /// gateway gets it after its next hello instead.

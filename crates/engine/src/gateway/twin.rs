@@ -4,9 +4,10 @@
 
 use devicecloud_protocol::twin::{parse_get, parse_reported, too_large};
 
+use super::desired;
 use super::{Context, Gateway, GatewayError, counted};
 use crate::metrics::Outcome;
-use crate::twins::{self, TwinError, deliver};
+use crate::twins::{self, TwinError};
 
 const REPORTED: &str = "v1/gateway/twin/reported";
 const GET: &str = "v1/gateway/twin/get";
@@ -60,12 +61,12 @@ impl Gateway {
             Ok(device) => device,
             Err(r) => return Err(self.reject(ctx, GET, r).await),
         };
-        Ok(deliver::current(&ctx.db, &device).await?.unwrap_or_default())
+        Ok(desired::current(&ctx.db, &device).await?.unwrap_or_default())
     }
 
     /// The desired documents this gateway and its assets are behind on, to publish right after
     /// an accepted hello.
     pub async fn twins_behind(&self, ctx: &Context) -> Result<Vec<Vec<u8>>, GatewayError> {
-        Ok(deliver::behind(&ctx.db, &self.id).await?)
+        Ok(desired::behind(&ctx.db, &self.id).await?)
     }
 }

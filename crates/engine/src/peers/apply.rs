@@ -46,7 +46,9 @@ impl Change {
             }
             Change::Twin { to, device } if *to == ctx.node_id => {
                 let (ctx, device) = (ctx.clone(), device.clone());
-                tokio::spawn(async move { crate::twins::deliver::here(&ctx.db, &ctx.gateways, &device).await });
+                tokio::spawn(
+                    async move { crate::gateway::desired::to_connection(&ctx.db, &ctx.gateways, &device).await },
+                );
             }
             Change::Command { .. } | Change::Answer { .. } | Change::Twin { .. } => {}
         }
