@@ -254,6 +254,7 @@ async fn the_export_keeps_to_the_callers_groups_and_answers_errors_exactly() {
     assert_eq!(anonymous.status, 401);
     for (query, field) in [
         ("format=xlsx", Some("format")),
+        ("format=", Some("format")),
         ("sort=-timestamp_seconds", Some("sort")),
         ("filter[nope]=1", None),
     ] {

@@ -37,11 +37,11 @@ pub enum Format {
 }
 
 impl Format {
-    /// The `format` parameter of the query string: `csv` (the default, also when empty) or
-    /// `parquet`.
+    /// The `format` parameter of the query string: `csv` (the default when it is absent) or
+    /// `parquet`; anything else, the empty string included, is refused as the schema's enum says.
     pub fn of_query(query: &[u8]) -> Result<Format> {
         match Params::parse_query(query).get_scalar("format") {
-            None | Some("") | Some("csv") => Ok(Format::Csv),
+            None | Some("csv") => Ok(Format::Csv),
             Some("parquet") => Ok(Format::Parquet),
             Some(_) => Err(ServiceError::Invalid(vec![FieldError::new(
                 "format",
