@@ -24,6 +24,7 @@ use devicecloud_engine::peers::{self, Ears, Peers};
 use devicecloud_engine::settings::Settings;
 use devicecloud_engine::stream::{self, LiveFeed};
 use devicecloud_engine::twins;
+use devicecloud_engine::twins::reports::ReportQueue;
 use devicecloud_engine::webhooks::address::{CheckedResolver, SystemLookup};
 use devicecloud_engine::webhooks::vault::Vault;
 use devicecloud_engine::webhooks::{self, WebhookHub, WorkerContext};
@@ -129,6 +130,13 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         shutdown.clone(),
     );
     let command_log = CommandLog::start(pools.writer.clone(), stream.clone(), tracker, shutdown.clone());
+    let twin_reports = ReportQueue::start(
+        pools.writer.clone(),
+        webhooks.clone(),
+        stream.clone(),
+        tracker,
+        shutdown.clone(),
+    );
 
     // The engines' contexts.
     let gateway = Arc::new(gateway::Context {
@@ -138,6 +146,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         assets_per_gateway: limits.assets_per_gateway,
         datatypes_per_device: limits.datatypes_per_device,
         ingest,
+        twin_reports,
         stream: stream.clone(),
         webhooks: webhooks.clone(),
         gateways: gateways.clone(),

@@ -10,6 +10,7 @@ use super::registry::GatewayRegistry;
 use super::rejections::RejectionLog;
 use crate::ingest::IngestQueue;
 use crate::stream::LiveFeed;
+use crate::twins::reports::ReportQueue;
 use crate::webhooks::WebhookHub;
 
 /// The gateway engine's context, built once by the composition root and shared behind an `Arc`.
@@ -27,6 +28,8 @@ pub struct Context {
     pub datatypes_per_device: usize,
     /// Where measurements are queued for the ingest writers.
     pub ingest: IngestQueue,
+    /// Where twin reports are queued for their writer.
+    pub twin_reports: ReportQueue,
     /// What this node commits, for the live stream's clients.
     pub stream: Arc<LiveFeed>,
     /// The webhook routes every recorded event is matched against.

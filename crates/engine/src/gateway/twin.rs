@@ -7,7 +7,7 @@ use devicecloud_protocol::twin::{parse_get, parse_reported, too_large};
 use super::desired;
 use super::{Context, Gateway, GatewayError, counted};
 use crate::metrics::Outcome;
-use crate::twins::{self, TwinError};
+use crate::twins::TwinError;
 
 const REPORTED: &str = "v1/gateway/twin/reported";
 const GET: &str = "v1/gateway/twin/get";
@@ -30,7 +30,7 @@ impl Gateway {
             Ok(device) => device,
             Err(r) => return Err(self.reject(ctx, REPORTED, r).await),
         };
-        match twins::report(&ctx.db, &ctx.webhooks.routes, &ctx.stream, &device, &report).await {
+        match ctx.twin_reports.submit(device, report).await {
             Ok(_) => Ok(()),
             Err(TwinError::Invalid(why)) => {
                 let rejection = too_large(format!("the reported document {why}"));

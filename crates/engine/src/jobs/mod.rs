@@ -47,7 +47,7 @@ const TICK: Duration = Duration::from_millis(100);
 const LEAST_TICK: Duration = Duration::from_millis(50);
 /// How often a job's executions in progress are swept (taken over, timed out, their twin
 /// reports looked for): a scan of all of them, so not at every tick. A twin execution usually
-/// ends at once with its device's report (`runs::end_reported`); the sweep is the safety net.
+/// ends at once with its device's report (`twins::write_reported_many`); the sweep is the safety net.
 const SWEEP: Duration = Duration::from_secs(1);
 /// Executions started per job per tick, at most.
 const START_BATCH: i64 = 1000;

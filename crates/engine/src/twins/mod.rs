@@ -3,20 +3,22 @@
 //! delta between them, and the way a change reaches the gateway — at once through whichever node
 //! holds its connection ([`deliver`]), or right after its next hello.
 //!
-//! A change is computed from the twin as read and written over that read's revision (the store
-//! compares and sets), with its event (215 or 216) in the same transaction; a change that lost
-//! the race is computed again from the newer twin. Once committed it goes to the live stream
-//! (`twin`, and the event) and, for desired changes, to the gateway.
+//! A desired change is computed from the twin as read and written over that read's revision
+//! (the store compares and sets), with its event 215 in the same transaction; a change that
+//! lost the race is computed again from the newer twin. Gateways' reports are written in groups
+//! by one writer ([`reports`]), each merged into its twin as locked in the transaction, with its
+//! event 216. Once committed a change goes to the live stream (`twin`, and the event) and, for
+//! desired changes, to the gateway.
 
 pub mod batch;
 pub mod deliver;
+pub mod reports;
 
 use std::sync::Arc;
 
-use devicecloud_protocol::twin::{self, Reported};
+use devicecloud_protocol::twin;
 use devicecloud_store::events::NewEvent;
 use devicecloud_store::twins::{self, TwinChange, TwinRow};
-use devicecloud_store::webhooks::Routes;
 use devicecloud_store::{Db, StoreError};
 use serde_json::{Map, Value, json};
 
@@ -27,13 +29,6 @@ use crate::stream::LiveFeed;
 
 /// How often a change is computed again after losing the race to another change.
 const ATTEMPTS: usize = 16;
-
-/// Gateways' reports written at once, at most, on SQLite. There every write of the process waits in
-/// one first-come-first-served line for the one write lock, and the ingest writer cuts its
-/// group commit short whenever someone waits: 19,000 gateways reporting to a twin job at once
-/// would each wait in that line, ahead of ingest (docs/benchmarks.md, "Jobs and twins"). The
-/// others wait here instead, outside the line.
-static REPORT_WRITERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// What the twin engine works with, built once by the composition root.
 pub struct Context {
@@ -64,6 +59,10 @@ pub enum TwinError {
     /// Other changes kept winning the race.
     #[error("the twin changed too often to be written; try again")]
     Busy,
+    /// The write this change was part of failed (the first change of it has the store's error;
+    /// logged), or the service is stopping.
+    #[error("the twin could not be written: {0}")]
+    Failed(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -178,66 +177,4 @@ async fn announce(ctx: &Context, event: &NewEvent<'_>, id_event: i64, written: &
     ctx.stream
         .twin(&written.id_group, &written.id_physical_device, &record(written));
     deliver::desired(ctx, &written.id_physical_device).await;
-}
-
-/// Merges a gateway's report into the reported document of `device` (the gateway or one of its
-/// assets, in `id_group`), records event 216, shows the change on the live stream, and ends the
-/// twin job executions the reported version completes. A merged document past the limits is
-/// refused whole.
-pub async fn report(
-    db: &Db,
-    routes: &Routes,
-    stream: &LiveFeed,
-    device: &str,
-    report: &Reported,
-) -> Result<TwinRow, TwinError> {
-    // PostgreSQL locks rows, not the database: no line to stay out of. (The semaphore is never
-    // closed.)
-    let _turn = match db.backend() {
-        devicecloud_store::Backend::Sqlite => Some(REPORT_WRITERS.acquire().await.map_err(|_| TwinError::Busy)?),
-        devicecloud_store::Backend::Postgres => None,
-    };
-    for _ in 0..ATTEMPTS {
-        let row = twins::get(db, device).await?.ok_or(TwinError::NotFound)?;
-        let mut reported = Value::Object(twin::document(&row.reported));
-        twin::merge_patch(&mut reported, &report.reported);
-        if let Some(why) = twin::document_error(&reported) {
-            return Err(TwinError::Invalid(why));
-        }
-        let desired = twin::document(&row.desired);
-        let in_sync = reported
-            .as_object()
-            .is_some_and(|r| twin::delta(&desired, r).is_empty());
-        let text = reported.to_string();
-        let applied = report.version.or(row.reported_version);
-        let value = applied.map_or(String::new(), |v| v.to_string());
-        let now = now();
-        let event = NewEvent {
-            id_group: &row.id_group,
-            source_device: device,
-            from_device: Some(1),
-            event_type: event_types::CONFIGURATION_REPORTED,
-            occurred_at: now,
-            value: &value,
-            datatype: None,
-            value_description: None,
-        };
-        let change = TwinChange::Reported {
-            document: &text,
-            version: report.version,
-            in_sync,
-        };
-        if let Some((written, id_event)) = twins::write(db, routes, device, row.revision, &change, &event, now).await? {
-            stream.events(std::slice::from_ref(&event), &[id_event]);
-            stream.twin(&written.id_group, device, &record(&written));
-            // A job waiting for this version ends its execution now (its sweep would later).
-            if let Some(version) = report.version
-                && let Err(e) = devicecloud_store::jobs::runs::end_reported(db, device, version, now).await
-            {
-                tracing::warn!(device, error = %e, "cannot end the job executions this report completes");
-            }
-            return Ok(written);
-        }
-    }
-    Err(TwinError::Busy)
 }

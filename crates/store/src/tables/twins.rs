@@ -12,7 +12,8 @@ use devicecloud_query::{AttrKind, Attribute, SortKey};
 use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
-use crate::tables::events::{self, NewEvent};
+use crate::tables::events::{self, EventRow, NewEvent};
+use crate::tables::jobs;
 use crate::tables::webhooks::Routes;
 
 /// A stored twin.
@@ -86,7 +87,7 @@ const DESIRED_UPDATE: &str = "UPDATE twins SET desired = $1, version = version +
                               in_sync = $3, revision = revision + 1 WHERE id_physical_device = $4 AND revision = $5";
 
 /// `$1, $2, …` for `ids` and their values: an `IN (…)` list.
-fn in_list<S: AsRef<str>>(ids: &[S]) -> (String, sea_query_sqlx::SqlxValues) {
+pub(crate) fn in_list<S: AsRef<str>>(ids: &[S]) -> (String, sea_query_sqlx::SqlxValues) {
     let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
     let values = sea_query_sqlx::SqlxValues(sea_query::Values(
         ids.iter().map(|id| sea_query::Value::from(id.as_ref())).collect(),
@@ -217,6 +218,113 @@ pub async fn write_desired_many(
             Some((row, event))
         })
         .collect())
+}
+
+/// A reported change of a batch ([`write_reported_many`]), computed from the twin as locked in
+/// its transaction.
+#[derive(Clone, Debug)]
+pub struct ReportedWrite {
+    /// The new reported document, JSON object text.
+    pub document: String,
+    /// The desired version the device says it applied, if it said.
+    pub version: Option<i64>,
+    pub in_sync: bool,
+}
+
+/// What one device's report of a batch came to.
+#[derive(Clone, Debug)]
+pub struct ReportedOutcome {
+    /// The twin as written.
+    pub twin: TwinRow,
+    /// Its event (`event_type`), as recorded.
+    pub event: EventRow,
+}
+
+/// Writes the reports of a batch of devices (each once) in one transaction: their twins are read
+/// and locked there (PostgreSQL: `FOR UPDATE`, in id order, so two nodes' batches never deadlock
+/// each other; SQLite: the one write turn), so no other change comes between what `compute`
+/// merged a report into and the write. `compute` returns the device's new reported document, or
+/// `None` to leave it (a report that would make it invalid). Each written twin gets its event
+/// (the applied version as its value) routed to the group's events webhooks, and the twin job
+/// executions waiting for a version it now applied succeed. Returns, for each of `ids`, what
+/// was written (`None`: no such twin, or `compute` left it).
+pub async fn write_reported_many<F>(
+    db: &Db,
+    routes: &Routes,
+    ids: &[&str],
+    event_type: i64,
+    now: i64,
+    mut compute: F,
+) -> Result<Vec<Option<ReportedOutcome>>>
+where
+    F: FnMut(&TwinRow) -> Option<ReportedWrite>,
+{
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let table = routes.table(db).await?;
+    let mut tx = Tx::begin(db).await?;
+    let (marks, values) = in_list(ids);
+    let lock = match db.backend() {
+        crate::Backend::Postgres => " ORDER BY id_physical_device FOR UPDATE",
+        crate::Backend::Sqlite => "",
+    };
+    let rows: Vec<TwinRow> = tx
+        .rows(format!("{SELECT} WHERE id_physical_device IN ({marks}){lock}"), values)
+        .await?;
+    let mut written: Vec<TwinRow> = Vec::with_capacity(rows.len());
+    let mut applied: Vec<String> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(change) = compute(&row) else { continue };
+        tx.execute(
+            "UPDATE twins SET reported = $1, reported_version = COALESCE($2, reported_version), \
+             reported_updated_at = $3, in_sync = $4, revision = revision + 1 WHERE id_physical_device = $5"
+                .to_string(),
+            values![
+                change.document.as_str(),
+                change.version,
+                now,
+                i64::from(change.in_sync),
+                row.id_physical_device.as_str()
+            ],
+        )
+        .await?;
+        let version = change.version.or(row.reported_version);
+        applied.push(version.map_or(String::new(), |v| v.to_string()));
+        written.push(TwinRow {
+            reported: change.document,
+            reported_version: version,
+            reported_updated_at: Some(now),
+            in_sync: i64::from(change.in_sync),
+            revision: row.revision + 1,
+            ..row
+        });
+    }
+    let events: Vec<NewEvent<'_>> = written
+        .iter()
+        .zip(&applied)
+        .map(|(twin, value)| NewEvent {
+            id_group: &twin.id_group,
+            source_device: &twin.id_physical_device,
+            from_device: Some(1),
+            event_type,
+            occurred_at: now,
+            value,
+            datatype: None,
+            value_description: None,
+        })
+        .collect();
+    let event_ids = events::write_in(&mut tx, &table, &events, now).await?;
+    let recorded: Vec<EventRow> = events.iter().zip(&event_ids).map(|(e, id)| e.recorded(*id)).collect();
+    drop(events);
+    jobs::runs::end_applied_in(&mut tx, &written, now).await?;
+    tx.commit().await?;
+    let mut by_id: std::collections::HashMap<String, ReportedOutcome> = written
+        .into_iter()
+        .zip(recorded)
+        .map(|(twin, event)| (twin.id_physical_device.clone(), ReportedOutcome { twin, event }))
+        .collect();
+    Ok(ids.iter().map(|id| by_id.remove(*id)).collect())
 }
 
 /// A desired document on its way to a gateway (docs/gateway-protocol.md, "Twin").

@@ -84,7 +84,7 @@ async fn apply(state: &AppState, id: &str, patch: &Map<String, Value>, version: 
                 "The twin's desired document is at version {current}, not {expected}; read it again and retry."
             )),
             TwinError::Invalid(why) => ServiceError::invalid("desired", format!("Desired {why}.")),
-            TwinError::Busy => ServiceError::Busy(e.to_string()),
+            TwinError::Busy | TwinError::Failed(_) => ServiceError::Busy(e.to_string()),
             TwinError::Store(e) => ServiceError::Store(e),
         })
 }

@@ -12,6 +12,7 @@ use sea_query::{Expr, ExprTrait, Query};
 use super::{JobRow, SELECT, status};
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
+use crate::tables::twins::{TwinRow, in_list};
 
 /// The jobs `node` runs from now: those not finished whose lease is free, ran out, or is its
 /// own; the leases of them all renewed until `until`. On SQLite one process serves the store, so
@@ -167,28 +168,40 @@ pub async fn twins_applied(db: &Db, id_job: &str) -> Result<Vec<Running>> {
     db.rows(sqlx::AssertSqlSafe(sql), values![id_job]).await
 }
 
-/// Device `device` reported desired version `version`: its twin executions in progress that set
-/// at most that version succeed, each under its attempt's runner and with its job's counts;
-/// returns how many.
-pub async fn end_reported(db: &Db, device: &str, version: i64, now: i64) -> Result<usize> {
-    let rows: Vec<(String, String)> = db
+/// The twins of `written` now say they applied their `reported_version`: their twin executions
+/// in progress that set at most that version succeed, each under its attempt's runner and with
+/// its job's counts, in the caller's transaction; returns how many.
+pub(crate) async fn end_applied_in(tx: &mut Tx, written: &[TwinRow], now: i64) -> sqlx::Result<usize> {
+    let applied: Vec<(&str, i64)> = written
+        .iter()
+        .filter_map(|t| Some((t.id_physical_device.as_str(), t.reported_version?)))
+        .collect();
+    if applied.is_empty() {
+        return Ok(0);
+    }
+    let devices: Vec<&str> = applied.iter().map(|(id, _)| *id).collect();
+    let (marks, ids) = in_list(&devices);
+    let waiting: Vec<(String, String, String, i64)> = tx
         .rows(
-            "SELECT id_job, COALESCE(runner, '') FROM job_executions WHERE id_physical_device = $1 \
-             AND status = 'in_progress' AND twin_version IS NOT NULL AND twin_version <= $2",
-            values![device, version],
+            format!(
+                "SELECT id_job, id_physical_device, COALESCE(runner, ''), twin_version FROM job_executions \
+                 WHERE id_physical_device IN ({marks}) AND status = 'in_progress' AND twin_version IS NOT NULL"
+            ),
+            ids,
         )
         .await?;
-    let ended: Vec<Ended> = rows
+    let ended: Vec<Ended> = waiting
         .into_iter()
-        .map(|(id_job, runner)| Ended {
+        .filter(|(_, device, _, wanted)| applied.iter().any(|(id, v)| id == device && wanted <= v))
+        .map(|(id_job, device, runner, _)| Ended {
             id_job,
-            device: device.to_string(),
+            device,
             runner,
             status: status::SUCCEEDED,
             result: None,
         })
         .collect();
-    end(db, &ended, now).await
+    end_in(tx, &ended, now).await
 }
 
 /// Takes over an orphaned execution under `runner`: a new attempt, with `deadline`. `false` when
@@ -242,6 +255,13 @@ pub async fn end(db: &Db, ended: &[Ended], now: i64) -> Result<usize> {
         return Ok(0);
     }
     let mut tx = Tx::begin(db).await?;
+    let total = end_in(&mut tx, ended, now).await?;
+    tx.commit().await?;
+    Ok(total)
+}
+
+/// [`end`] in a transaction of the caller's.
+pub(crate) async fn end_in(tx: &mut Tx, ended: &[Ended], now: i64) -> sqlx::Result<usize> {
     // Per job: (in progress, succeeded, failed, timed out, pending again) moved.
     let mut moved: Vec<(&str, [i64; 5])> = Vec::new();
     for e in ended {
@@ -296,7 +316,6 @@ pub async fn end(db: &Db, ended: &[Ended], now: i64) -> Result<usize> {
         .await?;
         total += *done as usize;
     }
-    tx.commit().await?;
     Ok(total)
 }
 
