@@ -7,7 +7,7 @@ use devicecloud_store::jobs::runs;
 use devicecloud_store::twins::{self, DesiredWrite};
 use serde_json::{Map, Value};
 
-use super::{Context, TwinError, announce, change_desired, desired_after, desired_event, now};
+use super::{Context, TwinError, change_desired, deliver, desired_after, desired_event, now, show};
 
 /// Applies `patch` to the desired documents of `devices` for job `id_job`; for each device, in
 /// order, whether its execution now waits for its report (`Ok`) or why not. `Err` when the
@@ -55,6 +55,7 @@ pub async fn change_desired_for_job(
         .collect();
     let written = twins::write_desired_many(&ctx.db, &ctx.routes.routes, id_job, &writes, now).await?;
     let mut outcomes = Vec::with_capacity(devices.len());
+    let mut changed: Vec<&str> = Vec::new();
     let mut written = writes.iter().zip(written);
     for plan in &planned {
         if let Err(e) = plan {
@@ -70,7 +71,8 @@ pub async fn change_desired_for_job(
         };
         outcomes.push(match result {
             Some((row, Some(id_event))) => {
-                announce(ctx, &write.event, id_event, &row).await;
+                show(ctx, &write.event, id_event, &row);
+                changed.push(write.id);
                 Ok(())
             }
             // Unchanged: it waits for the version it is at.
@@ -79,6 +81,7 @@ pub async fn change_desired_for_job(
             None => alone(ctx, id_job, write.id, patch).await,
         });
     }
+    deliver::desired_many(ctx, &changed).await;
     Ok(outcomes)
 }
 

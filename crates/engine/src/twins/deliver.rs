@@ -18,30 +18,28 @@ use crate::peers::{self, Change};
 /// Sends the desired document of `device` to its gateway wherever it is connected; a gateway
 /// offline gets it after its next hello. Failures are logged: the hello path catches up.
 pub async fn desired(ctx: &Context, device: &str) {
-    if let Err(e) = try_desired(ctx, device).await {
-        tracing::warn!(device, error = %e, "cannot send a desired document now; the gateway gets it after its next hello");
+    desired_many(ctx, &[device]).await;
+}
+
+/// [`desired`] for many devices (a twin job's batch), their documents read in one query.
+pub async fn desired_many(ctx: &Context, devices: &[&str]) {
+    if let Err(e) = try_desired(ctx, devices).await {
+        tracing::warn!(devices = devices.len(), error = %e, "cannot send desired documents now; the gateways get them after their next hello");
     }
 }
 
-async fn try_desired(ctx: &Context, device: &str) -> Result<(), StoreError> {
-    let Some(doc) = twins::desired_of(&ctx.db, device).await? else {
-        return Ok(());
-    };
-    if ctx.gateways.desired(&doc.gateway, desired::payload(&doc)) || !ctx.peers.peers.reaches_others() {
-        return Ok(());
-    }
-    let node = devices::get_owned(&ctx.db, &doc.gateway)
-        .await?
-        .and_then(|owned| owned.connected_node)
-        .filter(|node| *node != ctx.peers.node_id);
-    if let Some(to) = node {
-        peers::apply::tell(
-            &ctx.peers,
-            Change::Twin {
-                to,
-                device: device.to_string(),
-            },
-        );
+async fn try_desired(ctx: &Context, devices: &[&str]) -> Result<(), StoreError> {
+    for doc in twins::desired_of_many(&ctx.db, devices).await? {
+        if ctx.gateways.desired(&doc.gateway, desired::payload(&doc)) || !ctx.peers.peers.reaches_others() {
+            continue;
+        }
+        let node = devices::get_owned(&ctx.db, &doc.gateway)
+            .await?
+            .and_then(|owned| owned.connected_node)
+            .filter(|node| *node != ctx.peers.node_id);
+        if let Some(to) = node {
+            peers::apply::tell(&ctx.peers, Change::Twin { to, device: doc.device });
+        }
     }
     Ok(())
 }

@@ -170,11 +170,16 @@ fn desired_event<'a>(row: &'a TwinRow, version: &'a str, now: i64) -> NewEvent<'
     }
 }
 
-/// What follows a committed desired change: the stream's event and twin, and the document on its
-/// way to the gateway.
+/// What follows a committed desired change: the stream's event and twin ([`show`]), and the
+/// document on its way to the gateway.
 async fn announce(ctx: &Context, event: &NewEvent<'_>, id_event: i64, written: &TwinRow) {
+    show(ctx, event, id_event, written);
+    deliver::desired(ctx, &written.id_physical_device).await;
+}
+
+/// A committed desired change on the live stream: its event and the twin as written.
+fn show(ctx: &Context, event: &NewEvent<'_>, id_event: i64, written: &TwinRow) {
     ctx.stream.events(std::slice::from_ref(event), &[id_event]);
     ctx.stream
         .twin(&written.id_group, &written.id_physical_device, &record(written));
-    deliver::desired(ctx, &written.id_physical_device).await;
 }

@@ -29,6 +29,10 @@ const QUEUE_REPORTS: usize = 4096;
 /// transactions, short enough that ingest never waits long for the write lock.
 const BATCH_REPORTS: usize = 1000;
 
+/// How long the writer waits for more reports once it has one (a report's acknowledgement waits
+/// that much longer when the fleet is quiet).
+const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// One gateway's report, answered after the commit that holds it.
 struct Queued {
     device: String,
@@ -97,10 +101,15 @@ impl Writer {
                     None => return,
                 }
             }
-            while waiting.len() < QUEUE_REPORTS
-                && let Ok(next) = rx.try_recv()
-            {
-                waiting.push_back(next);
+            // Reports come in waves (a twin job, a fleet reconnecting): a few milliseconds of
+            // waiting make a wave a few large transactions instead of many small ones, each of
+            // which would cut the ingest writer's group commit short.
+            let deadline = tokio::time::Instant::now() + LINGER;
+            while waiting.len() < BATCH_REPORTS {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(next)) => waiting.push_back(next),
+                    Ok(None) | Err(_) => break,
+                }
             }
             let batch = take_batch(&mut waiting);
             self.write(batch).await;

@@ -302,6 +302,14 @@ pub(crate) enum Tx {
 }
 
 impl Tx {
+    /// Renders a sea-query statement in this transaction's dialect.
+    pub(crate) fn build<S: SqlxBinder>(&self, statement: &S) -> (String, SqlxValues) {
+        match self {
+            Tx::Sqlite(..) => statement.build_sqlx(SqliteQueryBuilder),
+            Tx::Postgres(_) => statement.build_sqlx(PostgresQueryBuilder),
+        }
+    }
+
     /// Takes the write turn, then begins.
     pub(crate) async fn begin(db: &Db) -> Result<Tx> {
         let turn = db.write_turn().await?;

@@ -85,25 +85,47 @@ pub(crate) async fn write_in(
     Ok(ids)
 }
 
-/// Inserts `events` in `tx`; their ids.
+/// Events one `INSERT` statement takes at most (9 values each, well under either database's
+/// limit of bound values).
+const INSERT_ROWS: usize = 500;
+
+/// Inserts `events` in `tx`, many a statement; their ids, in order. The ids a statement returns
+/// are sorted: both databases give the rows of one multi-row `INSERT` ascending ids in the order
+/// of its values (SQLite's rowids, PostgreSQL's sequence), though neither promises the order in
+/// which `RETURNING` lists them.
 async fn insert_in(tx: &mut Tx, events: &[NewEvent<'_>], now: i64) -> sqlx::Result<Vec<i64>> {
-    const INSERT: &str = "INSERT INTO events (id_group, source_device, from_device, event_type, occurred_at, \
-                          value, datatype, value_description, created_at) \
-                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id_event";
     let mut ids = Vec::with_capacity(events.len());
-    for e in events {
-        let values = values![
-            e.id_group,
-            e.source_device,
-            e.from_device,
-            e.event_type,
-            e.occurred_at,
-            e.value,
-            e.datatype,
-            e.value_description,
-            now
-        ];
-        ids.push(tx.scalar(INSERT.to_string(), values).await?);
+    for chunk in events.chunks(INSERT_ROWS) {
+        let mut insert = sea_query::Query::insert();
+        insert.into_table("events").columns([
+            "id_group",
+            "source_device",
+            "from_device",
+            "event_type",
+            "occurred_at",
+            "value",
+            "datatype",
+            "value_description",
+            "created_at",
+        ]);
+        for e in chunk {
+            insert.values_panic([
+                e.id_group.into(),
+                e.source_device.into(),
+                e.from_device.into(),
+                e.event_type.into(),
+                e.occurred_at.into(),
+                e.value.into(),
+                e.datatype.into(),
+                e.value_description.into(),
+                now.into(),
+            ]);
+        }
+        insert.returning_col("id_event");
+        let (sql, values) = tx.build(&insert);
+        let mut returned: Vec<(i64,)> = tx.rows(sql, values).await?;
+        returned.sort_unstable();
+        ids.extend(returned.into_iter().map(|(id,)| id));
     }
     Ok(ids)
 }

@@ -160,11 +160,29 @@ pub struct DesiredWrite<'a> {
     pub event: NewEvent<'a>,
 }
 
+/// Rows one multi-row `UPDATE … FROM (VALUES …)` takes at most (a few values each, well under
+/// either database's limit of bound values).
+const UPDATE_ROWS: usize = 500;
+
+/// `($1, $2, …), (…)`: the marks of `rows` rows of `columns` values, for a `VALUES` list whose
+/// columns both databases name `column1`, `column2`, ….
+fn value_rows(rows: usize, columns: usize) -> String {
+    (0..rows)
+        .map(|r| {
+            let marks: Vec<String> = (1..=columns).map(|c| format!("${}", r * columns + c)).collect();
+            format!("({})", marks.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Writes a batch of desired changes of one job in one transaction — each only over the
 /// revision it was computed from, with its event — and records the version each execution of
 /// `id_job` waits for (unchanged twins: the version they are at). Returns, in order, the twin as
 /// written and its event's id, or `None` for a twin another change came first to (not written;
-/// its execution's version is not recorded either).
+/// its execution's version is not recorded either). The changes are a few statements however
+/// many they are, not a few each: on SQLite every statement is a round trip to the connection's
+/// thread, which a fleet's job would otherwise pay tens of thousands of times.
 pub async fn write_desired_many(
     db: &Db,
     routes: &Routes,
@@ -172,49 +190,80 @@ pub async fn write_desired_many(
     writes: &[DesiredWrite<'_>],
     now: i64,
 ) -> Result<Vec<Option<(TwinRow, Option<i64>)>>> {
+    if writes.is_empty() {
+        return Ok(Vec::new());
+    }
     let table = routes.table(db).await?;
     let mut tx = Tx::begin(db).await?;
-    let mut outcome = Vec::with_capacity(writes.len());
-    for w in writes {
-        let (written, event) = match w.document {
-            Some(document) => {
-                let n = tx
-                    .execute(
-                        DESIRED_UPDATE.to_string(),
-                        values![document, now, i64::from(w.in_sync), w.id, w.revision],
-                    )
-                    .await?;
-                if n == 0 {
-                    outcome.push(None);
-                    continue;
-                }
-                let ids = events::write_in(&mut tx, &table, std::slice::from_ref(&w.event), now).await?;
-                (w.version + 1, ids.first().copied())
-            }
-            None => (w.version, None),
-        };
+    let changes: Vec<&DesiredWrite> = writes.iter().filter(|w| w.document.is_some()).collect();
+    let mut changed: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for chunk in changes.chunks(UPDATE_ROWS) {
+        let sql = format!(
+            "UPDATE twins SET desired = v.column2, version = twins.version + 1, desired_updated_at = ${now}, \
+             in_sync = v.column3, revision = twins.revision + 1 FROM (VALUES {rows}) AS v \
+             WHERE twins.id_physical_device = v.column1 AND twins.revision = v.column4 \
+             RETURNING twins.id_physical_device",
+            rows = value_rows(chunk.len(), 4),
+            now = chunk.len() * 4 + 1,
+        );
+        let mut values: Vec<sea_query::Value> = Vec::with_capacity(chunk.len() * 4 + 1);
+        for w in chunk {
+            values.push(w.id.into());
+            values.push(w.document.into());
+            values.push(i64::from(w.in_sync).into());
+            values.push(w.revision.into());
+        }
+        values.push(now.into());
+        let done: Vec<(String,)> = tx
+            .rows(sql, sea_query_sqlx::SqlxValues(sea_query::Values(values)))
+            .await?;
+        changed.extend(done.into_iter().map(|(id,)| id));
+    }
+    // In order: written (with an event) or unchanged (without), or lost to another change.
+    let kept: Vec<&DesiredWrite> = writes
+        .iter()
+        .filter(|w| w.document.is_none() || changed.contains(w.id))
+        .collect();
+    let events: Vec<NewEvent> = kept
+        .iter()
+        .filter(|w| w.document.is_some())
+        .map(|w| w.event.clone())
+        .collect();
+    let mut event_ids = events::write_in(&mut tx, &table, &events, now).await?.into_iter();
+    let ids: Vec<&str> = kept.iter().map(|w| w.id).collect();
+    let mut rows: Vec<TwinRow> = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(UPDATE_ROWS) {
+        let (marks, mut values) = in_list(chunk);
+        values.0.0.push(id_job.into());
+        let job = chunk.len() + 1;
+        // Each execution waits for the version its twin is at now: the one just written, or
+        // the one it already was at.
         tx.execute(
-            "UPDATE job_executions SET twin_version = $1 WHERE id_job = $2 AND id_physical_device = $3".to_string(),
-            values![written, id_job, w.id],
+            format!(
+                "UPDATE job_executions SET twin_version = (SELECT t.version FROM twins t \
+                 WHERE t.id_physical_device = job_executions.id_physical_device) \
+                 WHERE id_job = ${job} AND id_physical_device IN ({marks})"
+            ),
+            values,
         )
         .await?;
-        outcome.push(Some(event));
+        let (marks, values) = in_list(chunk);
+        rows.extend(
+            tx.rows::<TwinRow>(format!("{SELECT} WHERE id_physical_device IN ({marks})"), values)
+                .await?,
+        );
     }
-    let ids: Vec<&str> = writes.iter().map(|w| w.id).collect();
-    let (marks, values) = in_list(&ids);
-    let rows: Vec<TwinRow> = if ids.is_empty() {
-        Vec::new()
-    } else {
-        tx.rows(format!("{SELECT} WHERE id_physical_device IN ({marks})"), values)
-            .await?
-    };
     tx.commit().await?;
+    let mut by_id: std::collections::HashMap<String, TwinRow> =
+        rows.into_iter().map(|r| (r.id_physical_device.clone(), r)).collect();
     Ok(writes
         .iter()
-        .zip(outcome)
-        .map(|(w, event)| {
-            let event = event?;
-            let row = rows.iter().find(|r| r.id_physical_device == w.id)?.clone();
+        .map(|w| {
+            if w.document.is_some() && !changed.contains(w.id) {
+                return None;
+            }
+            let row = by_id.remove(w.id)?;
+            let event = if w.document.is_some() { event_ids.next() } else { None };
             Some((row, event))
         })
         .collect())
@@ -272,23 +321,32 @@ where
     let rows: Vec<TwinRow> = tx
         .rows(format!("{SELECT} WHERE id_physical_device IN ({marks}){lock}"), values)
         .await?;
-    let mut written: Vec<TwinRow> = Vec::with_capacity(rows.len());
-    let mut applied: Vec<String> = Vec::with_capacity(rows.len());
-    for row in rows {
-        let Some(change) = compute(&row) else { continue };
-        tx.execute(
-            "UPDATE twins SET reported = $1, reported_version = COALESCE($2, reported_version), \
-             reported_updated_at = $3, in_sync = $4, revision = revision + 1 WHERE id_physical_device = $5"
-                .to_string(),
-            values![
-                change.document.as_str(),
-                change.version,
-                now,
-                i64::from(change.in_sync),
-                row.id_physical_device.as_str()
-            ],
-        )
-        .await?;
+    let changes: Vec<(TwinRow, ReportedWrite)> = rows
+        .into_iter()
+        .filter_map(|row| compute(&row).map(|change| (row, change)))
+        .collect();
+    for chunk in changes.chunks(UPDATE_ROWS) {
+        let sql = format!(
+            "UPDATE twins SET reported = v.column2, reported_version = COALESCE(v.column3, twins.reported_version), \
+             reported_updated_at = ${now}, in_sync = v.column4, revision = twins.revision + 1 \
+             FROM (VALUES {rows}) AS v WHERE twins.id_physical_device = v.column1",
+            rows = value_rows(chunk.len(), 4),
+            now = chunk.len() * 4 + 1,
+        );
+        let mut values: Vec<sea_query::Value> = Vec::with_capacity(chunk.len() * 4 + 1);
+        for (row, change) in chunk {
+            values.push(row.id_physical_device.as_str().into());
+            values.push(change.document.as_str().into());
+            values.push(change.version.into());
+            values.push(i64::from(change.in_sync).into());
+        }
+        values.push(now.into());
+        tx.execute(sql, sea_query_sqlx::SqlxValues(sea_query::Values(values)))
+            .await?;
+    }
+    let mut written: Vec<TwinRow> = Vec::with_capacity(changes.len());
+    let mut applied: Vec<String> = Vec::with_capacity(changes.len());
+    for (row, change) in changes {
         let version = change.version.or(row.reported_version);
         applied.push(version.map_or(String::new(), |v| v.to_string()));
         written.push(TwinRow {
@@ -330,6 +388,8 @@ where
 /// A desired document on its way to a gateway (docs/gateway-protocol.md, "Twin").
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct DesiredOf {
+    /// The device whose document it is.
+    pub device: String,
     /// The gateway whose connection carries it.
     pub gateway: String,
     /// The asset's serial; `None` for the gateway's own document.
@@ -338,7 +398,7 @@ pub struct DesiredOf {
     pub desired: String,
 }
 
-const DESIRED_OF: &str = "SELECT COALESCE(d.id_parent, d.id_physical_device) AS gateway, \
+const DESIRED_OF: &str = "SELECT d.id_physical_device AS device, COALESCE(d.id_parent, d.id_physical_device) AS gateway, \
                           CASE WHEN d.id_parent IS NULL THEN NULL ELSE d.serial_hardware END AS serial, \
                           t.version, t.desired FROM twins t \
                           JOIN physical_devices d ON d.id_physical_device = t.id_physical_device";
@@ -347,6 +407,16 @@ const DESIRED_OF: &str = "SELECT COALESCE(d.id_parent, d.id_physical_device) AS 
 pub async fn desired_of(db: &Db, id_physical_device: &str) -> Result<Option<DesiredOf>> {
     let sql = format!("{DESIRED_OF} WHERE d.id_physical_device = $1 AND d.archived_at IS NULL");
     db.row(sqlx::AssertSqlSafe(sql), values![id_physical_device]).await
+}
+
+/// The desired documents of `ids` (not archived), in one query: [`desired_of`] for many.
+pub async fn desired_of_many<S: AsRef<str>>(db: &Db, ids: &[S]) -> Result<Vec<DesiredOf>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (marks, values) = in_list(ids);
+    let sql = format!("{DESIRED_OF} WHERE d.id_physical_device IN ({marks}) AND d.archived_at IS NULL");
+    db.rows(sqlx::AssertSqlSafe(sql), values).await
 }
 
 /// The desired documents of a gateway and of its assets (not archived) whose version is above

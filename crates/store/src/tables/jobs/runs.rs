@@ -169,39 +169,41 @@ pub async fn twins_applied(db: &Db, id_job: &str) -> Result<Vec<Running>> {
 }
 
 /// The twins of `written` now say they applied their `reported_version`: their twin executions
-/// in progress that set at most that version succeed, each under its attempt's runner and with
-/// its job's counts, in the caller's transaction; returns how many.
+/// in progress that set at most that version succeed, with their jobs' counts, in the caller's
+/// transaction (one statement for them all, and one per job); returns how many.
 pub(crate) async fn end_applied_in(tx: &mut Tx, written: &[TwinRow], now: i64) -> sqlx::Result<usize> {
-    let applied: Vec<(&str, i64)> = written
+    let devices: Vec<&str> = written
         .iter()
-        .filter_map(|t| Some((t.id_physical_device.as_str(), t.reported_version?)))
+        .filter(|t| t.reported_version.is_some())
+        .map(|t| t.id_physical_device.as_str())
         .collect();
-    if applied.is_empty() {
-        return Ok(0);
+    let mut moved: Vec<(String, [i64; 5])> = Vec::new();
+    for chunk in devices.chunks(500) {
+        let (marks, mut values) = in_list(chunk);
+        values.0.0.push(now.into());
+        let now_mark = chunk.len() + 1;
+        let ended: Vec<(String,)> = tx
+            .rows(
+                format!(
+                    "UPDATE job_executions SET status = 'succeeded', finished_at = ${now_mark}, result = NULL \
+                     WHERE id_physical_device IN ({marks}) AND status = 'in_progress' AND twin_version IS NOT NULL \
+                     AND twin_version <= (SELECT t.reported_version FROM twins t \
+                     WHERE t.id_physical_device = job_executions.id_physical_device) RETURNING id_job"
+                ),
+                values,
+            )
+            .await?;
+        for (id_job,) in ended {
+            match moved.iter_mut().find(|(job, _)| *job == id_job) {
+                Some((_, counts)) => {
+                    counts[0] += 1;
+                    counts[1] += 1;
+                }
+                None => moved.push((id_job, [1, 1, 0, 0, 0])),
+            }
+        }
     }
-    let devices: Vec<&str> = applied.iter().map(|(id, _)| *id).collect();
-    let (marks, ids) = in_list(&devices);
-    let waiting: Vec<(String, String, String, i64)> = tx
-        .rows(
-            format!(
-                "SELECT id_job, id_physical_device, COALESCE(runner, ''), twin_version FROM job_executions \
-                 WHERE id_physical_device IN ({marks}) AND status = 'in_progress' AND twin_version IS NOT NULL"
-            ),
-            ids,
-        )
-        .await?;
-    let ended: Vec<Ended> = waiting
-        .into_iter()
-        .filter(|(_, device, _, wanted)| applied.iter().any(|(id, v)| id == device && wanted <= v))
-        .map(|(id_job, device, runner, _)| Ended {
-            id_job,
-            device,
-            runner,
-            status: status::SUCCEEDED,
-            result: None,
-        })
-        .collect();
-    end_in(tx, &ended, now).await
+    count_in(tx, &moved).await
 }
 
 /// Takes over an orphaned execution under `runner`: a new attempt, with `deadline`. `false` when
@@ -305,13 +307,19 @@ pub(crate) async fn end_in(tx: &mut Tx, ended: &[Ended], now: i64) -> sqlx::Resu
             _ => counts[2] += 1,
         }
     }
+    count_in(tx, &moved).await
+}
+
+/// Moves the counts of jobs whose executions ended: per job, (in progress, succeeded, failed,
+/// timed out, pending again) by how many moved; returns how many ended in all.
+async fn count_in<J: AsRef<str>>(tx: &mut Tx, moved: &[(J, [i64; 5])]) -> sqlx::Result<usize> {
     let mut total = 0;
-    for (job, [done, succeeded, failed, timed_out, again]) in &moved {
+    for (job, [done, succeeded, failed, timed_out, again]) in moved {
         tx.execute(
             "UPDATE jobs SET in_progress = in_progress - $1, succeeded = succeeded + $2, failed = failed + $3, \
              timed_out = timed_out + $4, pending = pending + $5, dispatched = dispatched - $5 WHERE id_job = $6"
                 .to_string(),
-            values![*done, *succeeded, *failed, *timed_out, *again, *job],
+            values![*done, *succeeded, *failed, *timed_out, *again, job.as_ref()],
         )
         .await?;
         total += *done as usize;
