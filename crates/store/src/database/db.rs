@@ -316,6 +316,17 @@ impl Tx {
         Tx::begin_in(db, turn).await
     }
 
+    /// Takes the write turn as background work that no one waits for at once (a job's batch, a
+    /// batch of gateways' reports): the ingest writer is not cut short for it
+    /// (`write_turn::Waiter::Patient`), so a fleet's job does not shrink ingest's group commits.
+    pub(crate) async fn begin_patient(db: &Db) -> Result<Tx> {
+        let turn = match db {
+            Db::Sqlite(pool, ..) => write_turn::of_pool(pool, Waiter::Patient).await?,
+            Db::Postgres(_) => Turn::NONE,
+        };
+        Tx::begin_in(db, turn).await
+    }
+
     /// Takes the ingest writer's turn ([`Db::bulk_turn`]), then begins.
     pub(crate) async fn begin_bulk(db: &Db) -> Result<Tx> {
         let turn = db.bulk_turn().await?;

@@ -194,7 +194,7 @@ pub async fn write_desired_many(
         return Ok(Vec::new());
     }
     let table = routes.table(db).await?;
-    let mut tx = Tx::begin(db).await?;
+    let mut tx = Tx::begin_patient(db).await?;
     let changes: Vec<&DesiredWrite> = writes.iter().filter(|w| w.document.is_some()).collect();
     let mut changed: std::collections::HashSet<String> = std::collections::HashSet::new();
     for chunk in changes.chunks(UPDATE_ROWS) {
@@ -312,7 +312,7 @@ where
         return Ok(Vec::new());
     }
     let table = routes.table(db).await?;
-    let mut tx = Tx::begin(db).await?;
+    let mut tx = Tx::begin_patient(db).await?;
     let (marks, values) = in_list(ids);
     let lock = match db.backend() {
         crate::Backend::Postgres => " ORDER BY id_physical_device FOR UPDATE",

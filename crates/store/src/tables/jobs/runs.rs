@@ -96,7 +96,7 @@ pub async fn start(
         .and_where(Expr::col("id_physical_device").is_in(devices.iter().map(String::as_str)))
         .returning(Query::returning().columns(["id_physical_device", "attempts"]));
     let (sql, values) = db.build(&update);
-    let mut tx = Tx::begin(db).await?;
+    let mut tx = Tx::begin_patient(db).await?;
     let started: Vec<(String, i64)> = tx.rows(sql, values).await?;
     let n = started.len() as i64;
     if n > 0 {
@@ -256,7 +256,7 @@ pub async fn end(db: &Db, ended: &[Ended], now: i64) -> Result<usize> {
     if ended.is_empty() {
         return Ok(0);
     }
-    let mut tx = Tx::begin(db).await?;
+    let mut tx = Tx::begin_patient(db).await?;
     let total = end_in(&mut tx, ended, now).await?;
     tx.commit().await?;
     Ok(total)
