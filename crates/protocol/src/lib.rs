@@ -22,6 +22,7 @@
 )]
 
 pub mod commands;
+pub mod firmware;
 pub mod kinds;
 pub mod messages;
 pub mod rejection;

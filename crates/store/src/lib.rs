@@ -31,6 +31,7 @@ pub use tables::data_sessions;
 pub use tables::device_info;
 pub use tables::devices;
 pub use tables::events;
+pub use tables::firmware;
 pub use tables::groups;
 pub use tables::jobs;
 pub use tables::memberships;

@@ -10,7 +10,6 @@
 //! prefix is a clear value written by an older version, which the service seals at start
 //! ([`seal_stored`]) and reads meanwhile as it is.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
@@ -19,14 +18,14 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 
+use crate::key_file::{self, KEY_BYTES, KeyFileError};
+
 /// The field names sealed values are bound to.
 pub const SECRET: &str = "secret";
 pub const AUTHORIZATION: &str = "authorization";
 
 /// What marks a sealed value.
 const PREFIX: &str = "sealed:v1:";
-/// Key length: 256 bits.
-const KEY_BYTES: usize = 32;
 const NONCE_BYTES: usize = 24;
 
 /// Why the key file cannot be used; the service refuses to start with this message.
@@ -68,7 +67,7 @@ impl Vault {
     pub fn load(path: Option<&Path>) -> Result<Vault, KeyError> {
         let key = match path {
             Some(path) => read_or_create(path)?,
-            None => random_key(),
+            None => key_file::random_key(),
         };
         Ok(Vault::from_key(&key))
     }
@@ -122,63 +121,18 @@ impl Vault {
     }
 }
 
-fn random_key() -> [u8; KEY_BYTES] {
-    let mut key = [0u8; KEY_BYTES];
-    rand::rng().fill_bytes(&mut key);
-    key
-}
-
 /// Reads the key file, or makes it when there is none.
 fn read_or_create(path: &Path) -> Result<[u8; KEY_BYTES], KeyError> {
-    let io = |source| KeyError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    match std::fs::read(path) {
-        Ok(bytes) => parse_key(&bytes).ok_or_else(|| KeyError::Malformed {
+    key_file::read_or_create(path, "secret key").map_err(|e| match e {
+        KeyFileError::Io(source) => KeyError::Io {
             path: path.to_path_buf(),
-            len: bytes.len(),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = random_key();
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(io)?;
-            }
-            match create_new(path, &key) {
-                Ok(()) => {
-                    tracing::info!(path = %path.display(), "secret key file created");
-                    Ok(key)
-                }
-                // Another process (a second node, a racing admin command) made it first.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_or_create(path),
-                Err(e) => Err(io(e)),
-            }
-        }
-        Err(e) => Err(io(e)),
-    }
-}
-
-/// A key file's content: 32 raw bytes, or 64 hex digits with an optional line break.
-fn parse_key(bytes: &[u8]) -> Option<[u8; KEY_BYTES]> {
-    if let Ok(key) = <[u8; KEY_BYTES]>::try_from(bytes) {
-        return Some(key);
-    }
-    let text = std::str::from_utf8(bytes).ok()?;
-    let text = text.strip_suffix('\n').unwrap_or(text);
-    let text = text.strip_suffix('\r').unwrap_or(text);
-    let decoded = hex::decode(text).ok()?;
-    <[u8; KEY_BYTES]>::try_from(decoded.as_slice()).ok()
-}
-
-/// Writes a new key file readable by its owner only, never replacing one.
-fn create_new(path: &Path, key: &[u8; KEY_BYTES]) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path)?;
-    file.write_all(format!("{}\n", hex::encode(key)).as_bytes())?;
-    file.sync_all()
+            source,
+        },
+        KeyFileError::Malformed(len) => KeyError::Malformed {
+            path: path.to_path_buf(),
+            len,
+        },
+    })
 }
 
 /// Seals the `secret` and `authorization` that an older version stored in clear text; sealed

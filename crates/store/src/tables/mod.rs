@@ -7,6 +7,7 @@ pub mod data_sessions;
 pub mod device_info;
 pub mod devices;
 pub mod events;
+pub mod firmware;
 pub mod groups;
 pub mod jobs;
 pub mod memberships;

@@ -1,0 +1,94 @@
+//! Firmware images as a gateway checks them (docs/gateway-protocol.md, "Firmware update"): the
+//! manifest the cloud signs — the exact text, JSON `{"id_firmware", "kind", "component",
+//! "version", "size", "sha256"}` in that order — and the check of its Ed25519 signature with the
+//! service's public key (`GET /api/v2/firmware/public-key`).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use ed25519_dalek::{Signature, Verifier, VerifyingKey};
+
+/// The components an image may be of.
+pub const COMPONENTS: [&str; 2] = ["platform", "app"];
+
+/// What a manifest says of its image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest<'a> {
+    pub id_firmware: &'a str,
+    pub kind: &'a str,
+    pub component: &'a str,
+    pub version: &'a str,
+    pub size: u64,
+    /// Lowercase hex.
+    pub sha256: &'a str,
+}
+
+impl Manifest<'_> {
+    /// The exact text that is signed.
+    pub fn text(&self) -> String {
+        serde_json::json!({
+            "id_firmware": self.id_firmware,
+            "kind": self.kind,
+            "component": self.component,
+            "version": self.version,
+            "size": self.size,
+            "sha256": self.sha256,
+        })
+        .to_string()
+    }
+}
+
+/// Whether `signature` (standard base64) is the Ed25519 signature of `manifest` under
+/// `public_key` (standard base64 of the raw 32 bytes).
+pub fn signature_holds(public_key: &str, manifest: &str, signature: &str) -> bool {
+    let Some(key) = STANDARD
+        .decode(public_key)
+        .ok()
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes.as_slice()).ok())
+        .and_then(|bytes| VerifyingKey::from_bytes(&bytes).ok())
+    else {
+        return false;
+    };
+    let Some(signature) = STANDARD
+        .decode(signature)
+        .ok()
+        .and_then(|bytes| Signature::from_slice(&bytes).ok())
+    else {
+        return false;
+    };
+    key.verify(manifest.as_bytes(), &signature).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manifest_keeps_its_order() {
+        let manifest = Manifest {
+            id_firmware: "f1",
+            kind: "CORE",
+            component: "app",
+            version: "2.1.0",
+            size: 1024,
+            sha256: "ab",
+        };
+        assert_eq!(
+            manifest.text(),
+            r#"{"id_firmware":"f1","kind":"CORE","component":"app","version":"2.1.0","size":1024,"sha256":"ab"}"#
+        );
+    }
+
+    #[test]
+    fn a_signature_holds_only_for_its_manifest_and_key() {
+        use ed25519_dalek::{Signer, SigningKey};
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let public = STANDARD.encode(key.verifying_key().to_bytes());
+        let signature = STANDARD.encode(key.sign(b"manifest").to_bytes());
+        assert!(signature_holds(&public, "manifest", &signature));
+        assert!(!signature_holds(&public, "manifest!", &signature));
+        let other = STANDARD.encode(SigningKey::from_bytes(&[8; 32]).verifying_key().to_bytes());
+        assert!(!signature_holds(&other, "manifest", &signature));
+        assert!(!signature_holds(&public, "manifest", "not base64"));
+        assert!(!signature_holds("short", "manifest", &signature));
+    }
+}
