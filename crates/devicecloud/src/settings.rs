@@ -169,6 +169,7 @@ impl Settings {
     pub fn server(&self) -> devicecloud_engine::settings::Settings {
         let mut service = self.service.clone();
         service.secret_key_file = Some(self.secret_key_file());
+        service.signing_key_file = Some(self.signing_key_file());
         if let Some(ms) = self.command_timeout_ms {
             service.command_timeout = Duration::from_millis(ms as u64);
         }
@@ -182,6 +183,15 @@ impl Settings {
             .secret_key_file
             .clone()
             .unwrap_or_else(|| self.data_dir.join("secret.key"))
+    }
+
+    /// The key file that signs firmware manifests: the configured one, or `signing.key` in the
+    /// data dir.
+    pub fn signing_key_file(&self) -> PathBuf {
+        self.service
+            .signing_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("signing.key"))
     }
 }
 

@@ -12,7 +12,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::wiring::{Pools, wire};
+use crate::wiring::{Keys, Pools, wire};
+use devicecloud_engine::firmware::signing::{Signer, SigningKeyError};
 use devicecloud_engine::gateway;
 use devicecloud_engine::settings::Settings;
 use devicecloud_engine::webhooks::vault::{KeyError, Vault};
@@ -29,6 +30,9 @@ pub enum StartError {
     /// The secret key file is unusable (docs/operations.md, "Secret key").
     #[error(transparent)]
     SecretKey(#[from] KeyError),
+    /// The firmware signing key file is unusable (docs/operations.md, "Firmware signing key").
+    #[error(transparent)]
+    SigningKey(#[from] SigningKeyError),
 }
 
 /// The sockets the service answers on, bound by the caller (so that a port in use is reported
@@ -62,10 +66,11 @@ pub struct Running {
 
 impl Running {
     /// Starts the service on `db` with `settings`: the state, the background tasks, and the HTTP,
-    /// MQTT and (when given) MQTT over TLS listeners. The secret key is loaded first (made when
-    /// missing): a key file that exists but holds no key stops the start.
+    /// MQTT and (when given) MQTT over TLS listeners. The secret and signing keys are loaded
+    /// first (made when missing): a key file that exists but holds no key stops the start.
     pub fn start(db: Db, settings: Settings, listeners: Listeners) -> Result<Running, StartError> {
         let vault = Vault::load(settings.secret_key_file.as_deref())?;
+        let signer = Signer::load(settings.signing_key_file.as_deref())?;
         let addresses = Addresses {
             http: listeners.http.local_addr()?,
             mqtt: listeners.mqtt.local_addr()?,
@@ -76,7 +81,7 @@ impl Running {
         };
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let wired = wire(db, settings, vault, &tracker, &shutdown);
+        let wired = wire(db, settings, Keys { vault, signer }, &tracker, &shutdown);
         let running = Running {
             state: wired.state,
             addresses,

@@ -14,6 +14,7 @@ use devicecloud_engine::auth::cache::AuthCache;
 use devicecloud_engine::auth::login_limit::LoginLimiter;
 use devicecloud_engine::auth::rate_limit::AccountLimiter;
 use devicecloud_engine::commands::CommandLog;
+use devicecloud_engine::firmware::signing::Signer;
 use devicecloud_engine::gateway::departures::Departures;
 use devicecloud_engine::gateway::registry::GatewayRegistry;
 use devicecloud_engine::gateway::rejections::{self, RejectionLog};
@@ -76,10 +77,18 @@ pub struct Wired {
     pub pools: Pools,
 }
 
+/// The keys the service keeps in files beside its store.
+pub struct Keys {
+    /// The key of the webhook credentials.
+    pub vault: Vault,
+    /// The key that signs firmware manifests.
+    pub signer: Signer,
+}
+
 /// Builds the service on `db` and starts its engines on `tracker`; they stop (the ingest
-/// queue after draining) when `shutdown` is cancelled. `vault` holds the key of the webhook
-/// credentials.
-pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shutdown: &CancellationToken) -> Wired {
+/// queue after draining) when `shutdown` is cancelled.
+pub fn wire(db: Db, settings: Settings, keys: Keys, tracker: &TaskTracker, shutdown: &CancellationToken) -> Wired {
+    let Keys { vault, signer } = keys;
     let settings = Arc::new(settings);
     let limits = &settings.limits;
     let pools = Pools::over(db, &settings);
@@ -245,6 +254,7 @@ pub fn wire(db: Db, settings: Settings, vault: Vault, tracker: &TaskTracker, shu
         stream,
         twins,
         jobs,
+        signer: Arc::new(signer),
     });
     Wired {
         state,

@@ -68,6 +68,8 @@ pub struct Services {
     pub twins: Arc<devicecloud_engine::twins::Context>,
     /// The job runner, woken when a job is created or cancelled here.
     pub jobs: Arc<devicecloud_engine::jobs::Context>,
+    /// The key that signs firmware manifests.
+    pub signer: Arc<devicecloud_engine::firmware::signing::Signer>,
 }
 
 impl AppState {

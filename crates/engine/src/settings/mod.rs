@@ -76,6 +76,9 @@ pub struct Settings {
     /// binary defaults it to `secret.key` in the data dir). `None` keeps a key in memory only,
     /// for tests and throw-away stores.
     pub secret_key_file: Option<std::path::PathBuf>,
+    /// The key file that signs firmware manifests (`DEVICECLOUD_SIGNING_KEY_FILE`; the binary
+    /// defaults it to `signing.key` in the data dir). `None` keeps a key in memory only.
+    pub signing_key_file: Option<std::path::PathBuf>,
     /// How often the live stream sends a comment line (docs/api.md, "Live stream": 15 s).
     #[serde(skip)]
     pub stream_heartbeat: Duration,
@@ -247,6 +250,7 @@ impl Default for Settings {
                 per: Duration::from_secs(60),
             }),
             secret_key_file: None,
+            signing_key_file: None,
             stream_heartbeat: Duration::from_secs(15),
             stream_recheck: Duration::from_secs(1),
             stream_retention: Duration::from_secs(600),

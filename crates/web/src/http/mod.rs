@@ -11,6 +11,7 @@ pub mod device_collection;
 pub mod devices;
 pub mod error;
 pub mod events;
+pub mod firmware;
 pub mod gateway;
 pub mod groups;
 mod head_deadline;
@@ -83,6 +84,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .merge(webhooks::router())
         .merge(twins::router())
         .merge(jobs::router())
+        .merge(firmware::router())
         .merge(pages)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))

@@ -7,8 +7,8 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
 use super::{
-    commands, data, device_collection, devices, events, gateway, groups, health, jobs, oauth, retention, sessions,
-    stream, twins, users, webhooks,
+    commands, data, device_collection, devices, events, firmware, gateway, groups, health, jobs, oauth, retention,
+    sessions, stream, twins, users, webhooks,
 };
 use crate::state::AppState;
 
@@ -35,6 +35,7 @@ use requests::{OptionalBodies, QueryParams};
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
         twins::index, twins::view, twins::update,
         jobs::index, jobs::create, jobs::view, jobs::cancel, jobs::executions,
+        firmware::public_key,
     ),
     components(schemas(data::ExportFormat)),
     modifiers(&BearerAuth, &StandardErrors, &ErrorBodies, &RateLimits, &Examples, &FieldsSelection, &QueryParams, &OptionalBodies, &OperationIds),

@@ -103,6 +103,9 @@ pub fn of(name: &str) -> Option<Value> {
             "expires_at": 1_795_940_800,
             "_links": {"self": {"href": "/api/v2/job/9a7c2e41-5b3d-4f6a-8e1c-2d4b6f8a0c13"}, "executions": {"href": "/api/v2/job/9a7c2e41-5b3d-4f6a-8e1c-2d4b6f8a0c13/execution"}},
         }),
+        "FirmwarePublicKey" => json!({
+            "algorithm": "ed25519", "public_key": "O2onvM62pC1io6jQKm8Nc2UyFXcd4kOmOsBIoYtZ2ik=",
+        }),
         "JobExecution" => json!({
             "id_physical_device": GATEWAY, "status": "succeeded", "attempts": 1,
             "started_at": 1_795_854_401, "finished_at": 1_795_854_401,

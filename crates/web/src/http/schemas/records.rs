@@ -429,3 +429,12 @@ pub struct Health {
     /// `ok`.
     status: String,
 }
+
+/// The key firmware manifests are signed with (docs/api.md, "Firmware").
+#[derive(ToSchema)]
+pub struct FirmwarePublicKey {
+    /// Always `ed25519`.
+    algorithm: String,
+    /// The raw 32-byte public key, standard base64 with padding.
+    public_key: String,
+}
