@@ -36,9 +36,9 @@ pub enum AdminCommand {
     /// Copies the store into FILE while `serve` runs (PostgreSQL: prints the pg_dump command).
     ///
     /// On SQLite the copy is the store as of the moment it starts, never written over an
-    /// existing file, with the secret key copied beside it as FILE.secret.key; prints
-    /// {"backend", "store", "backup", "bytes", "took_ms", "secret_key"} (docs/operations.md,
-    /// "Backup and restore").
+    /// existing file, with the secret and signing keys copied beside it as FILE.secret.key and
+    /// FILE.signing.key; prints {"backend", "store", "backup", "bytes", "took_ms", "secret_key",
+    /// "signing_key"} (docs/operations.md, "Backup and restore").
     Backup {
         /// The backup file to make; never overwritten.
         #[arg(long, value_name = "FILE")]
@@ -46,10 +46,11 @@ pub enum AdminCommand {
     },
     /// Fills an empty data dir from a backup (PostgreSQL: prints the pg_restore command).
     ///
-    /// On SQLite FILE is checked, copied into place with its FILE.secret.key, and carried
-    /// forward by the migrations this version adds; refused while `serve` runs on the store or
-    /// when the store exists; prints {"backend", "backup", "store", "bytes", "took_ms",
-    /// "backup_migration", "migration", "secret_key_file", "secret_key"}.
+    /// On SQLite FILE is checked, copied into place with its FILE.secret.key and
+    /// FILE.signing.key, and carried forward by the migrations this version adds; refused while
+    /// `serve` runs on the store or when the store exists; prints {"backend", "backup", "store",
+    /// "bytes", "took_ms", "backup_migration", "migration", "secret_key_file", "secret_key",
+    /// "signing_key_file", "signing_key"}.
     Restore {
         /// The backup file to restore.
         #[arg(long, value_name = "FILE")]

@@ -4,9 +4,11 @@
 //! running `serve`. On PostgreSQL the database's own tools do it better (and from any machine),
 //! so they print the `pg_dump` and `pg_restore` commands to run.
 //!
-//! The secret key that encrypts webhook secrets is not in the store, and a store restored
-//! without it cannot deliver to webhooks that have credentials: an SQLite backup `FILE` is
-//! accompanied by a copy of the key, `FILE.secret.key`, which a restore puts back.
+//! The key files are not in the store: the secret key that encrypts webhook secrets (a store
+//! restored without it cannot deliver to webhooks that have credentials) and the firmware
+//! signing key (gateways check images with its public key). An SQLite backup `FILE` is
+//! accompanied by copies of both, `FILE.secret.key` and `FILE.signing.key`, which a restore puts
+//! back.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -19,9 +21,45 @@ use serde_json::{Value, json};
 use crate::settings::Settings;
 use crate::store_lock;
 
-/// Where the copy of the secret key of the backup `file` is kept.
-fn key_beside(file: &Path) -> PathBuf {
-    sidecar(file, ".secret.key")
+/// A key file kept beside the store, and copied beside its backups.
+struct KeyFile {
+    /// The field of the printed summary (`secret_key`, `signing_key`).
+    field: &'static str,
+    /// Where the service reads it.
+    path: PathBuf,
+    /// What the copy beside a backup `FILE` is named: `FILE<suffix>`.
+    suffix: &'static str,
+    /// Its setting, named when a restore refuses another key.
+    variable: &'static str,
+    /// What another key in its place would break.
+    breaks: &'static str,
+}
+
+impl KeyFile {
+    /// Where the copy kept with the backup `file` is.
+    fn beside(&self, file: &Path) -> PathBuf {
+        sidecar(file, self.suffix)
+    }
+}
+
+/// The key files of the service `settings` describes.
+fn key_files(settings: &Settings) -> [KeyFile; 2] {
+    [
+        KeyFile {
+            field: "secret_key",
+            path: settings.secret_key_file(),
+            suffix: ".secret.key",
+            variable: "DEVICECLOUD_SECRET_KEY_FILE",
+            breaks: "the restored webhook secrets could not be opened with it",
+        },
+        KeyFile {
+            field: "signing_key",
+            path: settings.signing_key_file(),
+            suffix: ".signing.key",
+            variable: "DEVICECLOUD_SIGNING_KEY_FILE",
+            breaks: "gateways check firmware images with the backup's public key",
+        },
+    ]
 }
 
 /// `admin backup --to FILE`.
@@ -37,17 +75,18 @@ pub async fn backup(settings: &Settings, to: &Path) -> Result<Value> {
             "--dbname",
             &without_password(&url)?,
         ];
-        return Ok(postgres_command(&argv, &settings.secret_key_file()));
+        return Ok(postgres_command(&argv, settings));
     }
     let store = sqlite_store(&url)?;
     if !store.exists() {
         bail!("there is no store at {} to back up", store.display());
     }
-    let key = settings.secret_key_file();
-    let key_copy = key_beside(to);
-    // Both names are checked before the copy starts, which may take minutes.
+    let keys = key_files(settings);
+    // Every name is checked before the copy starts, which may take minutes.
     refuse_existing(to)?;
-    refuse_existing(&key_copy)?;
+    for key in &keys {
+        refuse_existing(&key.beside(to))?;
+    }
     let started = Instant::now();
     let db = Db::connect(&url)
         .await
@@ -56,22 +95,26 @@ pub async fn backup(settings: &Settings, to: &Path) -> Result<Value> {
     db.close().await;
     let bytes = copied?;
     let took_ms = started.elapsed().as_millis();
-    // No key yet: no `serve` ever ran on this data dir, so no webhook secret was ever sealed.
-    let secret_key = if key.exists() {
-        store_backup::copy_new_file(&key, &key_copy)?;
-        Some(key_copy.display().to_string())
-    } else {
-        tracing::warn!(key = %key.display(), "no secret key file to keep with the backup");
-        None
-    };
-    Ok(json!({
+    let mut summary = json!({
         "backend": "sqlite",
         "store": store.display().to_string(),
         "backup": to.display().to_string(),
         "bytes": bytes,
         "took_ms": took_ms,
-        "secret_key": secret_key,
-    }))
+    });
+    for key in &keys {
+        // No key yet: no `serve` ever ran on this data dir, so nothing was sealed or signed.
+        let copy = key.beside(to);
+        let kept = if key.path.exists() {
+            store_backup::copy_new_file(&key.path, &copy)?;
+            Some(copy.display().to_string())
+        } else {
+            tracing::warn!(key = %key.path.display(), "no {} file to keep with the backup", key.field);
+            None
+        };
+        summary[key.field] = json!(kept);
+    }
+    Ok(summary)
 }
 
 /// `admin restore --from FILE`.
@@ -89,7 +132,7 @@ pub async fn restore(settings: &Settings, from: &Path) -> Result<Value> {
             &without_password(&url)?,
             &text(from)?,
         ];
-        return Ok(postgres_command(&argv, &settings.secret_key_file()));
+        return Ok(postgres_command(&argv, settings));
     }
     let store = sqlite_store(&url)?;
     if let Some(dir) = store.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -107,9 +150,12 @@ pub async fn restore(settings: &Settings, from: &Path) -> Result<Value> {
             );
         }
     }
-    let key = settings.secret_key_file();
-    let key_copy = key_beside(from);
-    let restore_key = key_copy.exists() && check_key(&key_copy, &key)?;
+    let keys = key_files(settings);
+    let mut restore_keys = Vec::with_capacity(keys.len());
+    for key in &keys {
+        let copy = key.beside(from);
+        restore_keys.push(copy.exists() && check_key(&copy, key)?);
+    }
     let started = Instant::now();
     let info = store_backup::check_sqlite_backup(from).await?;
     // Empty files (the store of an interrupted start, its shared-memory index) make way.
@@ -122,23 +168,21 @@ pub async fn restore(settings: &Settings, from: &Path) -> Result<Value> {
         }
     }
     let bytes = store_backup::copy_new_file(from, &store)?;
-    if restore_key {
-        if let Some(dir) = key.parent().filter(|d| !d.as_os_str().is_empty()) {
+    for (key, restore) in keys.iter().zip(&restore_keys) {
+        if !restore {
+            continue;
+        }
+        if let Some(dir) = key.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create the directory {}", dir.display()))?;
         }
-        store_backup::copy_new_file(&key_copy, &key)?;
+        store_backup::copy_new_file(&key.beside(from), &key.path)?;
     }
     // Opening applies the migrations this version has and the backup had not.
     let db = Db::connect(&url)
         .await
         .with_context(|| format!("cannot open the restored store {}", store.display()))?;
     db.close().await;
-    let secret_key = match (key_copy.exists(), restore_key) {
-        (_, true) => "restored",
-        (true, false) => "already in place",
-        (false, _) => "not in the backup",
-    };
-    Ok(json!({
+    let mut summary = json!({
         "backend": "sqlite",
         "backup": from.display().to_string(),
         "store": store.display().to_string(),
@@ -146,27 +190,36 @@ pub async fn restore(settings: &Settings, from: &Path) -> Result<Value> {
         "took_ms": started.elapsed().as_millis(),
         "backup_migration": info.migration,
         "migration": info.latest_migration,
-        "secret_key_file": key.display().to_string(),
-        "secret_key": secret_key,
-    }))
+    });
+    for (key, restored) in keys.iter().zip(restore_keys) {
+        let outcome = match (key.beside(from).exists(), restored) {
+            (_, true) => "restored",
+            (true, false) => "already in place",
+            (false, _) => "not in the backup",
+        };
+        summary[format!("{}_file", key.field)] = json!(key.path.display().to_string());
+        summary[key.field] = json!(outcome);
+    }
+    Ok(summary)
 }
 
-/// Whether the key kept with a backup must be copied to `key`: yes when there is none there,
-/// no when the same key is; a different key there stops the restore, since the restored
-/// webhook secrets could not be opened with it.
-fn check_key(key_copy: &Path, key: &Path) -> Result<bool> {
-    if !key.exists() {
+/// Whether the key kept with a backup must be copied to `key`'s place: yes when there is none
+/// there, no when the same key is; a different key there stops the restore, since what the
+/// store holds was sealed or signed with the backup's.
+fn check_key(key_copy: &Path, key: &KeyFile) -> Result<bool> {
+    if !key.path.exists() {
         return Ok(true);
     }
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
-    if read(key_copy)? == read(key)? {
+    if read(key_copy)? == read(&key.path)? {
         return Ok(false);
     }
     bail!(
-        "{} holds another key than the backup's {}: the restored webhook secrets could not be opened with it; \
-         move it away so that the backup's is put in its place (DEVICECLOUD_SECRET_KEY_FILE)",
-        key.display(),
-        key_copy.display()
+        "{} holds another key than the backup's {}: {}; move it away so that the backup's is put in its place ({})",
+        key.path.display(),
+        key_copy.display(),
+        key.breaks,
+        key.variable
     )
 }
 
@@ -199,15 +252,17 @@ fn text(path: &Path) -> Result<String> {
 /// What is printed for PostgreSQL: the command as arguments and as one shell line. The
 /// database is given as its URL without the password, which the tool reads from `PGPASSWORD`
 /// or `~/.pgpass`.
-fn postgres_command(argv: &[&str], key: &Path) -> Value {
+fn postgres_command(argv: &[&str], settings: &Settings) -> Value {
     let shell = argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
     json!({
         "backend": "postgres",
         "command": argv,
         "shell": shell,
         "password": "not shown: give it through PGPASSWORD or ~/.pgpass",
-        "secret_key_file": key.display().to_string(),
+        "secret_key_file": settings.secret_key_file().display().to_string(),
         "secret_key": "keep a copy of secret_key_file with the dump: the webhook secrets in the database are sealed with it",
+        "signing_key_file": settings.signing_key_file().display().to_string(),
+        "signing_key": "keep a copy of signing_key_file with the dump: gateways check firmware images with its public key",
     })
 }
 

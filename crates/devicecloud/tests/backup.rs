@@ -278,7 +278,15 @@ async fn a_backup_under_ingest_restores_every_point_acknowledged_before_it_with_
     let keys: Vec<&str> = out.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        ["backend", "store", "backup", "bytes", "took_ms", "secret_key"],
+        [
+            "backend",
+            "store",
+            "backup",
+            "bytes",
+            "took_ms",
+            "secret_key",
+            "signing_key"
+        ],
         "{out}"
     );
     assert_eq!(out["backend"], "sqlite");
@@ -290,10 +298,19 @@ async fn a_backup_under_ingest_restores_every_point_acknowledged_before_it_with_
         std::fs::read(&key_copy).unwrap(),
         std::fs::read(live_dir.join("secret.key")).unwrap()
     );
+    let signing_copy = backups.join("devicecloud.backup.signing.key");
+    assert_eq!(out["signing_key"], signing_copy.to_str().unwrap());
+    assert_eq!(
+        std::fs::read(&signing_copy).unwrap(),
+        std::fs::read(live_dir.join("signing.key")).unwrap()
+    );
     #[cfg(unix)]
-    assert_eq!((mode(&file), mode(&key_copy)), (0o600, 0o600));
-    // Nothing but the backup and its key: no temporary file left behind.
-    assert_eq!(std::fs::read_dir(&backups.0).unwrap().count(), 2);
+    assert_eq!(
+        (mode(&file), mode(&key_copy), mode(&signing_copy)),
+        (0o600, 0o600, 0o600)
+    );
+    // Nothing but the backup and its keys: no temporary file left behind.
+    assert_eq!(std::fs::read_dir(&backups.0).unwrap().count(), 3);
 
     let restored_dir = Dir::new("restored");
     let restored = Store::sqlite(&restored_dir);
@@ -301,11 +318,19 @@ async fn a_backup_under_ingest_restores_every_point_acknowledged_before_it_with_
     assert_eq!(out["backend"], "sqlite");
     assert_eq!(out["store"], restored_dir.join("devicecloud.db").to_str().unwrap());
     assert_eq!(out["secret_key"], "restored");
-    assert_eq!(out["backup_migration"], out["migration"]);
+    assert_eq!(out["signing_key"], "restored");
     assert_eq!(
-        std::fs::read(restored_dir.join("secret.key")).unwrap(),
-        std::fs::read(live_dir.join("secret.key")).unwrap()
+        out["signing_key_file"],
+        restored_dir.join("signing.key").to_str().unwrap()
     );
+    assert_eq!(out["backup_migration"], out["migration"]);
+    for key in ["secret.key", "signing.key"] {
+        assert_eq!(
+            std::fs::read(restored_dir.join(key)).unwrap(),
+            std::fs::read(live_dir.join(key)).unwrap(),
+            "{key}"
+        );
+    }
     let points = check_restored(&restored.url(), &ingested.acked).await;
     assert!(points >= ingested.acked.len() as i64 * SECONDS_PER_MESSAGE * i64::from(DATATYPES));
     check_served(&restored, &ingested, points).await;
@@ -415,6 +440,7 @@ async fn a_restore_fills_only_an_empty_data_dir_from_a_devicecloud_backup_and_ne
     // And the good one restores into the empty dir.
     let out = empty.admin_ok(&["restore", "--from", file]).await;
     assert_eq!(out["secret_key"], "not in the backup");
+    assert_eq!(out["signing_key"], "not in the backup");
 }
 
 #[tokio::test]

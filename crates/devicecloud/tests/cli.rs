@@ -297,7 +297,7 @@ fn what_serve_writes_in_the_data_dir_is_private() {
     };
     run();
     assert_eq!(mode(""), 0o700, "the data dir");
-    for name in ["devicecloud.db", "secret.key"] {
+    for name in ["devicecloud.db", "secret.key", "signing.key"] {
         assert_eq!(mode(name), 0o600, "{name}");
     }
     for entry in std::fs::read_dir(&data.0).unwrap() {
