@@ -211,10 +211,16 @@ impl LiveFeed {
         }
     }
 
-    /// Hands over the record of a twin just changed.
-    pub fn twin(&self, id_group: &str, device: &str, record: &serde_json::Map<String, serde_json::Value>) {
+    /// Hands over the record of a twin just changed, rendered by `record` only when someone
+    /// listens (a fleet's job changes thousands of twins a second).
+    pub fn twin(
+        &self,
+        id_group: &str,
+        device: &str,
+        record: impl FnOnce() -> serde_json::Map<String, serde_json::Value>,
+    ) {
         if self.active() {
-            let text = serde_json::Value::Object(record.clone()).to_string().into_boxed_str();
+            let text = serde_json::Value::Object(record()).to_string().into_boxed_str();
             let rendered = (Kind::Twin, Arc::from(id_group), Arc::from(device), text);
             self.send(Item::Records(vec![rendered]));
         }

@@ -181,5 +181,5 @@ async fn announce(ctx: &Context, event: &NewEvent<'_>, id_event: i64, written: &
 fn show(ctx: &Context, event: &NewEvent<'_>, id_event: i64, written: &TwinRow) {
     ctx.stream.events(std::slice::from_ref(event), &[id_event]);
     ctx.stream
-        .twin(&written.id_group, &written.id_physical_device, &record(written));
+        .twin(&written.id_group, &written.id_physical_device, || record(written));
 }

@@ -160,7 +160,7 @@ impl Writer {
                 (Some(outcome), _) => {
                     let twin = &outcome.twin;
                     self.stream
-                        .twin(&twin.id_group, &twin.id_physical_device, &record(twin));
+                        .twin(&twin.id_group, &twin.id_physical_device, || record(twin));
                     events.push(outcome.event);
                     Ok(())
                 }
