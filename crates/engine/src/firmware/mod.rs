@@ -3,3 +3,4 @@
 //! key ([`signing`]), installed by firmware jobs.
 
 pub mod signing;
+pub mod upload;
