@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use devicecloud_protocol::twin;
 use devicecloud_store::events::NewEvent;
-use devicecloud_store::twins::{self, TwinChange, TwinRow};
+use devicecloud_store::twins::{self, DesiredWrite, TwinRow};
 use devicecloud_store::{Db, StoreError};
 use serde_json::{Map, Value, json};
 
@@ -122,15 +122,16 @@ pub async fn change_desired(
         };
         let version = (row.version + 1).to_string();
         let now = now();
-        let event = desired_event(&row, &version, now);
-        let change = TwinChange::Desired {
-            document: &text,
+        let write = DesiredWrite {
+            id: device,
+            revision: row.revision,
+            version: row.version,
+            document: Some(&text),
             in_sync,
+            event: desired_event(&row, &version, now),
         };
-        if let Some((written, id_event)) =
-            twins::write(&ctx.db, &ctx.routes.routes, device, row.revision, &change, &event, now).await?
-        {
-            announce(ctx, &event, id_event, &written).await;
+        if let Some((written, id_event)) = twins::write_desired(&ctx.db, &ctx.routes.routes, &write, now).await? {
+            announce(ctx, &write.event, id_event, &written).await;
             return Ok(written);
         }
     }

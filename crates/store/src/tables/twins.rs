@@ -2,10 +2,11 @@
 //! migration 0017), its desired and reported documents as JSON text, and the collection that
 //! finds devices out of sync.
 //!
-//! A change is computed by the caller from the row it read and written only over that row's
-//! `revision` (compare and set), in one transaction with the event that tells of it: two
-//! changes at once through two nodes never lose one another, and `in_sync` always matches both
-//! documents.
+//! A desired change is computed by the caller from the row it read and written only over that
+//! row's `revision` (compare and set); a batch of reports is merged into the twins as locked in
+//! its own transaction. Either way the event that tells of a change is in the same transaction:
+//! two changes at once through two nodes never lose one another, and `in_sync` always matches
+//! both documents.
 
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 
@@ -68,19 +69,6 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<TwinRow>> {
     TWINS.scoped(db, args).await
 }
 
-/// A change of one document, computed from the row of revision `revision`.
-#[derive(Clone, Debug)]
-pub enum TwinChange<'a> {
-    /// A new desired document: the version goes up by one.
-    Desired { document: &'a str, in_sync: bool },
-    /// A new reported document, and the desired version the device applied if it said.
-    Reported {
-        document: &'a str,
-        version: Option<i64>,
-        in_sync: bool,
-    },
-}
-
 /// A new desired document over the revision it was computed from: `$1` the document, `$2` now,
 /// `$3` in sync, `$4` the device, `$5` the revision.
 const DESIRED_UPDATE: &str = "UPDATE twins SET desired = $1, version = version + 1, desired_updated_at = $2, \
@@ -95,37 +83,23 @@ pub(crate) fn in_list<S: AsRef<str>>(ids: &[S]) -> (String, sea_query_sqlx::Sqlx
     (marks, values)
 }
 
-/// Writes `change` over the twin of `id` if it is still at `revision`, with `event` (its 215 or
-/// 216) routed to the group's events webhooks, in one transaction; returns the twin as written
-/// and the event's id, or `None` when another change came first (read again and retry).
-pub async fn write(
+/// Writes one desired change ([`DesiredWrite`], with a document) over the twin if it is still at
+/// the revision it was computed from, with its event 215 routed to the group's events webhooks,
+/// in one transaction; returns the twin as written and the event's id, or `None` when another
+/// change came first (read again and retry). A job's changes are written in batches
+/// ([`write_desired_many`]), gateways' reports too ([`write_reported_many`]).
+pub async fn write_desired(
     db: &Db,
     routes: &Routes,
-    id: &str,
-    revision: i64,
-    change: &TwinChange<'_>,
-    event: &NewEvent<'_>,
+    write: &DesiredWrite<'_>,
     now: i64,
 ) -> Result<Option<(TwinRow, i64)>> {
     let table = routes.table(db).await?;
-    let (sql, values) = match change {
-        TwinChange::Desired { document, in_sync } => (
-            DESIRED_UPDATE,
-            values![*document, now, i64::from(*in_sync), id, revision],
-        ),
-        TwinChange::Reported {
-            document,
-            version,
-            in_sync,
-        } => (
-            "UPDATE twins SET reported = $1, reported_version = COALESCE($2, reported_version), \
-             reported_updated_at = $3, in_sync = $4, revision = revision + 1 \
-             WHERE id_physical_device = $5 AND revision = $6",
-            values![*document, *version, now, i64::from(*in_sync), id, revision],
-        ),
-    };
+    let id = write.id;
+    let values = values![write.document, now, i64::from(write.in_sync), id, write.revision];
+    let event = &write.event;
     let mut tx = Tx::begin(db).await?;
-    if tx.execute(sql.to_string(), values).await? == 0 {
+    if tx.execute(DESIRED_UPDATE.to_string(), values).await? == 0 {
         tx.rollback().await?;
         return Ok(None);
     }
