@@ -237,8 +237,14 @@ impl Db {
     /// taken first come first served); hold it until the transaction ends. Never take a second
     /// turn while holding one: the queue would wait for itself.
     pub(crate) async fn write_turn(&self) -> Result<Turn> {
+        self.write_turn_as(Waiter::Prompt).await
+    }
+
+    /// [`Db::write_turn`] as `waiter`: a background writer waits as `Patient`, which the ingest
+    /// writer is not cut short for.
+    pub(crate) async fn write_turn_as(&self, waiter: Waiter) -> Result<Turn> {
         match self {
-            Db::Sqlite(pool, ..) => write_turn::of_pool(pool, Waiter::Prompt).await,
+            Db::Sqlite(pool, ..) => write_turn::of_pool(pool, waiter).await,
             Db::Postgres(_) => Ok(Turn::NONE),
         }
     }
@@ -320,10 +326,7 @@ impl Tx {
     /// batch of gateways' reports): the ingest writer is not cut short for it
     /// (`write_turn::Waiter::Patient`), so a fleet's job does not shrink ingest's group commits.
     pub(crate) async fn begin_patient(db: &Db) -> Result<Tx> {
-        let turn = match db {
-            Db::Sqlite(pool, ..) => write_turn::of_pool(pool, Waiter::Patient).await?,
-            Db::Postgres(_) => Turn::NONE,
-        };
+        let turn = db.write_turn_as(Waiter::Patient).await?;
         Tx::begin_in(db, turn).await
     }
 

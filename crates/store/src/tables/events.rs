@@ -6,6 +6,7 @@
 
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
+use crate::sql::lists::ROWS_PER_STATEMENT;
 use crate::tables::webhooks::{RouteTable, Routes};
 
 /// A stored event.
@@ -85,17 +86,13 @@ pub(crate) async fn write_in(
     Ok(ids)
 }
 
-/// Events one `INSERT` statement takes at most (9 values each, well under either database's
-/// limit of bound values).
-const INSERT_ROWS: usize = 500;
-
 /// Inserts `events` in `tx`, many a statement; their ids, in order. The ids a statement returns
 /// are sorted: both databases give the rows of one multi-row `INSERT` ascending ids in the order
 /// of its values (SQLite's rowids, PostgreSQL's sequence), though neither promises the order in
 /// which `RETURNING` lists them.
 async fn insert_in(tx: &mut Tx, events: &[NewEvent<'_>], now: i64) -> sqlx::Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(events.len());
-    for chunk in events.chunks(INSERT_ROWS) {
+    for chunk in events.chunks(ROWS_PER_STATEMENT) {
         let mut insert = sea_query::Query::insert();
         insert.into_table("events").columns([
             "id_group",

@@ -173,7 +173,7 @@ pub async fn list(db: &Db, groups: Option<&[String]>) -> Result<Vec<FirmwareRow>
             db.rows(sqlx::AssertSqlSafe(sql), values![]).await
         }
         Some(groups) => {
-            let (marks, values) = crate::tables::twins::in_list(groups);
+            let (marks, values) = crate::sql::lists::in_list(groups);
             let scope = if groups.is_empty() {
                 "id_group IS NULL".to_string()
             } else {

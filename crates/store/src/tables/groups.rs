@@ -7,8 +7,9 @@ use devicecloud_query::{AttrKind, Attribute};
 
 use crate::collection::{self, Column, ListArgs, Listing, Table, attributes, names};
 use crate::database::Result;
-use crate::database::db::{Db, on_pool, values};
+use crate::database::db::{Db, values};
 use crate::database::new_id;
+use crate::sql::lists::in_list;
 
 /// A stored group.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize, serde::Serialize)]
@@ -98,16 +99,9 @@ pub async fn get_many(db: &Db, ids: &[String]) -> Result<Vec<GroupRow>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let (marks, values) = in_list(ids);
     let sql = format!("{SELECT} WHERE id_group IN ({marks})");
-    let rows = on_pool!(db, |p| {
-        let mut query = sqlx::query_as::<_, GroupRow>(sqlx::AssertSqlSafe(sql));
-        for id in ids {
-            query = query.bind(id);
-        }
-        query.fetch_all(p).await
-    })?;
-    Ok(rows)
+    db.rows(sqlx::AssertSqlSafe(sql), values).await
 }
 
 /// The groups, oldest first.

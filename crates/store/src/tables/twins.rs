@@ -13,6 +13,7 @@ use devicecloud_query::{AttrKind, Attribute, SortKey};
 use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
+use crate::sql::lists::{ROWS_PER_STATEMENT, in_list, update_from_values};
 use crate::tables::events::{self, EventRow, NewEvent};
 use crate::tables::jobs;
 use crate::tables::webhooks::Routes;
@@ -74,15 +75,6 @@ pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<TwinRow>> {
 const DESIRED_UPDATE: &str = "UPDATE twins SET desired = $1, version = version + 1, desired_updated_at = $2, \
                               in_sync = $3, revision = revision + 1 WHERE id_physical_device = $4 AND revision = $5";
 
-/// `$1, $2, …` for `ids` and their values: an `IN (…)` list.
-pub(crate) fn in_list<S: AsRef<str>>(ids: &[S]) -> (String, sea_query_sqlx::SqlxValues) {
-    let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
-    let values = sea_query_sqlx::SqlxValues(sea_query::Values(
-        ids.iter().map(|id| sea_query::Value::from(id.as_ref())).collect(),
-    ));
-    (marks, values)
-}
-
 /// Writes one desired change ([`DesiredWrite`], with a document) over the twin if it is still at
 /// the revision it was computed from, with its event 215 routed to the group's events webhooks,
 /// in one transaction; returns the twin as written and the event's id, or `None` when another
@@ -134,22 +126,6 @@ pub struct DesiredWrite<'a> {
     pub event: NewEvent<'a>,
 }
 
-/// Rows one multi-row `UPDATE … FROM (VALUES …)` takes at most (a few values each, well under
-/// either database's limit of bound values).
-const UPDATE_ROWS: usize = 500;
-
-/// `($1, $2, …), (…)`: the marks of `rows` rows of `columns` values, for a `VALUES` list whose
-/// columns both databases name `column1`, `column2`, ….
-fn value_rows(rows: usize, columns: usize) -> String {
-    (0..rows)
-        .map(|r| {
-            let marks: Vec<String> = (1..=columns).map(|c| format!("${}", r * columns + c)).collect();
-            format!("({})", marks.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Writes a batch of desired changes of one job in one transaction — each only over the
 /// revision it was computed from, with its event — and records the version each execution of
 /// `id_job` waits for (unchanged twins: the version they are at). Returns, in order, the twin as
@@ -171,26 +147,28 @@ pub async fn write_desired_many(
     let mut tx = Tx::begin_patient(db).await?;
     let changes: Vec<&DesiredWrite> = writes.iter().filter(|w| w.document.is_some()).collect();
     let mut changed: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for chunk in changes.chunks(UPDATE_ROWS) {
-        let sql = format!(
-            "UPDATE twins SET desired = v.column2, version = twins.version + 1, desired_updated_at = ${now}, \
-             in_sync = v.column3, revision = twins.revision + 1 FROM (VALUES {rows}) AS v \
-             WHERE twins.id_physical_device = v.column1 AND twins.revision = v.column4 \
-             RETURNING twins.id_physical_device",
-            rows = value_rows(chunk.len(), 4),
-            now = chunk.len() * 4 + 1,
+    for chunk in changes.chunks(ROWS_PER_STATEMENT) {
+        let rows: Vec<[sea_query::Value; 4]> = chunk
+            .iter()
+            .map(|w| {
+                [
+                    w.id.into(),
+                    w.document.into(),
+                    i64::from(w.in_sync).into(),
+                    w.revision.into(),
+                ]
+            })
+            .collect();
+        let (sql, values) = update_from_values(
+            "twins",
+            "id_physical_device",
+            "desired = v.column2, version = twins.version + 1, desired_updated_at = $now, \
+             in_sync = v.column3, revision = twins.revision + 1",
+            "AND twins.revision = v.column4 RETURNING twins.id_physical_device",
+            &rows,
+            now,
         );
-        let mut values: Vec<sea_query::Value> = Vec::with_capacity(chunk.len() * 4 + 1);
-        for w in chunk {
-            values.push(w.id.into());
-            values.push(w.document.into());
-            values.push(i64::from(w.in_sync).into());
-            values.push(w.revision.into());
-        }
-        values.push(now.into());
-        let done: Vec<(String,)> = tx
-            .rows(sql, sea_query_sqlx::SqlxValues(sea_query::Values(values)))
-            .await?;
+        let done: Vec<(String,)> = tx.rows(sql, values).await?;
         changed.extend(done.into_iter().map(|(id,)| id));
     }
     // In order: written (with an event) or unchanged (without), or lost to another change.
@@ -206,7 +184,7 @@ pub async fn write_desired_many(
     let mut event_ids = events::write_in(&mut tx, &table, &events, now).await?.into_iter();
     let ids: Vec<&str> = kept.iter().map(|w| w.id).collect();
     let mut rows: Vec<TwinRow> = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(UPDATE_ROWS) {
+    for chunk in ids.chunks(ROWS_PER_STATEMENT) {
         let (marks, mut values) = in_list(chunk);
         values.0.0.push(id_job.into());
         let job = chunk.len() + 1;
@@ -299,24 +277,28 @@ where
         .into_iter()
         .filter_map(|row| compute(&row).map(|change| (row, change)))
         .collect();
-    for chunk in changes.chunks(UPDATE_ROWS) {
-        let sql = format!(
-            "UPDATE twins SET reported = v.column2, reported_version = COALESCE(v.column3, twins.reported_version), \
-             reported_updated_at = ${now}, in_sync = v.column4, revision = twins.revision + 1 \
-             FROM (VALUES {rows}) AS v WHERE twins.id_physical_device = v.column1",
-            rows = value_rows(chunk.len(), 4),
-            now = chunk.len() * 4 + 1,
+    for chunk in changes.chunks(ROWS_PER_STATEMENT) {
+        let rows: Vec<[sea_query::Value; 4]> = chunk
+            .iter()
+            .map(|(row, change)| {
+                [
+                    row.id_physical_device.as_str().into(),
+                    change.document.as_str().into(),
+                    change.version.into(),
+                    i64::from(change.in_sync).into(),
+                ]
+            })
+            .collect();
+        let (sql, values) = update_from_values(
+            "twins",
+            "id_physical_device",
+            "reported = v.column2, reported_version = COALESCE(v.column3, twins.reported_version), \
+             reported_updated_at = $now, in_sync = v.column4, revision = twins.revision + 1",
+            "",
+            &rows,
+            now,
         );
-        let mut values: Vec<sea_query::Value> = Vec::with_capacity(chunk.len() * 4 + 1);
-        for (row, change) in chunk {
-            values.push(row.id_physical_device.as_str().into());
-            values.push(change.document.as_str().into());
-            values.push(change.version.into());
-            values.push(i64::from(change.in_sync).into());
-        }
-        values.push(now.into());
-        tx.execute(sql, sea_query_sqlx::SqlxValues(sea_query::Values(values)))
-            .await?;
+        tx.execute(sql, values).await?;
     }
     let mut written: Vec<TwinRow> = Vec::with_capacity(changes.len());
     let mut applied: Vec<String> = Vec::with_capacity(changes.len());

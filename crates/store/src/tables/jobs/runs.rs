@@ -12,7 +12,8 @@ use sea_query::{Expr, ExprTrait, Query};
 use super::{JobRow, SELECT, status};
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
-use crate::tables::twins::{TwinRow, in_list};
+use crate::sql::lists::{ROWS_PER_STATEMENT, in_list};
+use crate::tables::twins::TwinRow;
 
 /// The jobs `node` runs from now: those not finished whose lease is free, ran out, or is its
 /// own; the leases of them all renewed until `until`. On SQLite one process serves the store, so
@@ -178,7 +179,7 @@ pub(crate) async fn end_applied_in(tx: &mut Tx, written: &[TwinRow], now: i64) -
         .map(|t| t.id_physical_device.as_str())
         .collect();
     let mut moved: Vec<(String, [i64; 5])> = Vec::new();
-    for chunk in devices.chunks(500) {
+    for chunk in devices.chunks(ROWS_PER_STATEMENT) {
         let (marks, mut values) = in_list(chunk);
         values.0.0.push(now.into());
         let now_mark = chunk.len() + 1;
@@ -194,13 +195,7 @@ pub(crate) async fn end_applied_in(tx: &mut Tx, written: &[TwinRow], now: i64) -
             )
             .await?;
         for (id_job,) in ended {
-            match moved.iter_mut().find(|(job, _)| *job == id_job) {
-                Some((_, counts)) => {
-                    counts[0] += 1;
-                    counts[1] += 1;
-                }
-                None => moved.push((id_job, [1, 1, 0, 0, 0])),
-            }
+            tally(&mut moved, &id_job, status::SUCCEEDED);
         }
     }
     count_in(tx, &moved).await
@@ -265,7 +260,7 @@ pub async fn end(db: &Db, ended: &[Ended], now: i64) -> Result<usize> {
 /// [`end`] in a transaction of the caller's.
 pub(crate) async fn end_in(tx: &mut Tx, ended: &[Ended], now: i64) -> sqlx::Result<usize> {
     // Per job: (in progress, succeeded, failed, timed out, pending again) moved.
-    let mut moved: Vec<(&str, [i64; 5])> = Vec::new();
+    let mut moved: Vec<(String, [i64; 5])> = Vec::new();
     for e in ended {
         // An attempt that never reached the device is not counted as one.
         let (finished_at, unsent) = match e.status {
@@ -291,35 +286,41 @@ pub(crate) async fn end_in(tx: &mut Tx, ended: &[Ended], now: i64) -> sqlx::Resu
         if n == 0 {
             continue;
         }
-        let at = match moved.iter().position(|(job, _)| *job == e.id_job) {
-            Some(at) => at,
-            None => {
-                moved.push((e.id_job.as_str(), [0; 5]));
-                moved.len() - 1
-            }
-        };
-        let counts = &mut moved[at].1;
-        counts[0] += 1;
-        match e.status {
-            status::SUCCEEDED => counts[1] += 1,
-            status::TIMED_OUT => counts[3] += 1,
-            status::PENDING => counts[4] += 1,
-            _ => counts[2] += 1,
-        }
+        tally(&mut moved, &e.id_job, e.status);
     }
     count_in(tx, &moved).await
 }
 
+/// Counts one execution of `id_job` that left `in_progress` for `to` in `moved`: per job,
+/// (in progress, succeeded, failed, timed out, pending again).
+fn tally(moved: &mut Vec<(String, [i64; 5])>, id_job: &str, to: &str) {
+    let at = match moved.iter().position(|(job, _)| job == id_job) {
+        Some(at) => at,
+        None => {
+            moved.push((id_job.to_string(), [0; 5]));
+            moved.len() - 1
+        }
+    };
+    let counts = &mut moved[at].1;
+    counts[0] += 1;
+    match to {
+        status::SUCCEEDED => counts[1] += 1,
+        status::TIMED_OUT => counts[3] += 1,
+        status::PENDING => counts[4] += 1,
+        _ => counts[2] += 1,
+    }
+}
+
 /// Moves the counts of jobs whose executions ended: per job, (in progress, succeeded, failed,
 /// timed out, pending again) by how many moved; returns how many ended in all.
-async fn count_in<J: AsRef<str>>(tx: &mut Tx, moved: &[(J, [i64; 5])]) -> sqlx::Result<usize> {
+async fn count_in(tx: &mut Tx, moved: &[(String, [i64; 5])]) -> sqlx::Result<usize> {
     let mut total = 0;
     for (job, [done, succeeded, failed, timed_out, again]) in moved {
         tx.execute(
             "UPDATE jobs SET in_progress = in_progress - $1, succeeded = succeeded + $2, failed = failed + $3, \
              timed_out = timed_out + $4, pending = pending + $5, dispatched = dispatched - $5 WHERE id_job = $6"
                 .to_string(),
-            values![*done, *succeeded, *failed, *timed_out, *again, job.as_ref()],
+            values![*done, *succeeded, *failed, *timed_out, *again, job.as_str()],
         )
         .await?;
         total += *done as usize;
