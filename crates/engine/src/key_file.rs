@@ -3,20 +3,42 @@
 //! when not, never replaced. Every node of one service needs the same files.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rand::RngCore;
 
 /// Key length: 256 bits.
 pub const KEY_BYTES: usize = 32;
 
-/// Why a key file cannot be used.
+/// Which key file: how it is named in messages, its setting, and what a new key in its place
+/// would break.
 #[derive(Debug)]
-pub enum KeyFileError {
-    /// It cannot be read or made.
-    Io(std::io::Error),
-    /// It holds this many bytes, which are not a key.
-    Malformed(usize),
+pub struct KeyKind {
+    pub name: &'static str,
+    pub variable: &'static str,
+    pub replaced: &'static str,
+}
+
+/// Why a key file cannot be used; the service refuses to start with this message.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("cannot read or create the {name} file {path} ({variable}): {source}", name = .kind.name, variable = .kind.variable)]
+    Io {
+        kind: &'static KeyKind,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the {name} file {path} ({variable}) holds {len} bytes, which is not a key: it must hold 32 bytes, or 64 \
+         hexadecimal digits and an optional line break. Restore the right file; {replaced}",
+        name = .kind.name, variable = .kind.variable, replaced = .kind.replaced
+    )]
+    Malformed {
+        kind: &'static KeyKind,
+        path: PathBuf,
+        len: usize,
+    },
 }
 
 /// 32 random bytes.
@@ -26,26 +48,35 @@ pub fn random_key() -> [u8; KEY_BYTES] {
     key
 }
 
-/// Reads the key file at `path`, or makes it when there is none (`what` names it in the log).
-pub fn read_or_create(path: &Path, what: &str) -> Result<[u8; KEY_BYTES], KeyFileError> {
+/// Reads the key file of `kind` at `path`, or makes it when there is none.
+pub fn read_or_create(path: &Path, kind: &'static KeyKind) -> Result<[u8; KEY_BYTES], KeyError> {
+    let io = |source| KeyError::Io {
+        kind,
+        path: path.to_path_buf(),
+        source,
+    };
     match std::fs::read(path) {
-        Ok(bytes) => parse_key(&bytes).ok_or(KeyFileError::Malformed(bytes.len())),
+        Ok(bytes) => parse_key(&bytes).ok_or_else(|| KeyError::Malformed {
+            kind,
+            path: path.to_path_buf(),
+            len: bytes.len(),
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = random_key();
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(KeyFileError::Io)?;
+                std::fs::create_dir_all(dir).map_err(io)?;
             }
             match create_new(path, &key) {
                 Ok(()) => {
-                    tracing::info!(path = %path.display(), "{what} file created");
+                    tracing::info!(path = %path.display(), "{} file created", kind.name);
                     Ok(key)
                 }
                 // Another process (a second node, a racing admin command) made it first.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_or_create(path, what),
-                Err(e) => Err(KeyFileError::Io(e)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_or_create(path, kind),
+                Err(e) => Err(io(e)),
             }
         }
-        Err(e) => Err(KeyFileError::Io(e)),
+        Err(e) => Err(io(e)),
     }
 }
 

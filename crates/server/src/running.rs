@@ -13,10 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::wiring::{Keys, Pools, wire};
-use devicecloud_engine::firmware::signing::{Signer, SigningKeyError};
+use devicecloud_engine::firmware::signing::Signer;
 use devicecloud_engine::gateway;
+use devicecloud_engine::key_file::KeyError;
 use devicecloud_engine::settings::Settings;
-use devicecloud_engine::webhooks::vault::{KeyError, Vault};
+use devicecloud_engine::webhooks::vault::Vault;
 use devicecloud_mqtt::tls::TlsAcceptor;
 use devicecloud_web::http;
 use devicecloud_web::state::AppState;
@@ -27,12 +28,9 @@ pub enum StartError {
     /// A listener's address cannot be read.
     #[error("cannot read a listener's address: {0}")]
     Io(#[from] std::io::Error),
-    /// The secret key file is unusable (docs/operations.md, "Secret key").
+    /// A key file is unusable (docs/operations.md, "Secret key", "Firmware signing key").
     #[error(transparent)]
-    SecretKey(#[from] KeyError),
-    /// The firmware signing key file is unusable (docs/operations.md, "Firmware signing key").
-    #[error(transparent)]
-    SigningKey(#[from] SigningKeyError),
+    Key(#[from] KeyError),
 }
 
 /// The sockets the service answers on, bound by the caller (so that a port in use is reported

@@ -3,30 +3,20 @@
 //! in the data dir), made on first start, the same file on every node and kept with the backups.
 //! Gateways check every image's manifest with its public key before installing it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signer as _, SigningKey};
 
-use crate::key_file::{self, KeyFileError};
+use crate::key_file::{self, KeyError, KeyKind};
 
-/// Why the signing key file cannot be used; the service refuses to start with this message.
-#[derive(Debug, thiserror::Error)]
-pub enum SigningKeyError {
-    #[error("cannot read or create the firmware signing key file {path} (DEVICECLOUD_SIGNING_KEY_FILE): {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "the firmware signing key file {path} (DEVICECLOUD_SIGNING_KEY_FILE) holds {len} bytes, which is not a key: \
-         it must hold 32 bytes, or 64 hexadecimal digits and an optional line break. Restore the right file: \
-         gateways check images with the public key of the old one"
-    )]
-    Malformed { path: PathBuf, len: usize },
-}
+/// The signing key file, as messages name it.
+pub static SIGNING_KEY: KeyKind = KeyKind {
+    name: "firmware signing key",
+    variable: "DEVICECLOUD_SIGNING_KEY_FILE",
+    replaced: "gateways check images with the public key of the old one",
+};
 
 /// The key that signs firmware manifests.
 pub struct Signer {
@@ -44,18 +34,9 @@ impl std::fmt::Debug for Signer {
 impl Signer {
     /// The signer of the key file at `path`, made when there is none; with no path, a random
     /// key kept in memory only (tests, throw-away stores).
-    pub fn load(path: Option<&Path>) -> Result<Signer, SigningKeyError> {
+    pub fn load(path: Option<&Path>) -> Result<Signer, KeyError> {
         let seed = match path {
-            Some(path) => key_file::read_or_create(path, "firmware signing key").map_err(|e| match e {
-                KeyFileError::Io(source) => SigningKeyError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                },
-                KeyFileError::Malformed(len) => SigningKeyError::Malformed {
-                    path: path.to_path_buf(),
-                    len,
-                },
-            })?,
+            Some(path) => key_file::read_or_create(path, &SIGNING_KEY)?,
             None => key_file::random_key(),
         };
         Ok(Signer {
@@ -93,7 +74,7 @@ mod tests {
         std::fs::write(&path, b"short").unwrap();
         assert!(matches!(
             Signer::load(Some(&path)),
-            Err(SigningKeyError::Malformed { len: 5, .. })
+            Err(KeyError::Malformed { len: 5, .. })
         ));
         std::fs::remove_dir_all(dir).unwrap();
     }

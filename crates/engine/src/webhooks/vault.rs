@@ -10,7 +10,7 @@
 //! prefix is a clear value written by an older version, which the service seals at start
 //! ([`seal_stored`]) and reads meanwhile as it is.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -18,7 +18,8 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 
-use crate::key_file::{self, KEY_BYTES, KeyFileError};
+pub use crate::key_file::KeyError;
+use crate::key_file::{self, KEY_BYTES, KeyKind};
 
 /// The field names sealed values are bound to.
 pub const SECRET: &str = "secret";
@@ -28,22 +29,12 @@ pub const AUTHORIZATION: &str = "authorization";
 const PREFIX: &str = "sealed:v1:";
 const NONCE_BYTES: usize = 24;
 
-/// Why the key file cannot be used; the service refuses to start with this message.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    #[error("cannot read or create the secret key file {path} (DEVICECLOUD_SECRET_KEY_FILE): {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "the secret key file {path} (DEVICECLOUD_SECRET_KEY_FILE) holds {len} bytes, which is not a key: it must hold \
-         32 bytes, or 64 hexadecimal digits and an optional line break. Restore the right file; a new key cannot \
-         open the webhook secrets sealed with the old one"
-    )]
-    Malformed { path: PathBuf, len: usize },
-}
+/// The secret key file, as messages name it.
+pub static SECRET_KEY: KeyKind = KeyKind {
+    name: "secret key",
+    variable: "DEVICECLOUD_SECRET_KEY_FILE",
+    replaced: "a new key cannot open the webhook secrets sealed with the old one",
+};
 
 /// A stored value that cannot be opened: sealed with another key, or damaged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -66,7 +57,7 @@ impl Vault {
     /// is no file; with no path, a random key kept in memory only (tests, throw-away stores).
     pub fn load(path: Option<&Path>) -> Result<Vault, KeyError> {
         let key = match path {
-            Some(path) => read_or_create(path)?,
+            Some(path) => key_file::read_or_create(path, &SECRET_KEY)?,
             None => key_file::random_key(),
         };
         Ok(Vault::from_key(&key))
@@ -121,20 +112,6 @@ impl Vault {
     }
 }
 
-/// Reads the key file, or makes it when there is none.
-fn read_or_create(path: &Path) -> Result<[u8; KEY_BYTES], KeyError> {
-    key_file::read_or_create(path, "secret key").map_err(|e| match e {
-        KeyFileError::Io(source) => KeyError::Io {
-            path: path.to_path_buf(),
-            source,
-        },
-        KeyFileError::Malformed(len) => KeyError::Malformed {
-            path: path.to_path_buf(),
-            len,
-        },
-    })
-}
-
 /// Seals the `secret` and `authorization` that an older version stored in clear text; sealed
 /// ones are left as they are, so running it again (every start, every node) changes nothing.
 /// Returns how many webhooks were sealed.
@@ -168,7 +145,7 @@ pub async fn seal_stored(db: &devicecloud_store::Db, vault: &Vault) -> Result<u6
 mod tests {
     use super::*;
 
-    fn temp_path(name: &str) -> PathBuf {
+    fn temp_path(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("dc-vault-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir.join("secret.key")
