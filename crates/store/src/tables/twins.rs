@@ -331,7 +331,12 @@ where
     let event_ids = events::write_in(&mut tx, &table, &events, now).await?;
     let recorded: Vec<EventRow> = events.iter().zip(&event_ids).map(|(e, id)| e.recorded(*id)).collect();
     drop(events);
-    jobs::runs::end_applied_in(&mut tx, &written, now).await?;
+    let applied: Vec<&str> = written
+        .iter()
+        .filter(|t| t.reported_version.is_some())
+        .map(|t| t.id_physical_device.as_str())
+        .collect();
+    jobs::runs::end_applied_in(&mut tx, &applied, now).await?;
     tx.commit().await?;
     let mut by_id: std::collections::HashMap<String, ReportedOutcome> = written
         .into_iter()

@@ -13,7 +13,6 @@ use super::{JobRow, SELECT, status};
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
 use crate::sql::lists::{ROWS_PER_STATEMENT, in_list};
-use crate::tables::twins::TwinRow;
 
 /// The jobs `node` runs from now: those not finished whose lease is free, ran out, or is its
 /// own; the leases of them all renewed until `until`. On SQLite one process serves the store, so
@@ -169,15 +168,11 @@ pub async fn twins_applied(db: &Db, id_job: &str) -> Result<Vec<Running>> {
     db.rows(sqlx::AssertSqlSafe(sql), values![id_job]).await
 }
 
-/// The twins of `written` now say they applied their `reported_version`: their twin executions
-/// in progress that set at most that version succeed, with their jobs' counts, in the caller's
-/// transaction (one statement for them all, and one per job); returns how many.
-pub(crate) async fn end_applied_in(tx: &mut Tx, written: &[TwinRow], now: i64) -> sqlx::Result<usize> {
-    let devices: Vec<&str> = written
-        .iter()
-        .filter(|t| t.reported_version.is_some())
-        .map(|t| t.id_physical_device.as_str())
-        .collect();
+/// The twins of `devices` now say which desired version they applied (`reported_version`, as
+/// written in the caller's transaction): their twin executions in progress that set at most that
+/// version succeed, with their jobs' counts, in that transaction (one statement for them all,
+/// and one per job); returns how many.
+pub(crate) async fn end_applied_in(tx: &mut Tx, devices: &[&str], now: i64) -> sqlx::Result<usize> {
     let mut moved: Vec<(String, [i64; 5])> = Vec::new();
     for chunk in devices.chunks(ROWS_PER_STATEMENT) {
         let (marks, mut values) = in_list(chunk);
