@@ -140,6 +140,27 @@ pub const CATALOGUE: &[EventType] = &[
         values: &[],
     },
     EventType {
+        code: event_types::FIRMWARE_UPDATED,
+        label: "Firmware updated",
+        description: "The gateway came back from a firmware job's update running the image's version, which is the value.",
+        from_device: Some(0),
+        values: &[],
+    },
+    EventType {
+        code: event_types::FIRMWARE_ROLLED_BACK,
+        label: "Firmware rolled back",
+        description: "The gateway came back from a firmware job's update running another version than the image's (a rollback); the value is the version it runs.",
+        from_device: Some(0),
+        values: &[],
+    },
+    EventType {
+        code: event_types::FIRMWARE_FAILED,
+        label: "Firmware update failed",
+        description: "The gateway could not install a firmware image; the value is the cause it gave.",
+        from_device: Some(1),
+        values: &[],
+    },
+    EventType {
         code: event_types::ZWAVE_EXCLUSION,
         label: "Z-wave node exclusion",
         description: "Outcome of removing a Z-wave node from its gateway, reported on the node.",

@@ -27,6 +27,15 @@ pub const CONFIGURATION_REPORTED: i64 = 216;
 pub const JOB_STARTED: i64 = 217;
 /// A job ended (every execution ended); value: the job's id, description: its label.
 pub const JOB_FINISHED: i64 = 218;
+/// A gateway came back from a firmware job's update on the image's version (docs/api.md,
+/// "Firmware: update"); value: the new version.
+pub const FIRMWARE_UPDATED: i64 = 219;
+/// A gateway came back from a firmware job's update on another version than the image's (a
+/// rollback); value: the version it runs.
+pub const FIRMWARE_ROLLED_BACK: i64 = 220;
+/// A gateway could not install an image (docs/gateway-protocol.md, "Firmware update"),
+/// published by the gateway; value: the cause.
+pub const FIRMWARE_FAILED: i64 = 221;
 /// Z-wave node exclusion outcome, reported by the gateway on the node (docs/gateway-protocol.md,
 /// "Commands"): value 0 excluded, 1 failed, 2 timed out.
 pub const ZWAVE_EXCLUSION: i64 = 420;

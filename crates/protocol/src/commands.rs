@@ -41,10 +41,14 @@ pub enum CommandMethod {
     ModbusWrite,
     /// `zwave-exclude`, params `node`.
     ZwaveExclude,
+    /// `update`, params as [`crate::firmware::UpdateParams`]: sent by firmware jobs only
+    /// (docs/gateway-protocol.md, "Firmware update"), so not among [`CommandMethod::ALL`].
+    Update,
 }
 
 impl CommandMethod {
-    /// Every method, in the order of docs/gateway-protocol.md, "Commands".
+    /// Every method an operator sends (as a command or a command job), in the order of
+    /// docs/gateway-protocol.md, "Commands". `update` is not one: a firmware job sends it.
     pub const ALL: [CommandMethod; 11] = [
         CommandMethod::Ping,
         CommandMethod::Restart,
@@ -75,12 +79,16 @@ impl CommandMethod {
             CommandMethod::ResetDailyCounter => "reset-daily-counter",
             CommandMethod::ModbusWrite => "modbus-write",
             CommandMethod::ZwaveExclude => "zwave-exclude",
+            CommandMethod::Update => "update",
         }
     }
 
-    /// The method with this wire name (exact, case-sensitive).
+    /// The method with this wire name (exact, case-sensitive), `update` included.
     pub fn parse(name: &str) -> Option<CommandMethod> {
-        CommandMethod::ALL.into_iter().find(|m| m.as_str() == name)
+        CommandMethod::ALL
+            .into_iter()
+            .chain([CommandMethod::Update])
+            .find(|m| m.as_str() == name)
     }
 
     /// Module kinds that support it: the Wi-Fi commands only CORE and PLUS (a GO module has no
@@ -211,6 +219,7 @@ fn check_params(method: CommandMethod, params: &Value) -> Result<(), Rejection> 
             Some(node) => json::identifier(node, "params.node").map(|_| ()),
             None => Err(json::bad_field("params.node is required")),
         },
+        CommandMethod::Update => crate::firmware::UpdateParams::read(params).map(|_| ()),
         _ => Ok(()),
     }
 }

@@ -7,6 +7,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 
+use crate::commands::{CommandMethod, CommandRequest};
+use crate::rejection::Rejection;
+
 /// The components an image may be of.
 pub const COMPONENTS: [&str; 2] = ["platform", "app"];
 
@@ -34,6 +37,45 @@ impl Manifest<'_> {
             "sha256": self.sha256,
         })
         .to_string()
+    }
+}
+
+/// The parameters of the command `update` (docs/gateway-protocol.md, "Firmware update"): the
+/// image's description, its signed manifest and the path to download it from.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateParams {
+    pub id_firmware: String,
+    /// `platform` or `app`.
+    pub component: String,
+    pub version: String,
+    pub size: u64,
+    /// Lowercase hex.
+    pub sha256: String,
+    /// Standard base64 of the Ed25519 signature of `manifest`.
+    pub signature: String,
+    /// The exact signed text.
+    pub manifest: String,
+    /// The path of the download endpoint (`/gateway/v1/firmware/<id_firmware>`).
+    pub url: String,
+}
+
+impl UpdateParams {
+    /// The command that carries these parameters.
+    pub fn request(&self) -> CommandRequest {
+        CommandRequest {
+            method: CommandMethod::Update,
+            params: serde_json::to_value(self).unwrap_or_default(),
+        }
+    }
+
+    /// Reads the parameters of an `update` request (the gateway's side).
+    pub fn read(params: &serde_json::Value) -> Result<UpdateParams, Rejection> {
+        let update: UpdateParams = serde_json::from_value(params.clone())
+            .map_err(|e| crate::json::bad_field(format!("params of update: {e}")))?;
+        if !COMPONENTS.contains(&update.component.as_str()) {
+            return Err(crate::json::bad_field("params.component must be platform or app"));
+        }
+        Ok(update)
     }
 }
 
@@ -90,5 +132,33 @@ mod tests {
         assert!(!signature_holds(&other, "manifest", &signature));
         assert!(!signature_holds(&public, "manifest", "not base64"));
         assert!(!signature_holds("short", "manifest", &signature));
+    }
+
+    #[test]
+    fn an_update_request_reads_back_and_bad_params_are_refused() {
+        let params = UpdateParams {
+            id_firmware: "f1".into(),
+            component: "app".into(),
+            version: "2.1.0".into(),
+            size: 10,
+            sha256: "ab".into(),
+            signature: "c2ln".into(),
+            manifest: "{}".into(),
+            url: "/gateway/v1/firmware/f1".into(),
+        };
+        let request = params.request();
+        let parsed = CommandRequest::parse(&request.to_payload()).unwrap();
+        assert_eq!(parsed.method, CommandMethod::Update);
+        assert_eq!(UpdateParams::read(&parsed.params).unwrap(), params);
+        assert!(!CommandMethod::ALL.contains(&CommandMethod::Update));
+        for bad in [
+            r#"{"method":"update"}"#,
+            r#"{"method":"update","params":{"id_firmware":"f1"}}"#,
+        ] {
+            assert!(CommandRequest::parse(bad.as_bytes()).is_err(), "{bad}");
+        }
+        let mut other = serde_json::to_value(&params).unwrap();
+        other["component"] = "kernel".into();
+        assert!(UpdateParams::read(&other).is_err());
     }
 }

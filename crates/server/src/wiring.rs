@@ -14,6 +14,7 @@ use devicecloud_engine::auth::cache::AuthCache;
 use devicecloud_engine::auth::login_limit::LoginLimiter;
 use devicecloud_engine::auth::rate_limit::AccountLimiter;
 use devicecloud_engine::commands::CommandLog;
+use devicecloud_engine::firmware::pieces::{self, Pieces};
 use devicecloud_engine::firmware::signing::Signer;
 use devicecloud_engine::gateway::departures::Departures;
 use devicecloud_engine::gateway::registry::GatewayRegistry;
@@ -255,6 +256,7 @@ pub fn wire(db: Db, settings: Settings, keys: Keys, tracker: &TaskTracker, shutd
         twins,
         jobs,
         signer: Arc::new(signer),
+        firmware_pieces: Arc::new(Pieces::new(pools.requests.clone(), pieces::CAPACITY_BYTES)),
     });
     Wired {
         state,

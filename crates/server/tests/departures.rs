@@ -5,20 +5,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::TestApp;
 use common::gateway_client::TestGateway;
-use devicecloud_store::Db;
+use common::{TestApp, count};
 
 /// Gateways that connect, say hello, and then all drop their connection together.
 const GATEWAYS: usize = 150;
-
-async fn count(db: &Db, sql: &str) -> i64 {
-    let sql = sqlx::AssertSqlSafe(sql.to_string());
-    match db {
-        Db::Sqlite(p, ..) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
-        Db::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
-    }
-}
 
 #[tokio::test]
 async fn gateways_that_leave_together_are_all_marked_disconnected_once() {

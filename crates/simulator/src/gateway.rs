@@ -17,7 +17,10 @@ use rumqttc::{AsyncClient, Event as MqttEvent, MqttOptions, Packet, QoS};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{FollowUp, Model, ZWAVE_EXCLUSION_EVENT};
+use devicecloud_protocol::firmware::UpdateParams;
+
+use crate::firmware;
+use crate::model::{FIRMWARE_FAILED_EVENT, FollowUp, Model, UpdateFailure, ZWAVE_EXCLUSION_EVENT};
 use crate::spec::{Behaviour, FleetOptions, FleetStats, GatewaySpec, History};
 
 /// What the connection's poller hands to the gateway.
@@ -226,7 +229,7 @@ async fn connected(gateway: &mut Gateway<'_>, client: &AsyncClient, incoming: &m
                     Err(()) => break retry,
                 },
                 Some(Incoming::Command(id, payload)) => {
-                    if let Some(ended) = command(spec, model, stats, client, id, &payload).await {
+                    if let Some(ended) = command(spec, model, options, stats, client, id, &payload).await {
                         break ended;
                     }
                 }
@@ -318,6 +321,7 @@ async fn send_history(client: &AsyncClient, model: &mut Model, past: History, st
 async fn command(
     spec: &GatewaySpec,
     model: &mut Model,
+    options: &FleetOptions,
     stats: &FleetStats,
     client: &AsyncClient,
     request_id: String,
@@ -329,7 +333,14 @@ async fn command(
         publish(client, GatewayTopic::Response { request_id }, response.to_payload()).await;
         return None;
     };
-    let (response, follow_up) = model.answer(&request, now());
+    let (response, follow_up) = match update_refused(spec, options, &request) {
+        Some(cause) => {
+            stats.update_failures.fetch_add(1, Ordering::Relaxed);
+            let payload = serde_json::json!({"result": "failed", "cause": cause});
+            (devicecloud_protocol::CommandResponse { status: 400, payload }, None)
+        }
+        None => model.answer(&request, now()),
+    };
     let topic = GatewayTopic::Response { request_id };
     match spec.behaviour {
         Behaviour::Silent => return None,
@@ -367,6 +378,68 @@ async fn command(
             };
             publish(client, GatewayTopic::Events, events_payload(&[event])).await;
             None
+        }
+        FollowUp::Install(params) => install(spec, model, options, stats, client, &params).await,
+    }
+}
+
+/// Why an `update` is refused before anything is downloaded (answered 400 with the cause): no
+/// firmware source, or a manifest whose signature does not hold or that is for another kind.
+fn update_refused(spec: &GatewaySpec, options: &FleetOptions, request: &CommandRequest) -> Option<String> {
+    if request.method != devicecloud_protocol::CommandMethod::Update {
+        return None;
+    }
+    let Some(source) = &options.firmware else {
+        return Some("this gateway has no firmware source".into());
+    };
+    let params = UpdateParams::read(&request.params).ok()?;
+    firmware::check_manifest(&params, &spec.kind.to_string(), &source.public_key).err()
+}
+
+/// Downloads, checks and installs an accepted update, then restarts on it (`Some`: the
+/// session ends); a failure is reported as event 221 and the gateway carries on. A rehearsed
+/// failure (`--fail-updates`) is reported the same way, or restarts on the old version.
+async fn install(
+    spec: &GatewaySpec,
+    model: &mut Model,
+    options: &FleetOptions,
+    stats: &FleetStats,
+    client: &AsyncClient,
+    params: &UpdateParams,
+) -> Option<Ended> {
+    let source = options.firmware.as_ref()?;
+    let downloaded = firmware::download(firmware::http(), source, &spec.serial, &spec.token, params).await;
+    let failure = match downloaded {
+        Err(cause) => Err(cause),
+        Ok(()) => match model.update_fails(source.fail_percent) {
+            None => Ok(()),
+            Some(UpdateFailure::Reported) => Err("flash verification failed (rehearsed)".to_string()),
+            Some(UpdateFailure::RolledBack) => {
+                stats.update_failures.fetch_add(1, Ordering::Relaxed);
+                return Some(Ended::Reconnect(Duration::from_millis(200)));
+            }
+        },
+    };
+    match failure {
+        Ok(()) => {
+            model.install(&params.component, &params.version);
+            stats.updates.fetch_add(1, Ordering::Relaxed);
+            Some(Ended::Reconnect(Duration::from_millis(200)))
+        }
+        Err(cause) => {
+            stats.update_failures.fetch_add(1, Ordering::Relaxed);
+            let event = Event {
+                device: None,
+                ts: Timestamp::from_unix_f64(now()),
+                event_type: FIRMWARE_FAILED_EVENT,
+                value: cause,
+                datatype: None,
+            };
+            if publish(client, GatewayTopic::Events, events_payload(&[event])).await {
+                None
+            } else {
+                Some(Ended::Reconnect(Duration::from_secs(1)))
+            }
         }
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! Used by `devicecloud simulate`, by `devicecloud demo`, by the tests and by the benchmarks.
 
+pub mod firmware;
 pub mod gateway;
 pub mod model;
 pub mod provision;

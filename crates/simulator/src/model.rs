@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use devicecloud_protocol::firmware::UpdateParams;
 use devicecloud_protocol::{
     Asset, CommandMethod, CommandRequest, CommandResponse, ConnectionKind, Hello, Measurement, ModuleKind, Timestamp,
     parse_modbus_writes,
@@ -50,7 +51,22 @@ pub enum FollowUp {
     PublishLatest,
     /// `zwave-exclude`: report the outcome as event 420 on the node.
     ZwaveOutcome { node: String, value: String },
+    /// `update` accepted: download, check and install the image, restart, and say hello with
+    /// the new version (docs/gateway-protocol.md, "Firmware update").
+    Install(Box<UpdateParams>),
 }
+
+/// How a rehearsed firmware failure shows (`--fail-updates`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateFailure {
+    /// The install fails and the gateway says so: event 221 with the cause.
+    Reported,
+    /// The new image does not boot: the gateway restarts on the old version (a rollback).
+    RolledBack,
+}
+
+/// Event type a gateway publishes when it cannot install an image.
+pub const FIRMWARE_FAILED_EVENT: i64 = 221;
 
 /// One simulated gateway's state.
 #[derive(Debug)]
@@ -71,6 +87,9 @@ pub struct Model {
     boot_at: f64,
     last_tick: Option<f64>,
     reset_cause: &'static str,
+    /// The installed versions, as hello reports them.
+    platform_version: String,
+    app_version: String,
 }
 
 impl Model {
@@ -113,6 +132,8 @@ impl Model {
             boot_at: now,
             last_tick: None,
             reset_cause: "POWERON",
+            platform_version: "5.1.2".into(),
+            app_version: "2.4.0".into(),
         }
     }
 
@@ -137,8 +158,8 @@ impl Model {
         };
         let mut hello = Hello::new(self.kind, connection);
         hello.signal = Some(17);
-        hello.platform_software_version = Some("5.1.2".into());
-        hello.app_software_version = Some("2.4.0".into());
+        hello.platform_software_version = Some(self.platform_version.clone());
+        hello.app_software_version = Some(self.app_version.clone());
         hello.wifi_enabled = Some(self.wifi_enabled);
         if !self.registers.is_empty() {
             hello.modbus_template = Some(json!({"name": "flowmeter-v2", "registers": [
@@ -259,7 +280,53 @@ impl Model {
             }
             CommandMethod::ModbusWrite => (self.modbus_write(request), None),
             CommandMethod::ZwaveExclude => self.zwave_exclude(request),
+            CommandMethod::Update => match UpdateParams::read(&request.params) {
+                Ok(params) => (
+                    CommandResponse {
+                        status: 202,
+                        payload: json!({"result": "accepted"}),
+                    },
+                    Some(FollowUp::Install(Box::new(params))),
+                ),
+                Err(e) => (
+                    CommandResponse {
+                        status: 400,
+                        payload: json!({"result": "failed", "cause": e.to_string()}),
+                    },
+                    None,
+                ),
+            },
         }
+    }
+
+    /// The version of `component` (`platform` or `app`) installed now.
+    pub fn version(&self, component: &str) -> &str {
+        if component == "platform" {
+            &self.platform_version
+        } else {
+            &self.app_version
+        }
+    }
+
+    /// Installs `version` of `component` (it shows from the next hello).
+    pub fn install(&mut self, component: &str, version: &str) {
+        if component == "platform" {
+            self.platform_version = version.to_string();
+        } else {
+            self.app_version = version.to_string();
+        }
+    }
+
+    /// Whether this install is one of the `percent` made to fail, and how.
+    pub fn update_fails(&mut self, percent: u8) -> Option<UpdateFailure> {
+        if self.rng.random_range(0..100) >= u32::from(percent.min(100)) {
+            return None;
+        }
+        Some(if self.rng.random_bool(0.5) {
+            UpdateFailure::Reported
+        } else {
+            UpdateFailure::RolledBack
+        })
     }
 
     fn self_test(&mut self, now: f64) -> Value {

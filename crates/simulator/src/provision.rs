@@ -41,6 +41,30 @@ impl Provisioner {
         serde_json::from_str(&text).map_err(|e| SimulatorError::Api(format!("POST {path}: {e}")))
     }
 
+    /// Where this fleet's gateways get firmware: the service's HTTP endpoint and its signing
+    /// key (`GET /api/v2/firmware/public-key`), with `fail_percent` of updates made to fail.
+    pub async fn firmware_source(&self, fail_percent: u8) -> Result<crate::firmware::FirmwareSource, SimulatorError> {
+        let path = "/api/v2/firmware/public-key";
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| SimulatorError::Api(e.to_string()))?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| SimulatorError::Api(e.to_string()))?;
+        if !status.is_success() {
+            return Err(SimulatorError::Api(format!("GET {path}: {status}: {text}")));
+        }
+        let body: Value = serde_json::from_str(&text).map_err(|e| SimulatorError::Api(format!("GET {path}: {e}")))?;
+        Ok(crate::firmware::FirmwareSource {
+            http_base: self.base.clone(),
+            public_key: field(&body, "public_key")?,
+            fail_percent,
+        })
+    }
+
     /// Creates a group (administrators only) and returns its id.
     pub async fn create_group(&self, label: &str) -> Result<String, SimulatorError> {
         let body = self.post("/api/v2/group", &json!({"label": label})).await?;

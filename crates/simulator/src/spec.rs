@@ -91,6 +91,9 @@ pub struct FleetOptions {
     /// Past readings each CORE and PLUS gateway sends once, oldest first, after its first
     /// connection and before live data, so that charts have a history from the start.
     pub history: Option<History>,
+    /// Where `update` commands are downloaded from and checked with; `None`: the gateways
+    /// refuse updates (400, no source).
+    pub firmware: Option<crate::firmware::FirmwareSource>,
 }
 
 /// A stretch of past readings: one every `step` over the `span` before the fleet started.
@@ -110,6 +113,7 @@ impl FleetOptions {
             interval,
             power_cycle: None,
             history: None,
+            firmware: None,
         }
     }
 }
@@ -127,6 +131,11 @@ pub struct FleetStats {
     pub commands: AtomicU64,
     /// GO power cycles.
     pub power_cycles: AtomicU64,
+    /// Firmware images installed (checked, then booted).
+    pub updates: AtomicU64,
+    /// Firmware updates that failed: refused, a download or check that failed, a rehearsed
+    /// failure or rollback.
+    pub update_failures: AtomicU64,
 }
 
 /// A point-in-time copy of [`FleetStats`].
@@ -137,6 +146,8 @@ pub struct Snapshot {
     pub measurements: u64,
     pub commands: u64,
     pub power_cycles: u64,
+    pub updates: u64,
+    pub update_failures: u64,
 }
 
 impl FleetStats {
@@ -147,6 +158,8 @@ impl FleetStats {
             measurements: self.measurements.load(Ordering::Relaxed),
             commands: self.commands.load(Ordering::Relaxed),
             power_cycles: self.power_cycles.load(Ordering::Relaxed),
+            updates: self.updates.load(Ordering::Relaxed),
+            update_failures: self.update_failures.load(Ordering::Relaxed),
         }
     }
 }

@@ -70,6 +70,8 @@ pub struct Services {
     pub jobs: Arc<devicecloud_engine::jobs::Context>,
     /// The key that signs firmware manifests.
     pub signer: Arc<devicecloud_engine::firmware::signing::Signer>,
+    /// The pieces of images being downloaded, shared by every download.
+    pub firmware_pieces: Arc<devicecloud_engine::firmware::pieces::Pieces>,
 }
 
 impl AppState {

@@ -12,6 +12,7 @@ mod measurements;
 pub mod registry;
 pub mod rejections;
 mod twin;
+mod updates;
 
 use std::collections::HashMap;
 
@@ -278,6 +279,12 @@ impl Gateway {
             node_id: &ctx.node_id,
         };
         devices::hello(&ctx.db, &self.id, &update, now).await?;
+        self.updates_after_hello(
+            ctx,
+            hello.platform_software_version.as_deref(),
+            hello.app_software_version.as_deref(),
+        )
+        .await?;
         self.cloud_event(
             ctx,
             event_types::CONNECTIVITY,
@@ -327,7 +334,15 @@ impl Gateway {
                 value_description: None,
             })
             .collect();
-        Ok(record_events(ctx, &ctx.db, &records, now).await?)
+        let stored = record_events(ctx, &ctx.db, &records, now).await?;
+        // The gateway says it could not install an image: its firmware executions fail.
+        if let Some(failed) = records
+            .iter()
+            .find(|e| e.event_type == event_types::FIRMWARE_FAILED && e.source_device == self.id)
+        {
+            self.update_failed(ctx, failed.value).await?;
+        }
+        Ok(stored)
     }
 
     /// Attached assets (docs/gateway-protocol.md, "Messages"): created or updated as children of

@@ -1,18 +1,25 @@
-//! One attempt of a command execution (docs/api.md, "Jobs", "job execution"): the command sent
-//! to the gateway where it is connected and its answer awaited (2xx: succeeded). Twin executions
-//! start in batches (`twins::batch`) and end with their device's report. A job's command records no event 213 per device: its execution is the record
-//! (a job over a fleet would otherwise flood the events and every Events webhook).
+//! One attempt of a command or firmware execution (docs/api.md, "Jobs", "job execution"): the
+//! command sent to the gateway where it is connected and its answer awaited (2xx: succeeded; a
+//! firmware update goes on until the gateway's next hello). Twin executions start in batches
+//! (`twins::batch`) and end with their device's report. A job's command records no event 213
+//! per device: its execution is the record (a job over a fleet would otherwise flood the events
+//! and every Events webhook).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use devicecloud_protocol::firmware::UpdateParams;
 use devicecloud_protocol::{CommandResponse, ModuleKind};
 use devicecloud_store::jobs::runs::{Ended, Ready};
-use devicecloud_store::jobs::status;
+use devicecloud_store::jobs::{status, updates};
 use serde_json::json;
 
 use super::Context;
 use crate::commands::{self, CommandError};
+
+/// Longest a firmware execution waits for the gateway's acceptance of `update` (it answers at
+/// once, before downloading); past it the execution still ends with the gateway's hello.
+const UPDATE_ANSWER_WAIT: Duration = Duration::from_secs(60);
 
 /// An attempt about to run.
 pub(super) struct Attempt {
@@ -41,17 +48,76 @@ impl Attempt {
     }
 
     async fn command(&self, request: &devicecloud_protocol::CommandRequest) -> Ended {
-        let ctx = &self.ctx;
-        let gateway = &self.ready.gateway;
         let kind = self.ready.kind.as_deref().and_then(|k| k.parse::<ModuleKind>().ok());
         if kind.is_some_and(|kind| !request.method.supported_by(kind)) {
             // As the API answers it: the device layer's 501.
             let answer = CommandResponse::failure(501, "Wifi disabled");
             return self.ended(status::FAILED, Some(result_text(&answer)));
         }
+        match self.send(request, self.timeout).await {
+            Ok(response) if (200..300).contains(&response.status) => {
+                self.ended(status::SUCCEEDED, Some(result_text(&response)))
+            }
+            Ok(response) => self.ended(status::FAILED, Some(result_text(&response))),
+            // Never published: its turn comes again.
+            Err(CommandError::Offline) => self.ended(status::PENDING, None),
+            Err(CommandError::Timeout(_)) => self.ended(status::TIMED_OUT, None),
+            Err(CommandError::Disconnected | CommandError::BadResponse(_)) => self.ended(status::FAILED, None),
+        }
+    }
+
+    /// A firmware execution's attempt (docs/api.md, "Firmware: update"): a gateway already on
+    /// the version succeeds at once; otherwise `update` is sent. Its acceptance is recorded and
+    /// the execution stays in progress (`None`) until the gateway's next hello, its event 221
+    /// or the deadline ends it (`firmware::outcomes`, the sweep); a refusal fails it, and a
+    /// gateway that went away before answering gets it again when it connects.
+    pub async fn update(self, params: &UpdateParams) -> Option<Ended> {
+        let ctx = &self.ctx;
+        if let Ok(Some(device)) = devicecloud_store::devices::get(&ctx.db, &self.ready.gateway).await {
+            let running = match params.component.as_str() {
+                "platform" => &device.platform_software_version,
+                _ => &device.app_software_version,
+            };
+            if *running == params.version {
+                let answer = json!({"status": 200, "payload": {"result": "installed", "version": params.version}});
+                return Some(self.ended(status::SUCCEEDED, Some(answer.to_string())));
+            }
+        }
+        match self.send(&params.request(), self.timeout.min(UPDATE_ANSWER_WAIT)).await {
+            Ok(response) if (200..300).contains(&response.status) => {
+                let recorded = updates::accept(
+                    &ctx.db,
+                    &self.id_job,
+                    &self.ready.device,
+                    &self.runner,
+                    &result_text(&response),
+                )
+                .await;
+                if let Err(e) = recorded {
+                    tracing::warn!(job = %self.id_job, error = %e, "jobs: an accepted update was not recorded; the hello still ends it");
+                }
+                None
+            }
+            Ok(response) => Some(self.ended(status::FAILED, Some(result_text(&response)))),
+            Err(CommandError::Offline | CommandError::Disconnected) => Some(self.ended(status::PENDING, None)),
+            // The answer may still come, and the hello surely will if it installs.
+            Err(CommandError::Timeout(_)) => None,
+            Err(CommandError::BadResponse(_)) => Some(self.ended(status::FAILED, None)),
+        }
+    }
+
+    /// Sends `request` to the gateway, through the node holding its connection, and waits at
+    /// most `timeout` for the answer.
+    async fn send(
+        &self,
+        request: &devicecloud_protocol::CommandRequest,
+        timeout: Duration,
+    ) -> Result<CommandResponse, CommandError> {
+        let ctx = &self.ctx;
+        let gateway = &self.ready.gateway;
         let request_id = commands::request_id();
-        let outcome = match ctx.gateways.commands(gateway) {
-            Some(queue) => commands::send(Some(queue), self.timeout, request_id.clone(), request).await,
+        match ctx.gateways.commands(gateway) {
+            Some(queue) => commands::send(Some(queue), timeout, request_id, request).await,
             None => {
                 let node = match &self.ready.node {
                     Some(node) => Some(node.clone()),
@@ -61,18 +127,8 @@ impl Attempt {
                         .flatten()
                         .and_then(|owned| owned.connected_node),
                 };
-                peers_call(ctx, gateway, node.as_deref(), request_id.clone(), request).await
+                peers_call(ctx, gateway, node.as_deref(), request_id, request).await
             }
-        };
-        match outcome {
-            Ok(response) if (200..300).contains(&response.status) => {
-                self.ended(status::SUCCEEDED, Some(result_text(&response)))
-            }
-            Ok(response) => self.ended(status::FAILED, Some(result_text(&response))),
-            // Never published: its turn comes again.
-            Err(CommandError::Offline) => self.ended(status::PENDING, None),
-            Err(CommandError::Timeout(_)) => self.ended(status::TIMED_OUT, None),
-            Err(CommandError::Disconnected | CommandError::BadResponse(_)) => self.ended(status::FAILED, None),
         }
     }
 }

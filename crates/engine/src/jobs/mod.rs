@@ -38,6 +38,7 @@ use crate::peers;
 use crate::stream::LiveFeed;
 use crate::twins;
 use crate::webhooks::WebhookHub;
+use devicecloud_protocol::firmware::UpdateParams;
 use operation::Operation;
 
 /// How often the runner looks at its jobs when nothing wakes it.
@@ -92,6 +93,7 @@ pub fn spawn(ctx: Arc<Context>, tracker: &TaskTracker, shutdown: &CancellationTo
         ended,
         operations: HashMap::new(),
         swept: HashMap::new(),
+        updates: HashMap::new(),
     };
     tracker.spawn(write_outcomes(ctx.clone(), outcomes, shutdown.clone()));
     tracker.spawn(run(ctx, runner, shutdown.clone()));
@@ -109,6 +111,8 @@ struct Runner {
     operations: HashMap<String, Arc<Operation>>,
     /// When each job's executions in progress were last swept.
     swept: HashMap<String, Instant>,
+    /// The `update` command of each firmware job it runs, built once from the image.
+    updates: HashMap<String, Arc<UpdateParams>>,
 }
 
 async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken) {
@@ -137,12 +141,42 @@ async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken)
         };
         runner.operations.retain(|id, _| open.iter().any(|j| j.id_job == *id));
         runner.swept.retain(|id, _| open.iter().any(|j| j.id_job == *id));
+        runner.updates.retain(|id, _| open.iter().any(|j| j.id_job == *id));
         for job in open {
             if let Err(e) = work(&ctx, &mut runner, &job).await {
                 tracing::warn!(job = %job.id_job, error = %e, "jobs: a step failed; tried again at the next tick");
             }
         }
         tokio::time::sleep(LEAST_TICK.saturating_sub(looked.elapsed())).await;
+    }
+}
+
+/// Whether a job's failures passed `max_failures_percent` (after [`ABORT_AFTER`] ended): of its
+/// `total`, and for a firmware job also of those ended — a campaign halts on a bad image's
+/// first failures instead of trying it on a share of the fleet first (docs/api.md, "Firmware:
+/// update").
+fn fails_too_often(job: &JobRow, operation: &Operation) -> bool {
+    let ended = job.succeeded + job.failed + job.timed_out;
+    let failures = job.failed + job.timed_out;
+    if ended < ABORT_AFTER {
+        return false;
+    }
+    let of_total = failures * 100 > job.max_failures_percent * job.total;
+    let of_ended = matches!(operation, Operation::Firmware(_)) && failures * 100 > job.max_failures_percent * ended;
+    of_total || of_ended
+}
+
+/// The `update` command that installs `image` (docs/gateway-protocol.md, "Firmware update").
+fn update_of(image: &devicecloud_store::firmware::FirmwareRow) -> UpdateParams {
+    UpdateParams {
+        id_firmware: image.id_firmware.clone(),
+        component: image.component.clone(),
+        version: image.version.clone(),
+        size: u64::try_from(image.size).unwrap_or(0),
+        sha256: image.sha256.clone(),
+        signature: image.signature.clone(),
+        manifest: image.manifest.clone(),
+        url: format!("/gateway/v1/firmware/{}", image.id_firmware),
     }
 }
 
@@ -162,13 +196,17 @@ async fn work(ctx: &Arc<Context>, runner: &mut Runner, job: &JobRow) -> Result<(
         tracing::warn!(job = %id, "jobs: the stored operation does not read");
         return Ok(());
     };
+    if let Operation::Firmware(id_firmware) = &*operation
+        && !runner.updates.contains_key(id)
+        && let Some(image) = devicecloud_store::firmware::get(&ctx.db, id_firmware).await?
+    {
+        runner.updates.insert(id.to_string(), Arc::new(update_of(&image)));
+    }
     if runner.swept.get(id).is_none_or(|at| at.elapsed() >= SWEEP) {
         runner.swept.insert(id.to_string(), Instant::now());
         sweep(ctx, runner, job, &operation, now).await?;
     }
-    let ended = job.succeeded + job.failed + job.timed_out;
-    let failures = job.failed + job.timed_out;
-    if is_open(job) && ended >= ABORT_AFTER && failures * 100 > job.max_failures_percent * job.total {
+    if is_open(job) && fails_too_often(job, &operation) {
         runs::abort(&ctx.db, id, now).await?;
         return Ok(());
     }
@@ -199,16 +237,21 @@ async fn sweep(
     for orphan in runs::orphans(&ctx.db, id, &runner.name).await? {
         let deadline = now + job.timeout_s;
         match &**operation {
-            Operation::Command(_) if orphan.attempts >= 2 => {
+            // A twin execution, or an update the gateway accepted: it goes on, watched by this
+            // runner from now on.
+            Operation::Twin(_) => {
+                runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await?;
+            }
+            Operation::Firmware(_) if orphan.answered == 1 => {
+                runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await?;
+            }
+            _ if orphan.attempts >= 2 => {
                 runner.end(id, &orphan.device, &orphan.runner, status::TIMED_OUT, None);
             }
-            Operation::Command(_) => {
+            _ => {
                 if runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await? {
                     runner.launch(ctx, job, operation, orphan.ready());
                 }
-            }
-            _ => {
-                runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await?;
             }
         }
     }
@@ -336,15 +379,27 @@ impl Runner {
         });
     }
 
-    /// Runs one command execution's attempt in its own task; its outcome goes to the writer. A
-    /// firmware execution fails (firmware jobs are refused when created); twin executions start
-    /// in batches ([`Runner::launch_twins`]).
+    /// Runs one command or firmware execution's attempt in its own task; its outcome goes to the
+    /// writer (an accepted update has none yet: its hello ends it). Twin executions start in
+    /// batches ([`Runner::launch_twins`]).
     fn launch(&self, ctx: &Arc<Context>, job: &JobRow, operation: &Arc<Operation>, ready: runs::Ready) {
-        let Operation::Command(request) = &**operation else {
-            if matches!(**operation, Operation::Firmware(_)) {
-                self.end(&job.id_job, &ready.device, &self.name, status::FAILED, None);
-            }
-            return;
+        let request = match &**operation {
+            Operation::Command(request) => Ok(request.clone()),
+            Operation::Firmware(_) => match self.updates.get(&job.id_job) {
+                Some(update) => Err(update.clone()),
+                None => {
+                    let gone = serde_json::json!({"status": 404, "payload": {"result": "failed", "cause": "the image is gone"}});
+                    self.end(
+                        &job.id_job,
+                        &ready.device,
+                        &self.name,
+                        status::FAILED,
+                        Some(gone.to_string()),
+                    );
+                    return;
+                }
+            },
+            Operation::Twin(_) => return,
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let attempt = execute::Attempt {
@@ -354,9 +409,15 @@ impl Runner {
             runner: self.name.clone(),
             ready,
         };
-        let (request, ended, in_flight) = (request.clone(), self.ended.clone(), self.in_flight.clone());
+        let (ended, in_flight) = (self.ended.clone(), self.in_flight.clone());
         tokio::spawn(async move {
-            let _ = ended.send(attempt.run(&request).await);
+            let outcome = match request {
+                Ok(command) => Some(attempt.run(&command).await),
+                Err(update) => attempt.update(&update).await,
+            };
+            if let Some(outcome) = outcome {
+                let _ = ended.send(outcome);
+            }
             in_flight.fetch_sub(1, Ordering::SeqCst);
         });
     }

@@ -2,8 +2,8 @@
 //! merge patch of the desired document, or a firmware update. Read once when the job is created
 //! (the API's 422 names what is wrong) and again by the runner from the stored text.
 
-use devicecloud_protocol::CommandRequest;
 use devicecloud_protocol::twin;
+use devicecloud_protocol::{CommandMethod, CommandRequest};
 use serde_json::{Map, Value, json};
 
 /// A job's operation.
@@ -50,6 +50,11 @@ pub fn parse(value: &Value) -> Result<Operation, String> {
             let Some(Value::String(method)) = map.get("command") else {
                 return Err("Operation command must be the name of a method.".into());
             };
+            if method == CommandMethod::Update.as_str() {
+                return Err(
+                    "Operation command update is sent by firmware jobs: use {\"firmware\": \"<id_firmware>\"}.".into(),
+                );
+            }
             let params = map.get("params").cloned().unwrap_or(Value::Null);
             let payload = json!({"method": method, "params": params}).to_string();
             CommandRequest::parse(payload.as_bytes())
@@ -103,6 +108,7 @@ mod tests {
             json!({"twin": [1]}),
             json!({"twin": {"a": "x".repeat(33 * 1024)}}),
             json!({"firmware": ""}),
+            json!({"command": "update", "params": {}}),
         ] {
             assert!(parse(&bad).is_err(), "{bad}");
         }

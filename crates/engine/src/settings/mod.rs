@@ -33,6 +33,10 @@ pub struct Settings {
     /// Largest request body accepted, in bytes; larger ones answer 413.
     #[serde(with = "units::whole")]
     pub max_body_bytes: usize,
+    /// Largest firmware image accepted, in bytes (`DEVICECLOUD_FIRMWARE_MAX_BYTES`); a larger
+    /// upload answers 413. Images stream to the store, so this bounds the store, not memory.
+    #[serde(with = "units::whole")]
+    pub firmware_max_bytes: u64,
     /// How long a token or a set of roles is trusted from memory.
     #[serde(skip)]
     pub auth_cache_ttl: Duration,
@@ -234,6 +238,7 @@ impl Default for Settings {
             command_timeout: Duration::from_secs(10),
             webhook_allow_private: false,
             max_body_bytes: 1024 * 1024,
+            firmware_max_bytes: 64 * 1024 * 1024,
             auth_cache_ttl: Duration::from_secs(5),
             mqtt_max_packet_bytes: 256 * 1024,
             webhook_timeout: Duration::from_secs(10),

@@ -355,6 +355,15 @@ impl Reply {
     }
 }
 
+/// The one integer `sql` selects (a count), read straight from the store.
+pub async fn count(db: &Db, sql: &str) -> i64 {
+    let sql = sqlx::AssertSqlSafe(sql.to_string());
+    match db {
+        Db::Sqlite(p, ..) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
+        Db::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
+    }
+}
+
 /// Sends a request and reads the whole answer.
 pub async fn send(request: RequestBuilder) -> Reply {
     let response = request.send().await.expect("request sent");

@@ -8,14 +8,19 @@
 //! image is there whole or not at all. What a crash leaves of an upload is removed later
 //! ([`remove_stale_uploads`]).
 
+use devicecloud_query::{AttrKind, Attribute, SortKey};
+use sea_query::{Condition, Expr, ExprTrait};
+
+use crate::collection::{Column, ListArgs, Listing, Table, attributes, names, same_name};
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
+use crate::sql::scope::{GroupScope, visible_groups};
 
 /// Bytes of one stored piece of an image (the last one may be shorter).
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
 /// A stored image.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow, serde::Deserialize)]
 pub struct FirmwareRow {
     pub id_firmware: String,
     pub kind: String,
@@ -32,6 +37,28 @@ pub struct FirmwareRow {
     pub created_at: i64,
     pub created_by: Option<String>,
 }
+
+const TABLE: &str = "firmware";
+
+/// The filterable and sortable attributes of the firmware collection.
+pub const COLUMNS: [Column; 9] = [
+    same_name(TABLE, "id_firmware", AttrKind::String),
+    same_name(TABLE, "kind", AttrKind::String),
+    same_name(TABLE, "component", AttrKind::String),
+    same_name(TABLE, "version", AttrKind::String),
+    same_name(TABLE, "id_group", AttrKind::String),
+    same_name(TABLE, "size", AttrKind::Integer),
+    same_name(TABLE, "sha256", AttrKind::String),
+    same_name(TABLE, "created_at", AttrKind::Integer),
+    same_name(TABLE, "created_by", AttrKind::String),
+];
+/// The filter attributes of the firmware collection.
+pub const ATTRIBUTES: [Attribute; 9] = attributes(&COLUMNS);
+/// The sortable attributes of the firmware collection.
+pub const SORTABLE: [&str; 9] = names(&COLUMNS);
+
+/// The images, newest first.
+static IMAGES: Table<FirmwareRow> = Table::new(TABLE, &COLUMNS, &[], SortKey::desc("created_at"), &[COLUMNS[0]]);
 
 const SELECT: &str = "SELECT id_firmware, kind, component, version, id_group, size, sha256, signature, manifest, \
                       created_at, created_by FROM firmware";
@@ -164,25 +191,18 @@ pub async fn get(db: &Db, id_firmware: &str) -> Result<Option<FirmwareRow>> {
     db.row(sqlx::AssertSqlSafe(sql), values![id_firmware]).await
 }
 
-/// The images of every group and of the groups `groups` (all of them when `None`: an
-/// administrator), newest first.
-pub async fn list(db: &Db, groups: Option<&[String]>) -> Result<Vec<FirmwareRow>> {
-    match groups {
-        None => {
-            let sql = format!("{SELECT} ORDER BY created_at DESC, id_firmware DESC");
-            db.rows(sqlx::AssertSqlSafe(sql), values![]).await
-        }
-        Some(groups) => {
-            let (marks, values) = crate::sql::lists::in_list(groups);
-            let scope = if groups.is_empty() {
-                "id_group IS NULL".to_string()
-            } else {
-                format!("(id_group IS NULL OR id_group IN ({marks}))")
-            };
-            let sql = format!("{SELECT} WHERE {scope} ORDER BY created_at DESC, id_firmware DESC");
-            db.rows(sqlx::AssertSqlSafe(sql), values).await
-        }
+/// A page of the images the caller may see: those for every group and those of the groups
+/// `args` allows.
+pub async fn list(db: &Db, args: ListArgs<'_>) -> Result<Listing<FirmwareRow>> {
+    let mut select = IMAGES.select();
+    if let GroupScope::MemberOf(id_user) = args.scope {
+        select.cond_where(
+            Condition::any()
+                .add(Expr::col((TABLE, "id_group")).is_null())
+                .add(Expr::col((TABLE, "id_group")).in_subquery(visible_groups(id_user))),
+        );
     }
+    IMAGES.list(db, select, &args).await
 }
 
 /// Why an image was not deleted.
@@ -199,9 +219,15 @@ pub enum Deleted {
 /// other image has the same.
 pub async fn delete(db: &Db, id_firmware: &str) -> Result<Deleted> {
     let mut tx = Tx::begin(db).await?;
+    // Locked first: a job being created for it (which holds it `FOR SHARE`) is then either
+    // committed and seen below, or finds the image gone.
+    let lock = match db.backend() {
+        crate::Backend::Postgres => " FOR UPDATE",
+        crate::Backend::Sqlite => "",
+    };
     let found: Vec<(String,)> = tx
         .rows(
-            "SELECT sha256 FROM firmware WHERE id_firmware = $1".to_string(),
+            format!("SELECT sha256 FROM firmware WHERE id_firmware = $1{lock}"),
             values![id_firmware],
         )
         .await?;

@@ -125,6 +125,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::TooManySignIns { retry_after_s } => ApiError::TooManyRequests { message, retry_after_s },
             ServiceError::Busy(message) => ApiError::Busy(message),
             ServiceError::Conflict(message) => ApiError::Status(StatusCode::CONFLICT, message),
+            ServiceError::TooLarge(message) => ApiError::Status(StatusCode::PAYLOAD_TOO_LARGE, message),
             ServiceError::Command { method, error } => command_error(method, error),
             ServiceError::Store(e) => e.into(),
             ServiceError::Internal(detail) => ApiError::Internal(detail),

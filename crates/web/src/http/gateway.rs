@@ -44,7 +44,8 @@ fn unauthorized(message: &str) -> Response {
     response
 }
 
-async fn gateway(state: &AppState, headers: &HeaderMap) -> Result<Gateway, Response> {
+/// The gateway an `Authorization: Basic` header names, or the answer that refuses it.
+pub(crate) async fn gateway(state: &AppState, headers: &HeaderMap) -> Result<Gateway, Response> {
     let Some((serial, token)) = basic_credentials(headers) else {
         return Err(unauthorized(
             "Gateway credentials (HTTP Basic: serial and device token) are required.",

@@ -18,6 +18,7 @@ use http_body_util::BodyExt;
 
 use crate::http::commands::waits_for_gateway;
 use crate::http::error::ApiError;
+use crate::http::firmware::streams_body;
 use crate::state::AppState;
 
 /// How much longer than the query timeout a handler may run before it is cut short: enough
@@ -53,7 +54,13 @@ async fn guarded(state: &AppState, request: Request, next: Next) -> Result<Respo
     }
     // The store cancels its own statements at the query timeout (`Db::for_requests`) and the
     // handler answers 503 from that; this bound, a little later, catches whatever else waits.
-    let bound = match request.extensions().get::<MatchedPath>() {
+    let route = request.extensions().get::<MatchedPath>();
+    if route.is_some_and(|route| streams_body(request.method(), route.as_str())) {
+        // A firmware upload: its handler reads the body piece by piece, each within the body
+        // timeout, and writes it as it comes; its store work is bounded statement by statement.
+        return Ok(next.run(request).await);
+    }
+    let bound = match route {
         Some(route) if waits_for_gateway(route.as_str()) => {
             limits.query_timeout + state.settings.command_timeout + GRACE
         }

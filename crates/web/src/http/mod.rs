@@ -12,6 +12,7 @@ pub mod devices;
 pub mod error;
 pub mod events;
 pub mod firmware;
+pub mod firmware_download;
 pub mod gateway;
 pub mod groups;
 mod head_deadline;
@@ -84,7 +85,8 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .merge(webhooks::router())
         .merge(twins::router())
         .merge(jobs::router())
-        .merge(firmware::router())
+        .merge(firmware::router(&state))
+        .merge(firmware_download::router())
         .merge(pages)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))

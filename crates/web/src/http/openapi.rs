@@ -7,8 +7,8 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
 use super::{
-    commands, data, device_collection, devices, events, firmware, gateway, groups, health, jobs, oauth, retention,
-    sessions, stream, twins, users, webhooks,
+    commands, data, device_collection, devices, events, firmware, firmware_download, gateway, groups, health, jobs,
+    oauth, retention, sessions, stream, twins, users, webhooks,
 };
 use crate::state::AppState;
 
@@ -26,7 +26,7 @@ use requests::{OptionalBodies, QueryParams};
         groups::index, groups::collection, groups::view, groups::create, groups::update, groups::remove, groups::put_member, groups::remove_member,
         retention::view_retention, retention::update_retention,
         users::index, users::create, users::view, users::view_me, users::update, users::update_me,
-        gateway::measurements, gateway::events,
+        gateway::measurements, gateway::events, firmware_download::download,
         device_collection::index, devices::provision, devices::view, devices::update, devices::archive, devices::rotate_token,
         commands::ping, commands::restart, commands::status, commands::request_measurement, commands::wifi_scan, commands::wifi_connect, commands::wifi_disconnect, commands::reset_main_counter, commands::reset_daily_counter, commands::modbus_write, commands::zwave_node,
         data::raw, data::export, data::downsampled, events::index, events::types, stream::stream,
@@ -35,7 +35,7 @@ use requests::{OptionalBodies, QueryParams};
         webhooks::index, webhooks::view, webhooks::create, webhooks::update, webhooks::remove, webhooks::attempts, webhooks::formatters,
         twins::index, twins::view, twins::update,
         jobs::index, jobs::create, jobs::view, jobs::cancel, jobs::executions,
-        firmware::public_key,
+        firmware::index, firmware::upload, firmware::view, firmware::remove, firmware::public_key,
     ),
     components(schemas(data::ExportFormat)),
     modifiers(&BearerAuth, &StandardErrors, &ErrorBodies, &RateLimits, &Examples, &FieldsSelection, &QueryParams, &OptionalBodies, &OperationIds),

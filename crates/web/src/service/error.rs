@@ -51,6 +51,9 @@ pub enum ServiceError {
     /// 503 with `Retry-After`.
     #[error("{0}")]
     Busy(String),
+    /// A body past a size limit (a firmware image): 413.
+    #[error("{0}")]
+    TooLarge(String),
     /// The record changed since the caller read it (a twin's `version`): 409.
     #[error("{0}")]
     Conflict(String),

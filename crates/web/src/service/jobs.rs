@@ -7,12 +7,14 @@ use devicecloud_engine::auth::Role;
 use devicecloud_engine::jobs::operation::{self, Operation};
 use devicecloud_query::{DEFAULT_MAX_LIST_VALUES, PageRequest, parse_filter};
 use devicecloud_store::device_collection::{self, ATTRIBUTES as DEVICE_ATTRIBUTES};
+use devicecloud_store::devices::DeviceRow;
+use devicecloud_store::firmware::FirmwareRow;
 use devicecloud_store::jobs::{self, JobRow, NewJob, Target};
 use devicecloud_store::{ListArgs, unix_now};
 use serde_json::Value;
 
 use super::validate::Fields;
-use super::{Input, Result, ServiceError, access};
+use super::{Input, Result, ServiceError, access, firmware};
 use crate::caller::Caller;
 use crate::state::AppState;
 
@@ -52,12 +54,6 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
             }
         },
     };
-    if let Some(Operation::Firmware(_)) = operation {
-        f.error(
-            "operation",
-            "Firmware jobs need a firmware image, and this service has no firmware images yet.",
-        );
-    }
     let filter = match input.get("target") {
         Some(Value::Object(target)) => match target.get("filter") {
             Some(filter @ Value::Object(_)) => {
@@ -87,11 +83,27 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
     let (Some(label), Some(operation), Some(filter)) = (label, operation, filter) else {
         return Err(ServiceError::invalid("operation", "Operation cannot be blank."));
     };
-    let devices = resolve(state, caller, filter.as_ref(), operation.gateways_only()).await?;
+    let image = match &operation {
+        Operation::Firmware(id) => Some(image_of(state, caller, id).await?),
+        _ => None,
+    };
+    let runs_on = |device: &DeviceRow| {
+        let gateway = device.id_parent.is_none();
+        match &image {
+            // An image installs on gateways of its kind, in its group when it has one.
+            Some(image) => {
+                gateway
+                    && device.kind.as_deref() == Some(image.kind.as_str())
+                    && image.id_group.as_ref().is_none_or(|g| *g == device.id_group)
+            }
+            None => gateway || !operation.gateways_only(),
+        }
+    };
+    let devices = resolve(state, caller, filter.as_ref(), runs_on).await?;
     if devices.is_empty() {
         return Err(ServiceError::invalid(
             "target",
-            "The target matches no device the job can run on (commands go to gateways only).",
+            "The target matches no device the job can run on (commands go to gateways only; firmware to gateways of the image's kind and group).",
         ));
     }
     let mut groups: Vec<String> = devices.iter().map(|d| d.id_group.clone()).collect();
@@ -118,19 +130,36 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
         timeout_s: timeout,
         expires_at: now + expires_in.unwrap_or(EXPIRES_DEFAULT_S),
         devices: &devices,
+        id_firmware: image.as_ref().map(|i| i.id_firmware.as_str()),
     };
-    let job = jobs::create(&state.db, &new, now).await?;
+    let Some(job) = jobs::create(&state.db, &new, now).await? else {
+        return Err(ServiceError::invalid(
+            "operation",
+            "The firmware image was deleted meanwhile.",
+        ));
+    };
     state.jobs.wake.notify_one();
     Ok(job)
 }
 
-/// The devices `filter` matches among those the caller sees, not archived (gateways only when
-/// `gateways_only`), each with the gateway that carries its execution; at most [`MAX_TARGETS`].
+/// The image a firmware job installs, as the caller sees it; one they cannot see is a field
+/// error on `operation`.
+async fn image_of(state: &AppState, caller: &Caller, id: &str) -> Result<FirmwareRow> {
+    firmware::get(state, caller, id, Role::Viewer)
+        .await
+        .map_err(|e| match e {
+            ServiceError::NotFound(_) => ServiceError::invalid("operation", format!("Firmware image not found: {id}.")),
+            other => other,
+        })
+}
+
+/// The devices `filter` matches among those the caller sees, not archived, that the job runs
+/// on (`runs_on`), each with the gateway that carries its execution; at most [`MAX_TARGETS`].
 async fn resolve(
     state: &AppState,
     caller: &Caller,
     filter: Option<&devicecloud_query::Filter>,
-    gateways_only: bool,
+    runs_on: impl Fn(&DeviceRow) -> bool,
 ) -> Result<Vec<Target>> {
     let mut targets = Vec::new();
     let mut page = 1;
@@ -148,7 +177,7 @@ async fn resolve(
         };
         let listing = device_collection::list(&state.db, args).await?;
         for device in listing.items {
-            if device.archived_at.is_some() || (gateways_only && device.id_parent.is_some()) {
+            if device.archived_at.is_some() || !runs_on(&device) {
                 continue;
             }
             let gateway = device

@@ -10,6 +10,7 @@ pub mod commands;
 pub mod devices;
 mod error;
 pub mod export;
+pub mod firmware;
 pub mod groups;
 pub mod jobs;
 pub mod memberships;

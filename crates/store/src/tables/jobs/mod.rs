@@ -6,6 +6,7 @@
 //! whoever sees every group it targets (`job_groups`).
 
 pub mod runs;
+pub mod updates;
 
 use devicecloud_query::{AttrKind, Attribute, SortKey};
 use sea_query::{Condition, Expr, ExprTrait, Query};
@@ -96,6 +97,8 @@ pub struct NewJob<'a> {
     pub expires_at: i64,
     /// The devices, in the order their executions start.
     pub devices: &'a [Target],
+    /// The image a firmware job installs.
+    pub id_firmware: Option<&'a str>,
 }
 
 const TABLE: &str = "jobs";
@@ -159,15 +162,33 @@ static JOB_EXECUTIONS: Table<ExecutionRow> = Table::new(
 /// Executions written per statement when a job is created.
 const INSERT_ROWS: usize = 500;
 
-/// Creates a job with one pending execution per device, all in one transaction; returns it.
-pub async fn create(db: &Db, job: &NewJob<'_>, now: i64) -> Result<JobRow> {
+/// Creates a job with one pending execution per device, all in one transaction; returns it, or
+/// `None` when the firmware image it installs is gone. The image's row is held (PostgreSQL:
+/// `FOR SHARE`) until the job is written, so that a deletion either comes first or sees the job.
+pub async fn create(db: &Db, job: &NewJob<'_>, now: i64) -> Result<Option<JobRow>> {
     let id = crate::new_id();
     let total = job.devices.len() as i64;
     let mut tx = Tx::begin(db).await?;
+    if let Some(id_firmware) = job.id_firmware {
+        let lock = match db.backend() {
+            crate::Backend::Postgres => " FOR SHARE",
+            crate::Backend::Sqlite => "",
+        };
+        let image: Vec<(String,)> = tx
+            .rows(
+                format!("SELECT id_firmware FROM firmware WHERE id_firmware = $1{lock}"),
+                values![id_firmware],
+            )
+            .await?;
+        if image.is_empty() {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+    }
     tx.execute(
         "INSERT INTO jobs (id_job, label, kind, operation, target, status, total, pending, created_at, created_by, \
-         rate_per_minute, max_failures_percent, timeout_s, expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13)"
+         rate_per_minute, max_failures_percent, timeout_s, expires_at, id_firmware) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $14)"
             .to_string(),
         values![
             id.as_str(),
@@ -182,7 +203,8 @@ pub async fn create(db: &Db, job: &NewJob<'_>, now: i64) -> Result<JobRow> {
             job.rate_per_minute,
             job.max_failures_percent,
             job.timeout_s,
-            job.expires_at
+            job.expires_at,
+            job.id_firmware
         ],
     )
     .await?;
@@ -220,6 +242,7 @@ pub async fn create(db: &Db, job: &NewJob<'_>, now: i64) -> Result<JobRow> {
     tx.commit().await?;
     rows.into_iter()
         .next()
+        .map(Some)
         .ok_or_else(|| crate::StoreError::Timeout("the new job was not read back".into()))
 }
 

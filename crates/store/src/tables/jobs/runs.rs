@@ -123,6 +123,9 @@ pub struct Running {
     pub runner: String,
     pub kind: Option<String>,
     pub id_group: String,
+    /// 1 when the device answered this attempt while it is still in progress (a gateway that
+    /// accepted a firmware `update`).
+    pub answered: i64,
 }
 
 impl Running {
@@ -139,7 +142,7 @@ impl Running {
 }
 
 const RUNNING: &str = "SELECT e.id_physical_device AS device, e.gateway, e.attempts, COALESCE(e.runner, '') AS runner, \
-                       d.kind, d.id_group FROM job_executions e \
+                       d.kind, d.id_group, CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS answered FROM job_executions e \
                        JOIN physical_devices d ON d.id_physical_device = e.gateway";
 
 /// In-progress executions of `id_job` started by another runner than `runner` (before a restart,

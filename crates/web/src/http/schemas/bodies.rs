@@ -278,6 +278,34 @@ built_schema!(
 );
 
 built_schema!(
+    /// `POST /api/v2/firmware` (multipart/form-data).
+    NewFirmware => body("A firmware image and what it is", vec![
+        (
+            "file",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Binary)))
+                .description(Some("The image; at most DEVICECLOUD_FIRMWARE_MAX_BYTES (64 MiB)"))
+                .into(),
+            true,
+        ),
+        ("kind", one_of(&["GO", "CORE", "PLUS"]), true),
+        ("component", one_of(&devicecloud_protocol::firmware::COMPONENTS), true),
+        (
+            "version",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(64))
+                .pattern(Some(r"^[^\s\x00-\x1f\x7f-\x9f]+$"))
+                .into(),
+            true,
+        ),
+        ("id_group", nonblank(64), false),
+    ])
+);
+
+built_schema!(
     /// `PUT /api/v2/physical-device/{id}/wifi`.
     WifiNetwork => body("The network to join", vec![
         ("ssid", ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).into(), true),

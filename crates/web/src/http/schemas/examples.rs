@@ -103,6 +103,16 @@ pub fn of(name: &str) -> Option<Value> {
             "expires_at": 1_795_940_800,
             "_links": {"self": {"href": "/api/v2/job/9a7c2e41-5b3d-4f6a-8e1c-2d4b6f8a0c13"}, "executions": {"href": "/api/v2/job/9a7c2e41-5b3d-4f6a-8e1c-2d4b6f8a0c13/execution"}},
         }),
+        "Firmware" => json!({
+            "id_firmware": "5f0c7d2e-8a41-4b6e-9c3d-1e2f3a4b5c6d", "kind": "CORE", "component": "app",
+            "version": "2.4.1", "size": 1_048_576,
+            "sha256": "30e14955ebf1352266dc2ff8067e68104607e750abb9d3b36582b8af909fcb58",
+            "signature": "3f1ZQp3w2mJ6oV1b8M0Qy1f2o8lS1pQe6Xo3Vq0w9V8n0mZc4yJt1rQe3bH2k9sL5xW7aP4dF6gJ8hK0lM2nBw==",
+            "manifest": "{\"id_firmware\":\"5f0c7d2e-8a41-4b6e-9c3d-1e2f3a4b5c6d\",\"kind\":\"CORE\",\"component\":\"app\",\"version\":\"2.4.1\",\"size\":1048576,\"sha256\":\"30e14955ebf1352266dc2ff8067e68104607e750abb9d3b36582b8af909fcb58\"}",
+            "id_group": GROUP, "created_at": 1_795_854_400,
+            "created_by": "8699ff2a-224b-4d8b-aabd-0f13544b4207",
+            "_links": {"self": {"href": "/api/v2/firmware/5f0c7d2e-8a41-4b6e-9c3d-1e2f3a4b5c6d"}, "download": {"href": "/gateway/v1/firmware/5f0c7d2e-8a41-4b6e-9c3d-1e2f3a4b5c6d"}},
+        }),
         "FirmwarePublicKey" => json!({
             "algorithm": "ed25519", "public_key": "O2onvM62pC1io6jQKm8Nc2UyFXcd4kOmOsBIoYtZ2ik=",
         }),

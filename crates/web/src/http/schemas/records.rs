@@ -18,7 +18,7 @@ use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
 use super::{Links, collection, with_labels};
 
 /// The component names of the records `fields` applies to.
-pub const RECORDS: [&str; 14] = [
+pub const RECORDS: [&str; 15] = [
     "Group",
     "PhysicalDevice",
     "DataPoint",
@@ -33,6 +33,7 @@ pub const RECORDS: [&str; 14] = [
     "Twin",
     "Job",
     "JobExecution",
+    "Firmware",
 ];
 
 /// A group (specification, Groups).
@@ -347,6 +348,7 @@ collection!(WebhookFormatterCollection, WebhookFormatter);
 collection!(TwinCollection, Twin);
 collection!(JobCollection, Job);
 collection!(JobExecutionCollection, JobExecution);
+collection!(FirmwareCollection, Firmware);
 
 /// The device collection's `deviceStatuses`: the names of `expected_live_status` and
 /// `device_status` values.
@@ -428,6 +430,31 @@ pub struct GatewayAnswer {
 pub struct Health {
     /// `ok`.
     status: String,
+}
+
+/// A firmware image (docs/api.md, "Firmware").
+#[derive(ToSchema)]
+pub struct Firmware {
+    id_firmware: String,
+    /// `GO`, `CORE` or `PLUS`.
+    kind: String,
+    /// `platform` or `app`.
+    component: String,
+    version: String,
+    /// Bytes.
+    size: i64,
+    /// Lowercase hex of the image's sha256; also the download's `ETag`.
+    sha256: String,
+    /// Standard base64 of the Ed25519 signature of `manifest`.
+    signature: String,
+    /// The exact signed text: JSON `{"id_firmware", "kind", "component", "version", "size", "sha256"}`.
+    manifest: String,
+    /// Null: an image for every group.
+    id_group: Option<String>,
+    created_at: i64,
+    /// The account that uploaded it.
+    created_by: Option<String>,
+    _links: Links,
 }
 
 /// The key firmware manifests are signed with (docs/api.md, "Firmware").

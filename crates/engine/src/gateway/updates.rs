@@ -1,0 +1,88 @@
+//! What a gateway's own messages say of its firmware updates (docs/api.md, "Firmware:
+//! update"): its `hello` ends the firmware executions in progress on it — the image's version
+//! for the component: succeeded, with event 219; another one after it accepted the update: a
+//! rollback, failed, with event 220 — and its event 221 fails them with the cause it gave.
+//!
+//! Each end is conditional on the execution still being in progress under its attempt
+//! (`runs::end`), so a hello and the runner's sweep never end one twice.
+
+use devicecloud_store::StoreError;
+use devicecloud_store::events::NewEvent;
+use devicecloud_store::jobs::runs::{self, Ended};
+use devicecloud_store::jobs::status;
+use devicecloud_store::jobs::updates::{self, Installing};
+use serde_json::json;
+
+use super::{Context, Gateway, now_parts, record_events};
+use crate::event_types;
+
+impl Gateway {
+    /// Ends the firmware executions on this gateway that its hello decides: it reports
+    /// `platform` and `app` versions (either may be absent, deciding nothing for that
+    /// component).
+    pub(super) async fn updates_after_hello(
+        &self,
+        ctx: &Context,
+        platform: Option<&str>,
+        app: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let installing = updates::installing(&ctx.db, &self.id).await?;
+        let mut ended = Vec::new();
+        let mut outcomes = Vec::new();
+        for run in &installing {
+            let running = match run.component.as_str() {
+                "platform" => platform,
+                _ => app,
+            };
+            let Some(running) = running else { continue };
+            if running == run.version {
+                let result = json!({"status": 200, "payload": {"result": "updated", "version": running}});
+                ended.push(run.ended(status::SUCCEEDED, result.to_string()));
+                outcomes.push((event_types::FIRMWARE_UPDATED, running.to_string()));
+            } else if run.accepted == 1 {
+                let result = json!({"status": 409, "payload": {"result": "rolled back", "version": running}});
+                ended.push(run.ended(status::FAILED, result.to_string()));
+                outcomes.push((event_types::FIRMWARE_ROLLED_BACK, running.to_string()));
+            }
+        }
+        self.end_updates(ctx, &ended, &outcomes).await
+    }
+
+    /// Fails the firmware executions in progress on this gateway: it published event 221 with
+    /// `cause`.
+    pub(super) async fn update_failed(&self, ctx: &Context, cause: &str) -> Result<(), StoreError> {
+        let installing: Vec<Installing> = updates::installing(&ctx.db, &self.id).await?;
+        let result = json!({"status": 500, "payload": {"result": "failed", "cause": cause}}).to_string();
+        let ended: Vec<Ended> = installing
+            .iter()
+            .map(|run| run.ended(status::FAILED, result.clone()))
+            .collect();
+        self.end_updates(ctx, &ended, &[]).await
+    }
+
+    /// Ends `ended` and records the events of `outcomes` (type, value) on this gateway.
+    async fn end_updates(&self, ctx: &Context, ended: &[Ended], outcomes: &[(i64, String)]) -> Result<(), StoreError> {
+        if ended.is_empty() {
+            return Ok(());
+        }
+        let now = now_parts().0;
+        runs::end(&ctx.db, ended, now).await?;
+        let events: Vec<NewEvent> = outcomes
+            .iter()
+            .map(|(event_type, value)| NewEvent {
+                id_group: &self.id_group,
+                source_device: &self.id,
+                from_device: Some(0),
+                event_type: *event_type,
+                occurred_at: now,
+                value,
+                datatype: None,
+                value_description: None,
+            })
+            .collect();
+        if !events.is_empty() {
+            record_events(ctx, &ctx.db, &events, now).await?;
+        }
+        Ok(())
+    }
+}

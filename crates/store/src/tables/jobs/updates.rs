@@ -1,0 +1,60 @@
+//! Firmware executions (docs/api.md, "Firmware: update"): an execution stays in progress after
+//! its gateway accepted the `update` (its answer is kept as the execution's `result` meanwhile)
+//! until the gateway's next `hello` says which version it runs, or it reports the install
+//! failed (event 221), or the deadline passes.
+
+use super::runs::Ended;
+use crate::database::Result;
+use crate::database::db::{Db, values};
+
+/// Records the gateway's acceptance of an `update` (its answer) on an execution still in
+/// progress under `runner`; `false` when it is not (it ended meanwhile, or was taken over).
+pub async fn accept(db: &Db, id_job: &str, device: &str, runner: &str, answer: &str) -> Result<bool> {
+    let n = db
+        .execute(
+            "UPDATE job_executions SET result = $1 WHERE id_job = $2 AND id_physical_device = $3 \
+             AND status = 'in_progress' AND COALESCE(runner, '') = $4",
+            values![answer, id_job, device, runner],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// A firmware execution in progress on a gateway, with what it installs.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct Installing {
+    pub id_job: String,
+    pub device: String,
+    /// The runner of its current attempt.
+    pub runner: String,
+    /// `platform` or `app`.
+    pub component: String,
+    pub version: String,
+    /// 1 once the gateway accepted the `update`.
+    pub accepted: i64,
+}
+
+impl Installing {
+    /// The end of this execution with `status` and `result`.
+    pub fn ended(&self, status: &'static str, result: String) -> Ended {
+        Ended {
+            id_job: self.id_job.clone(),
+            device: self.device.clone(),
+            runner: self.runner.clone(),
+            status,
+            result: Some(result),
+        }
+    }
+}
+
+/// The firmware executions in progress on `gateway` (one per job installing on it).
+pub async fn installing(db: &Db, gateway: &str) -> Result<Vec<Installing>> {
+    db.rows(
+        "SELECT e.id_job, e.id_physical_device AS device, COALESCE(e.runner, '') AS runner, f.component, f.version, \
+         CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS accepted FROM job_executions e \
+         JOIN jobs j ON j.id_job = e.id_job JOIN firmware f ON f.id_firmware = j.id_firmware \
+         WHERE e.id_physical_device = $1 AND e.status = 'in_progress' AND j.kind = 'firmware'",
+        values![gateway],
+    )
+    .await
+}
