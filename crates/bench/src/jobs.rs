@@ -198,7 +198,7 @@ fn ingest_rate(outcomes: &[super::publisher::Outcome], from: Instant, to: Instan
 
 /// Full-rate ingest by `fleet` for at most `longest` while `during` runs; the ingest rate
 /// within it (up to `longest`: the publishers stop by themselves, at their deadline).
-async fn ingest_while<T>(
+pub(crate) async fn ingest_while<T>(
     server: &ServerUnderTest,
     fleet: &[GatewayCredentials],
     first_second: i64,

@@ -19,6 +19,7 @@ mod cluster;
 mod commands;
 mod crash;
 mod dashboard;
+mod firmware;
 mod idle;
 mod ingest;
 mod jobs;
@@ -106,6 +107,11 @@ enum BenchCommand {
     /// connected gateway and to one after its hello, a ping job and a twin job without a rate
     /// limit, and the ingest rate meanwhile against alone.
     Jobs(jobs::JobsOptions),
+    /// A firmware campaign over simulated gateways that check, download and install the image
+    /// while others ingest: its time, the ingest rate meanwhile against alone, the server's
+    /// memory; then a campaign with failing installs and the share of the fleet it tried before
+    /// it halted.
+    Firmware(firmware::FirmwareOptions),
     /// Several nodes on one PostgreSQL database: pings through the node holding the gateways
     /// and relayed through another node, and durable ingest on one node against all nodes.
     Cluster(cluster::ClusterOptions),
@@ -145,6 +151,7 @@ async fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Idle(options) => idle::idle(options).await,
         BenchCommand::Commands(options) => commands::commands(options).await,
         BenchCommand::Jobs(options) => jobs::jobs(options).await,
+        BenchCommand::Firmware(options) => firmware::firmware(options).await,
         BenchCommand::Cluster(options) => cluster::cluster(options).await,
         BenchCommand::Webhook {
             rate,

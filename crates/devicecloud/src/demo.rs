@@ -8,7 +8,9 @@ use devicecloud_web::service::accounts as service_accounts;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use devicecloud_engine::firmware::signing::Signer;
 use devicecloud_protocol::ModuleKind;
+use devicecloud_simulator::firmware::FirmwareSource;
 use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, History, mixed_kinds};
 
 use devicecloud_store::devices::{self, NewGateway};
@@ -37,9 +39,22 @@ pub async fn run(mut settings: Settings) -> Result<()> {
         .context("cannot open the demo store")?;
     let seeded = seed(&db).await?;
     let data_dir = settings.data_dir.display().to_string();
+    let key_file = settings.signing_key_file();
     let on_ready = move |http: SocketAddr, mqtt: SocketAddr| {
         let mut options = FleetOptions::new(mqtt, FLEET_INTERVAL);
         options.power_cycle = Some(GO_POWER_CYCLE);
+        // The fleet installs firmware campaigns: it downloads from this service and checks
+        // images with its key (the file the service made at start).
+        match Signer::load(Some(&key_file)) {
+            Ok(signer) => {
+                options.firmware = Some(FirmwareSource {
+                    http_base: format!("http://{http}"),
+                    public_key: signer.public_key(),
+                    fail_percent: 0,
+                });
+            }
+            Err(e) => eprintln!("the demo fleet refuses firmware updates: {e}"),
+        }
         // A week of readings every 5 minutes, so the dashboard's charts have a past.
         options.history = Some(History {
             span: Duration::from_secs(7 * 86_400),

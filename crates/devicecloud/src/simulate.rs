@@ -41,6 +41,11 @@ pub struct SimulateArgs {
     /// GO modules power off and on again this often, in seconds (closing and opening sessions).
     #[arg(long)]
     pub power_cycle: Option<u64>,
+    /// Percent of firmware updates made to fail after the download (half reported by event 221,
+    /// half rolled back), to rehearse a campaign's halt. Updates need --api and --token (the
+    /// gateways download from the API's address and check images with its public key).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub fail_updates: u8,
 }
 
 pub async fn run(args: SimulateArgs, default_mqtt: SocketAddr) -> Result<()> {
@@ -85,6 +90,10 @@ pub async fn run(args: SimulateArgs, default_mqtt: SocketAddr) -> Result<()> {
     };
     let mut options = FleetOptions::new(args.mqtt.unwrap_or(default_mqtt), interval);
     options.power_cycle = args.power_cycle.map(Duration::from_secs);
+    // With API access the gateways install firmware updates; without, they refuse them.
+    if let (Some(api), Some(token)) = (&args.api, &args.token) {
+        options.firmware = Some(Provisioner::new(api, token).firmware_source(args.fail_updates).await?);
+    }
     let size = specs.len();
     let fleet = Fleet::start(specs, options);
     let started = Instant::now();
@@ -97,13 +106,15 @@ pub async fn run(args: SimulateArgs, default_mqtt: SocketAddr) -> Result<()> {
         }
         let s = fleet.stats();
         println!(
-            "t={:>4}s connected {}/{size} measurements {} commands answered {} power cycles {} connects {}",
+            "t={:>4}s connected {}/{size} measurements {} commands answered {} power cycles {} connects {} updates {} failed {}",
             started.elapsed().as_secs(),
             s.connected,
             s.measurements,
             s.commands,
             s.power_cycles,
-            s.connects
+            s.connects,
+            s.updates,
+            s.update_failures
         );
         if end.is_some_and(|end| Instant::now() >= end) {
             break;

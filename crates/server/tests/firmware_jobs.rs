@@ -75,7 +75,10 @@ async fn create_job(app: &TestApp, admin: &str, body: Value) -> String {
 async fn finished(app: &TestApp, admin: &str, id: &str) -> Value {
     let started = tokio::time::Instant::now();
     loop {
-        let job = send(app.get(&format!("/api/v2/job/{id}"), admin)).await.expect(200).json();
+        let job = send(app.get(&format!("/api/v2/job/{id}"), admin))
+            .await
+            .expect(200)
+            .json();
         if !job["finished_at"].is_null() {
             return job;
         }
@@ -124,7 +127,10 @@ async fn a_campaign_updates_every_gateway_and_each_comes_back_on_the_new_version
             "target": {"filter": {"id_group": group}}}),
     )
     .await;
-    let record = send(app.get(&format!("/api/v2/job/{job}"), &admin)).await.expect(200).json();
+    let record = send(app.get(&format!("/api/v2/job/{job}"), &admin))
+        .await
+        .expect(200)
+        .json();
     assert_eq!(record["timeout_s"], 900);
     assert_eq!(record["total"], 6);
     // While the job has executions left, its image stays.
@@ -201,11 +207,18 @@ async fn failures_and_rollbacks_fail_their_executions_and_halt_the_campaign() {
         .iter()
         .map(|e| e["result"]["payload"]["result"].as_str().unwrap())
         .collect();
-    assert!(causes.iter().all(|c| *c == "failed" || *c == "rolled back"), "{causes:?}");
+    assert!(
+        causes.iter().all(|c| *c == "failed" || *c == "rolled back"),
+        "{causes:?}"
+    );
     // Rolled back: event 220 with the version it came back with; failed: the gateway's 221.
     let rolled_back = events(&app, &admin, &group, 220).await;
     let reported = events(&app, &admin, &group, 221).await;
-    assert_eq!(rolled_back.len() + reported.len(), failed.len(), "{rolled_back:?} {reported:?}");
+    assert_eq!(
+        rolled_back.len() + reported.len(),
+        failed.len(),
+        "{rolled_back:?} {reported:?}"
+    );
     assert!(rolled_back.iter().all(|(_, version)| version == "2.4.0"));
     assert!(events(&app, &admin, &group, 219).await.is_empty());
     fleet.stop().await;

@@ -438,7 +438,10 @@ async fn events_are_listed_latest_first_with_labels_and_filters() {
         .iter()
         .map(|t| t["event_type"].as_str().unwrap())
         .collect();
-    assert_eq!(codes, ["218", "217", "215", "214", "213", "212", "211", "209"]);
+    assert_eq!(
+        codes,
+        ["220", "219", "218", "217", "215", "214", "213", "212", "211", "209"]
+    );
 }
 
 /// Ties in any sort key are broken by the primary key (series, then bucket start), so that

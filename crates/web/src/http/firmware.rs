@@ -2,43 +2,30 @@
 //! /api/v2/firmware/<id>` and `GET /api/v2/firmware/public-key`, the key gateways check every
 //! image's signed manifest with. The download is the gateway's (`http::firmware_download`).
 //!
-//! An upload is `multipart/form-data` streamed to the store as it arrives: the request guard
-//! does not read its body first ([`streams_body`]); each piece must come within the body
-//! timeout instead, and the body as a whole may be as large as the image limit.
-
-use std::future::Future;
+//! An upload is `multipart/form-data` streamed to the store as it arrives
+//! (`http::firmware_upload`).
 
 use axum::Router;
-use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
+use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, RawQuery, State};
+use axum::http::StatusCode;
 use axum::http::header::LOCATION;
-use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use devicecloud_engine::auth::Role;
-use devicecloud_engine::firmware::upload::Upload;
 use devicecloud_query::CollectionSpec;
 use devicecloud_store::firmware::{self, FirmwareRow};
 use devicecloud_store::{ListArgs, Listing};
 use serde_json::{Map, Value, json};
 
 use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
+use super::firmware_upload::{MULTIPART_OVERHEAD_BYTES, receive};
 use super::record::OneRecord;
 use crate::caller::Caller;
 use crate::http::error::ApiError;
 use crate::origin::Origin;
-use crate::service::firmware::{self as service, NewImage};
-use crate::service::{Input, ServiceError};
+use crate::service::firmware as service;
 use crate::state::AppState;
-
-/// The upload's route.
-const UPLOAD_PATH: &str = "/api/v2/firmware";
-/// The text fields of an upload.
-const TEXT_FIELDS: [&str; 4] = ["kind", "component", "version", "id_group"];
-/// Longest text field of an upload, in bytes.
-const TEXT_FIELD_MAX_BYTES: usize = 1024;
-/// What a multipart body may carry beyond the image itself (boundaries, headers, text fields).
-const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
 
 /// The routes of this resource.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -48,19 +35,13 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .saturating_add(MULTIPART_OVERHEAD_BYTES);
     Router::new()
         .route(
-            UPLOAD_PATH,
+            "/api/v2/firmware",
             get(index).post(upload).layer(DefaultBodyLimit::max(
                 usize::try_from(upload_limit).unwrap_or(usize::MAX),
             )),
         )
         .route("/api/v2/firmware/public-key", get(public_key))
         .route("/api/v2/firmware/{id}", get(view).delete(remove))
-}
-
-/// Whether a request streams its body to its handler instead of having it read first: a
-/// firmware upload, as large as an image.
-pub fn streams_body(method: &Method, route: &str) -> bool {
-    method == Method::POST && route == UPLOAD_PATH
 }
 
 /// The image record, in its documented order.
@@ -141,124 +122,10 @@ pub async fn upload(
                 .into(),
         )
     })?;
-    let mut received = Received::default();
-    let stored = match received.read(&state, &caller, multipart).await {
-        Ok(()) => received.store(&state, &caller).await,
-        Err(e) => Err(e),
-    };
-    let row = match stored {
-        Ok(row) => row,
-        Err(e) => {
-            if let Some(upload) = received.upload.take() {
-                upload.abandon().await;
-            }
-            return Err(e);
-        }
-    };
+    let row = receive(&state, &caller, multipart, |_| Ok(())).await?;
     let record = render(&row, &Selection::from_query(query.as_deref()));
     let location = origin.url(&format!("/api/v2/firmware/{}", row.id_firmware));
     Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
-}
-
-/// What an upload's body brought so far.
-#[derive(Default)]
-struct Received {
-    fields: Input,
-    /// The fields, checked (with the caller's right) once they were all there.
-    image: Option<NewImage>,
-    upload: Option<Upload>,
-}
-
-impl Received {
-    /// Reads every part: the text fields into `fields`, the file into the store.
-    async fn read(&mut self, state: &AppState, caller: &Caller, mut multipart: Multipart) -> Result<(), ApiError> {
-        while let Some(mut field) = piece(state, multipart.next_field()).await? {
-            match field.name() {
-                Some("file") => self.file(state, caller, &mut field).await?,
-                Some(name) if TEXT_FIELDS.contains(&name) => {
-                    let name = name.to_string();
-                    let text = text(state, &mut field, &name).await?;
-                    self.fields.insert(name, Value::String(text));
-                }
-                // Other parts are read past, as other JSON keys are ignored.
-                _ => while piece(state, field.chunk()).await?.is_some() {},
-            }
-        }
-        Ok(())
-    }
-
-    /// Streams the file into a new upload; the fields sent before it are checked first.
-    async fn file(&mut self, state: &AppState, caller: &Caller, field: &mut Field<'_>) -> Result<(), ApiError> {
-        if self.upload.is_some() {
-            return Err(ServiceError::invalid("file", "Only one file may be sent.").into());
-        }
-        if ["kind", "component", "version"]
-            .iter()
-            .all(|k| self.fields.contains_key(*k))
-        {
-            self.image = Some(service::check_new(state, caller, &self.fields).await?);
-        }
-        let max = state.settings.firmware_max_bytes;
-        let upload = self.upload.insert(
-            Upload::begin(&state.db, max)
-                .await
-                .map_err(|e| service::refused(e, max))?,
-        );
-        while let Some(bytes) = piece(state, field.chunk()).await? {
-            upload.push(&bytes).await.map_err(|e| service::refused(e, max))?;
-        }
-        Ok(())
-    }
-
-    /// Stores the image once the body is whole.
-    async fn store(&mut self, state: &AppState, caller: &Caller) -> Result<FirmwareRow, ApiError> {
-        let image = match self.image.take() {
-            Some(image) => image,
-            None => service::check_new(state, caller, &self.fields).await?,
-        };
-        let Some(upload) = self.upload.take() else {
-            return Err(ServiceError::invalid("file", "File cannot be blank.").into());
-        };
-        Ok(service::store(state, caller, upload, &image).await?)
-    }
-}
-
-/// A text field, at most [`TEXT_FIELD_MAX_BYTES`] of UTF-8.
-async fn text(state: &AppState, field: &mut Field<'_>, name: &str) -> Result<String, ApiError> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = piece(state, field.chunk()).await? {
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() > TEXT_FIELD_MAX_BYTES {
-            return Err(ServiceError::invalid(name, format!("At most {TEXT_FIELD_MAX_BYTES} bytes.")).into());
-        }
-    }
-    String::from_utf8(bytes).map_err(|_| ServiceError::invalid(name, "Not UTF-8 text.").into())
-}
-
-/// The next piece of the body: within the body timeout (408), unless the service stops (503).
-async fn piece<T>(state: &AppState, next: impl Future<Output = Result<T, MultipartError>>) -> Result<T, ApiError> {
-    let timeout = state.settings.limits.http_body_timeout;
-    tokio::select! {
-        _ = state.shutdown.cancelled() => Err(ApiError::Busy("The service is shutting down.".into())),
-        read = tokio::time::timeout(timeout, next) => match read {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::Status(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "The image is larger than DEVICECLOUD_FIRMWARE_MAX_BYTES ({} bytes).",
-                    state.settings.firmware_max_bytes
-                ),
-            )),
-            Ok(Err(e)) => Err(ApiError::BadRequest(format!("The multipart body could not be read: {}.", e.body_text()))),
-            Err(_) => {
-                metrics::counter!("devicecloud_http_timeouts_total").increment(1);
-                Err(ApiError::Status(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!("The request body stalled for more than {} s.", timeout.as_secs()),
-                ))
-            }
-        },
-    }
 }
 
 /// Get a firmware image

@@ -18,7 +18,7 @@ use http_body_util::BodyExt;
 
 use crate::http::commands::waits_for_gateway;
 use crate::http::error::ApiError;
-use crate::http::firmware::streams_body;
+use crate::http::firmware_upload::streams_body;
 use crate::state::AppState;
 
 /// How much longer than the query timeout a handler may run before it is cut short: enough

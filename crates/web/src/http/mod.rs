@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod firmware;
 pub mod firmware_download;
+pub mod firmware_upload;
 pub mod gateway;
 pub mod groups;
 mod head_deadline;

@@ -207,6 +207,14 @@ pub fn error(status: &str) -> Option<Value> {
             "Payload Too Large",
             "Failed to buffer the request body: length limit exceeded",
         ),
+        "415" => (
+            "Unsupported Media Type",
+            "The body must be multipart/form-data with a file and the fields kind, component, version and id_group.",
+        ),
+        "416" => (
+            "Range Not Satisfiable",
+            "The image has 1048576 bytes; ask for one range within them (bytes=first-last).",
+        ),
         "429" => ("Too Many Requests", "Rate limit exceeded."),
         "503" => (
             "Service Unavailable",
