@@ -188,6 +188,10 @@ pub async fn page(
     };
     let may_command = viewer.caller.role_in_group(&device.id_group) >= Some(Role::Operator);
     let twin = devicecloud_store::twins::get(&state.db, &id).await?;
+    let updates = match device.id_parent {
+        None => devicecloud_store::jobs::updates::history(&state.db, &id, 20).await?,
+        Some(_) => Vec::new(),
+    };
     let title = if device.label.is_empty() {
         device.serial_hardware.clone()
     } else {
@@ -221,6 +225,29 @@ pub async fn page(
         @if let Some(twin) = &twin {
             h2 { "Configuration (twin)" }
             (crate::twin::panel(&viewer, twin, may_command, None))
+        }
+        @if device.id_parent.is_none() {
+            h2 { "Firmware" }
+            p {
+                "platform " code { (device.platform_software_version) } " · app " code { (device.app_software_version) }
+            }
+            @if !updates.is_empty() {
+                table {
+                    thead { tr { th { "Campaign" } th { "Image" } th { "Status" } th { "Started" } th { "Finished" } th { "Outcome" } } }
+                    tbody {
+                        @for u in &updates {
+                            tr {
+                                td { a href=(format!("/jobs/{}", u.id_job)) { (u.label) } }
+                                td { (u.component.as_deref().unwrap_or("")) " " (u.version.as_deref().unwrap_or("(deleted)")) }
+                                td { span class=(format!("status {}", if u.status == "succeeded" { "on" } else if u.status == "failed" || u.status == "timed_out" { "alarm" } else { "off" })) { (u.status.replace('_', " ")) } }
+                                td { (format::utc(u.started_at)) }
+                                td { (format::utc(u.finished_at)) }
+                                td { @if let Some(r) = &u.result { code { (r) } } }
+                            }
+                        }
+                    }
+                }
+            }
         }
         @if !children.items.is_empty() {
             h2 { "Devices behind this gateway" }

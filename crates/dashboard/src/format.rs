@@ -46,6 +46,15 @@ pub fn number(value: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// A size in bytes as people read it: `512 B`, `300.0 KiB`, `1.0 MiB`.
+pub fn bytes(n: i64) -> String {
+    match n {
+        ..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
 /// What a query-string value keeps as it is: RFC 3986's unreserved characters.
 const ENCODED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 

@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use devicecloud_protocol::CommandMethod;
 use devicecloud_store::ListArgs;
+use devicecloud_store::firmware::{self, FirmwareRow};
 use devicecloud_store::jobs::{self as store, JobRow};
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
@@ -55,9 +56,10 @@ fn badge(status: &str) -> Markup {
 }
 
 /// The create form.
-fn form(viewer: &Viewer, draft: &Draft, groups: &[(String, String)]) -> Markup {
+fn form(viewer: &Viewer, draft: &Draft, groups: &[(String, String)], images: &[FirmwareRow]) -> Markup {
     let kind = draft.text("kind");
     let method = draft.text("method");
+    let image = draft.text("id_firmware");
     html! {
         h2 { "New job" }
         form.stack method="post" action="/jobs" {
@@ -74,8 +76,17 @@ fn form(viewer: &Viewer, draft: &Draft, groups: &[(String, String)]) -> Markup {
             }
             label { "Operation"
                 select name="kind" {
-                    option value="command" selected[kind != "twin"] { "Command" }
+                    option value="command" selected[kind != "twin" && kind != "firmware"] { "Command" }
                     option value="twin" selected[kind == "twin"] { "Desired configuration (twin patch)" }
+                    option value="firmware" selected[kind == "firmware"] { "Firmware update (a campaign)" }
+                }
+            }
+            label { "Firmware image (for a firmware update: gateways of its kind in the target get it)"
+                select name="id_firmware" {
+                    option value="" { "—" }
+                    @for i in images {
+                        option value=(i.id_firmware) selected[image == i.id_firmware] { (i.kind) " " (i.component) " " (i.version) }
+                    }
                 }
             }
             label { "Command"
@@ -89,7 +100,7 @@ fn form(viewer: &Viewer, draft: &Draft, groups: &[(String, String)]) -> Markup {
             }
             label { "Starts per minute" input name="rate_per_minute" value=(draft.text("rate_per_minute")) placeholder="6000"; (draft.errors_of("rate_per_minute")) }
             label { "Abort past this share of failures (%)" input name="max_failures_percent" value=(draft.text("max_failures_percent")) placeholder="100"; (draft.errors_of("max_failures_percent")) }
-            label { "Seconds per device" input name="timeout_s" value=(draft.text("timeout_s")) placeholder="60"; (draft.errors_of("timeout_s")) }
+            label { "Seconds per device" input name="timeout_s" value=(draft.text("timeout_s")) placeholder="60 (firmware: 900)"; (draft.errors_of("timeout_s")) }
             button type="submit" { "Start the job" }
         }
     }
@@ -100,6 +111,9 @@ async fn list_page(state: &AppState, viewer: &Viewer, page: Option<i64>, draft: 
     let args: ListArgs = list_args(&viewer.caller, None, None, page, 50);
     let listing = store::list(&state.db, args).await?;
     let groups = manageable_groups(state, viewer).await?;
+    let images = firmware::list(&state.db, list_args(&viewer.caller, None, None, Some(1), 100))
+        .await?
+        .items;
     Ok(html! {
         @if listing.items.is_empty() { p.muted { "No jobs in your groups yet." } }
         @else {
@@ -118,13 +132,27 @@ async fn list_page(state: &AppState, viewer: &Viewer, page: Option<i64>, draft: 
             }
             (pager(&listing.page, "/jobs"))
         }
-        @if !groups.is_empty() { (form(viewer, draft, &groups)) }
+        @if !groups.is_empty() { (form(viewer, draft, &groups, &images)) }
     })
 }
 
+/// The query of the jobs page: its page, and an image to start a campaign with (the firmware
+/// page's link).
+#[derive(serde::Deserialize)]
+pub struct JobsQuery {
+    #[serde(default, deserialize_with = "crate::page::lenient_page")]
+    page: Option<i64>,
+    firmware: Option<String>,
+}
+
 /// `GET /jobs`
-pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query<PageQuery>) -> PageResult {
-    let content = list_page(&state, &viewer, q.page, &Draft::default()).await?;
+pub async fn list(State(state): State<AppState>, viewer: Viewer, Query(q): Query<JobsQuery>) -> PageResult {
+    let mut draft = Draft::default();
+    if let Some(image) = q.firmware {
+        draft.values.insert("kind".into(), json!("firmware"));
+        draft.values.insert("id_firmware".into(), json!(image));
+    }
+    let content = list_page(&state, &viewer, q.page, &draft).await?;
     Ok(Html(
         layout::page(&viewer, Section::Jobs, "Jobs", content).into_string(),
     ))
@@ -156,7 +184,9 @@ fn body_of(posted: &Posted) -> (Map<String, Value>, Vec<FieldError>) {
     if let Some(filter) = target {
         body.insert("target".into(), json!({"filter": filter}));
     }
-    if let Some(document) = object(posted.field("document"), "operation", &mut errors) {
+    if posted.field("kind") == "firmware" {
+        body.insert("operation".into(), json!({"firmware": posted.field("id_firmware")}));
+    } else if let Some(document) = object(posted.field("document"), "operation", &mut errors) {
         let operation = if posted.field("kind") == "twin" {
             json!({"twin": document})
         } else {
@@ -191,6 +221,7 @@ pub async fn create(State(state): State<AppState>, posted: Posted) -> PageResult
         "filter",
         "kind",
         "method",
+        "id_firmware",
         "document",
         "rate_per_minute",
         "max_failures_percent",
@@ -223,6 +254,7 @@ pub async fn page(
         count_only: false,
     };
     let executions = store::executions(&state.db, &id, args).await?;
+    let failures = store::updates::failures(&state.db, &id).await?;
     let content = html! {
         p { (badge(&job.status)) " " (progress(&job)) }
         dl.fields {
@@ -238,6 +270,21 @@ pub async fn page(
             form method="post" action=(format!("/jobs/{id}/cancel")) {
                 (layout::csrf(&viewer))
                 button.danger type="submit" { "Cancel the pending executions" }
+            }
+        }
+        @if !failures.is_empty() {
+            h2 { "Failures by cause" }
+            table {
+                thead { tr { th { "Devices" } th { "Status" } th { "Answer" } } }
+                tbody {
+                    @for (status, result, n) in &failures {
+                        tr {
+                            td { (n) }
+                            td { (badge(status)) }
+                            td { @match result { Some(r) => code { (r) }, None => span.muted { "no answer" } } }
+                        }
+                    }
+                }
             }
         }
         h2 { "Executions" }

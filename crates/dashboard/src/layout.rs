@@ -18,6 +18,7 @@ pub enum Section {
     Events,
     Webhooks,
     Jobs,
+    Firmware,
     Admin,
     Accounts,
     Password,
@@ -55,6 +56,7 @@ pub fn page(viewer: &Viewer, section: Section, title: &str, content: Markup) -> 
                         (link(Section::Events, "/events", "Events"))
                         (link(Section::Webhooks, "/webhooks", "Webhooks"))
                         (link(Section::Jobs, "/jobs", "Jobs"))
+                        (link(Section::Firmware, "/firmware", "Firmware"))
                         @if viewer.caller.is_admin {
                             (link(Section::Admin, "/admin", "Administration"))
                             (link(Section::Accounts, "/admin/accounts", "Accounts"))

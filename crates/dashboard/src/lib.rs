@@ -12,6 +12,7 @@ mod device;
 mod device_commands;
 mod error;
 mod events;
+mod firmware;
 mod format;
 mod group;
 mod jobs;
@@ -28,6 +29,7 @@ mod viewer;
 mod webhooks;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 use devicecloud_web::state::AppState;
@@ -63,6 +65,15 @@ pub fn router() -> Router<AppState> {
         .route("/jobs", get(jobs::list).post(jobs::create))
         .route("/jobs/{id}", get(jobs::page))
         .route("/jobs/{id}/cancel", post(jobs::cancel))
+        // The upload form's body is as large as an image: each of its parts is bounded as it is
+        // read (`devicecloud_web::http::firmware_upload`).
+        .route(
+            "/firmware",
+            get(firmware::list)
+                .post(firmware::upload)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/firmware/{id}/delete", post(firmware::delete))
         .route("/admin", get(admin::page))
         .route("/admin/users", post(admin::create_user))
         .route("/admin/members", post(admin::put_member))

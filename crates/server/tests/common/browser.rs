@@ -72,6 +72,12 @@ impl Browser {
         self.send(request).await
     }
 
+    /// Posts a multipart form as it is (the caller adds `_csrf` where the page has it).
+    pub async fn post_multipart(&mut self, path: &str, form: reqwest::multipart::Form) -> Reply {
+        let request = self.http.post(format!("{}{path}", self.base)).multipart(form);
+        self.send(request).await
+    }
+
     /// Posts a form without any CSRF token.
     pub async fn post_without_token(&mut self, path: &str, fields: &[(&str, &str)]) -> Reply {
         let request = self

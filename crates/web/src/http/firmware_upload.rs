@@ -5,7 +5,8 @@
 //! fails removes what was written.
 //!
 //! The request guard does not read these bodies first ([`streams_body`]); each piece must come
-//! within the body timeout instead, and the body as a whole may be as large as the image limit.
+//! within the body timeout instead. Every part is bounded: the file by the image limit, at most
+//! 16 named text parts of 1 KiB each, and a part without a name is refused.
 
 use std::future::Future;
 
@@ -38,6 +39,19 @@ pub fn streams_body(method: &Method, route: &str) -> bool {
     method == Method::POST && UPLOAD_ROUTES.contains(&route)
 }
 
+/// An upload refused: why, and the text parts it had (a form shows them again).
+#[derive(Debug)]
+pub struct Refused {
+    pub error: ApiError,
+    pub fields: Input,
+}
+
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> ApiError {
+        refused.error
+    }
+}
+
 /// Reads an upload and stores its image. `before_file` sees every text part sent before the
 /// file (the dashboard's CSRF token among them) and may refuse the upload before a byte of the
 /// image is stored.
@@ -46,18 +60,24 @@ pub async fn receive(
     caller: &Caller,
     multipart: Multipart,
     before_file: impl Fn(&Input) -> Result<(), ApiError>,
-) -> Result<FirmwareRow, ApiError> {
+) -> Result<FirmwareRow, Refused> {
     let mut received = Received::default();
     let stored = match received.read(state, caller, multipart, &before_file).await {
         Ok(()) => received.store(state, caller).await,
         Err(e) => Err(e),
     };
-    if stored.is_err()
-        && let Some(upload) = received.upload.take()
-    {
-        upload.abandon().await;
+    match stored {
+        Ok(row) => Ok(row),
+        Err(error) => {
+            if let Some(upload) = received.upload.take() {
+                upload.abandon().await;
+            }
+            Err(Refused {
+                error,
+                fields: received.fields,
+            })
+        }
     }
-    stored
 }
 
 /// What an upload's body brought so far.
@@ -94,8 +114,7 @@ impl Received {
                     let text = text(state, &mut field, &name).await?;
                     self.fields.insert(name, Value::String(text));
                 }
-                // A part without a name is read past.
-                None => while piece(state, field.chunk()).await?.is_some() {},
+                None => return Err(ApiError::BadRequest("Every part of the form needs a name.".into())),
             }
         }
         Ok(())

@@ -58,3 +58,41 @@ pub async fn installing(db: &Db, gateway: &str) -> Result<Vec<Installing>> {
     )
     .await
 }
+
+/// One firmware job's execution on a device, as its history shows it.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct Update {
+    pub id_job: String,
+    pub label: String,
+    /// `platform` or `app`; null once the image was deleted.
+    pub component: Option<String>,
+    pub version: Option<String>,
+    pub status: String,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    /// The gateway's answer, or how the update ended.
+    pub result: Option<String>,
+}
+
+/// The firmware updates of `device`, newest job first, at most `limit`.
+pub async fn history(db: &Db, device: &str, limit: i64) -> Result<Vec<Update>> {
+    db.rows(
+        "SELECT j.id_job, j.label, f.component, f.version, e.status, e.started_at, e.finished_at, e.result \
+         FROM job_executions e JOIN jobs j ON j.id_job = e.id_job LEFT JOIN firmware f ON f.id_firmware = j.id_firmware \
+         WHERE e.id_physical_device = $1 AND j.kind = 'firmware' ORDER BY j.created_at DESC, j.id_job DESC LIMIT $2",
+        values![device, limit],
+    )
+    .await
+}
+
+/// The executions of `id_job` that did not succeed, counted by status and answer (for a
+/// firmware job, the cause: a refusal, a rollback and the version, event 221's cause, no
+/// hello in time), most frequent first.
+pub async fn failures(db: &Db, id_job: &str) -> Result<Vec<(String, Option<String>, i64)>> {
+    db.rows(
+        "SELECT status, result, COUNT(*) AS n FROM job_executions WHERE id_job = $1 AND status IN ('failed', 'timed_out') \
+         GROUP BY status, result ORDER BY n DESC, status, result LIMIT 50",
+        values![id_job],
+    )
+    .await
+}
