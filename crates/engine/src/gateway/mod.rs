@@ -107,6 +107,9 @@ pub struct Gateway {
     pub powered_off: bool,
     /// The archivings of assets this connection has looked at (`archived::ArchivedAssets`).
     pub(super) archivings_seen: u64,
+    /// When this connection was accepted (Unix seconds): an update sent before it was not
+    /// received on it.
+    connected_at: i64,
 }
 
 /// The rejection of a message naming a serial that belongs to a device other than this
@@ -182,6 +185,7 @@ impl Gateway {
             series: HashMap::new(),
             powered_off: false,
             archivings_seen: 0,
+            connected_at: now_parts().0,
         }
     }
 

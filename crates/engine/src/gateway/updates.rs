@@ -1,7 +1,8 @@
 //! What a gateway's own messages say of its firmware updates (docs/api.md, "Firmware:
 //! update"): its `hello` ends the firmware executions in progress on it — the image's version
 //! for the component: succeeded, with event 219; another one after it accepted the update: a
-//! rollback, failed, with event 220 — and its event 221 fails them with the cause it gave.
+//! rollback, failed, with event 220; another one before it accepted it: the update is sent
+//! again, at most once more — and its event 221 fails them with the cause it gave.
 //!
 //! Each end is conditional on the execution still being in progress under its attempt
 //! (`runs::end`), so a hello and the runner's sweep never end one twice.
@@ -29,6 +30,7 @@ impl Gateway {
         let installing = updates::installing(&ctx.db, &self.id).await?;
         let mut ended = Vec::new();
         let mut outcomes = Vec::new();
+        let mut again = Vec::new();
         for run in &installing {
             let running = match run.component.as_str() {
                 "platform" => platform,
@@ -43,8 +45,15 @@ impl Gateway {
                 let result = json!({"status": 409, "payload": {"result": "rolled back", "version": running}});
                 ended.push(run.ended(status::FAILED, result.to_string()));
                 outcomes.push((event_types::FIRMWARE_ROLLED_BACK, running.to_string()));
+            } else if run.started_at.is_some_and(|at| at < self.connected_at) {
+                // Back on the old version without having accepted an update sent over an
+                // earlier connection: it never got it, or its answer was lost (a node died
+                // while relaying it). It is sent again, at most once more. One sent over this
+                // connection is on its way.
+                again.push(run.clone());
             }
         }
+        updates::send_again(&ctx.db, &again).await?;
         self.end_updates(ctx, &ended, &outcomes).await
     }
 

@@ -4,14 +4,16 @@
 //!
 //! 1. expires it once `expires_at` passed (pending executions time out);
 //! 2. every second, sweeps its executions in progress: those under another runner (before a
-//!    restart, on a node that died) are taken over — a command is sent once more, at most, then
-//!    times out; a twin execution goes on —, twin executions whose device reported the version
-//!    the job set end (usually they already did, with the report itself), and those past their
-//!    deadline time out;
-//! 4. aborts it when failures passed `max_failures_percent` of `total` after at least 10 ended;
-//! 5. starts the next executions whose gateway is connected, as many as `rate_per_minute`
+//!    restart, on a node that died) are taken over — a command, or an update its gateway had
+//!    not accepted, is sent once more, at most, then times out; a twin execution, or an
+//!    accepted update, goes on —, twin executions whose device reported the version the job set
+//!    end (usually they already did, with the report itself), and those past their deadline time
+//!    out (a firmware execution otherwise ends with its gateway's hello: `gateway::updates`);
+//! 3. aborts it when failures passed `max_failures_percent` of `total` (a firmware job: also of
+//!    those ended) after at least 10 ended;
+//! 4. starts the next executions whose gateway is connected, as many as `rate_per_minute`
 //!    allows since the first one started;
-//! 6. ends it when every execution ended (events 217 and 218 on its groups).
+//! 5. ends it when every execution ended (events 217 and 218 on its groups).
 //!
 //! Execution outcomes are written by one writer in batches ([`runs::end`]), each only if the
 //! execution is still in progress under the attempt that ends, so every execution ends once.
@@ -383,10 +385,10 @@ impl Runner {
     /// writer (an accepted update has none yet: its hello ends it). Twin executions start in
     /// batches ([`Runner::launch_twins`]).
     fn launch(&self, ctx: &Arc<Context>, job: &JobRow, operation: &Arc<Operation>, ready: runs::Ready) {
-        let request = match &**operation {
-            Operation::Command(request) => Ok(request.clone()),
+        let sent = match &**operation {
+            Operation::Command(request) => Sent::Command(request.clone()),
             Operation::Firmware(_) => match self.updates.get(&job.id_job) {
-                Some(update) => Err(update.clone()),
+                Some(update) => Sent::Update(update.clone()),
                 None => {
                     let gone = serde_json::json!({"status": 404, "payload": {"result": "failed", "cause": "the image is gone"}});
                     self.end(
@@ -411,9 +413,9 @@ impl Runner {
         };
         let (ended, in_flight) = (self.ended.clone(), self.in_flight.clone());
         tokio::spawn(async move {
-            let outcome = match request {
-                Ok(command) => Some(attempt.run(&command).await),
-                Err(update) => attempt.update(&update).await,
+            let outcome = match sent {
+                Sent::Command(command) => Some(attempt.run(&command).await),
+                Sent::Update(update) => attempt.update(&update).await,
             };
             if let Some(outcome) = outcome {
                 let _ = ended.send(outcome);
@@ -421,6 +423,13 @@ impl Runner {
             in_flight.fetch_sub(1, Ordering::SeqCst);
         });
     }
+}
+
+/// What one attempt sends its gateway.
+enum Sent {
+    Command(devicecloud_protocol::CommandRequest),
+    /// A firmware job's `update`.
+    Update(Arc<UpdateParams>),
 }
 
 /// Writes outcomes in batches until shutdown; a batch that cannot be written is tried again.

@@ -142,7 +142,7 @@ impl Running {
 }
 
 const RUNNING: &str = "SELECT e.id_physical_device AS device, e.gateway, e.attempts, COALESCE(e.runner, '') AS runner, \
-                       d.kind, d.id_group, CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS answered FROM job_executions e \
+                       d.kind, d.id_group, CAST(CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS BIGINT) AS answered FROM job_executions e \
                        JOIN physical_devices d ON d.id_physical_device = e.gateway";
 
 /// In-progress executions of `id_job` started by another runner than `runner` (before a restart,
@@ -291,7 +291,7 @@ pub(crate) async fn end_in(tx: &mut Tx, ended: &[Ended], now: i64) -> sqlx::Resu
 
 /// Counts one execution of `id_job` that left `in_progress` for `to` in `moved`: per job,
 /// (in progress, succeeded, failed, timed out, pending again).
-fn tally(moved: &mut Vec<(String, [i64; 5])>, id_job: &str, to: &str) {
+pub(super) fn tally(moved: &mut Vec<(String, [i64; 5])>, id_job: &str, to: &str) {
     let at = match moved.iter().position(|(job, _)| job == id_job) {
         Some(at) => at,
         None => {
@@ -311,7 +311,7 @@ fn tally(moved: &mut Vec<(String, [i64; 5])>, id_job: &str, to: &str) {
 
 /// Moves the counts of jobs whose executions ended: per job, (in progress, succeeded, failed,
 /// timed out, pending again) by how many moved; returns how many ended in all.
-async fn count_in(tx: &mut Tx, moved: &[(String, [i64; 5])]) -> sqlx::Result<usize> {
+pub(super) async fn count_in(tx: &mut Tx, moved: &[(String, [i64; 5])]) -> sqlx::Result<usize> {
     let mut total = 0;
     for (job, [done, succeeded, failed, timed_out, again]) in moved {
         tx.execute(

@@ -3,9 +3,10 @@
 //! until the gateway's next `hello` says which version it runs, or it reports the install
 //! failed (event 221), or the deadline passes.
 
-use super::runs::Ended;
+use super::runs::{Ended, count_in, tally};
+use super::status;
 use crate::database::Result;
-use crate::database::db::{Db, values};
+use crate::database::db::{Db, Tx, values};
 
 /// Records the gateway's acceptance of an `update` (its answer) on an execution still in
 /// progress under `runner`; `false` when it is not (it ended meanwhile, or was taken over).
@@ -32,6 +33,8 @@ pub struct Installing {
     pub version: String,
     /// 1 once the gateway accepted the `update`.
     pub accepted: i64,
+    /// When its current attempt started (Unix seconds).
+    pub started_at: Option<i64>,
 }
 
 impl Installing {
@@ -51,7 +54,7 @@ impl Installing {
 pub async fn installing(db: &Db, gateway: &str) -> Result<Vec<Installing>> {
     db.rows(
         "SELECT e.id_job, e.id_physical_device AS device, COALESCE(e.runner, '') AS runner, f.component, f.version, \
-         CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS accepted FROM job_executions e \
+         CAST(CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS BIGINT) AS accepted, e.started_at FROM job_executions e \
          JOIN jobs j ON j.id_job = e.id_job JOIN firmware f ON f.id_firmware = j.id_firmware \
          WHERE e.id_physical_device = $1 AND e.status = 'in_progress' AND j.kind = 'firmware'",
         values![gateway],
@@ -95,4 +98,32 @@ pub async fn failures(db: &Db, id_job: &str) -> Result<Vec<(String, Option<Strin
         values![id_job],
     )
     .await
+}
+
+/// Sends the `update` of `runs` again: firmware executions in progress whose gateway said hello
+/// on the old version without having accepted the update (its command or its answer was lost,
+/// as with a node that died while relaying it) become `pending`, so the runner sends it once
+/// more at once; those sent twice already are left to their deadline. Returns how many.
+pub async fn send_again(db: &Db, runs: &[Installing]) -> Result<usize> {
+    if runs.is_empty() {
+        return Ok(0);
+    }
+    let mut tx = Tx::begin_patient(db).await?;
+    let mut moved: Vec<(String, [i64; 5])> = Vec::new();
+    for run in runs {
+        let n = tx
+            .execute(
+                "UPDATE job_executions SET status = 'pending', result = NULL WHERE id_job = $1 AND id_physical_device = $2 \
+                 AND status = 'in_progress' AND COALESCE(runner, '') = $3 AND attempts < 2"
+                    .to_string(),
+                values![run.id_job.as_str(), run.device.as_str(), run.runner.as_str()],
+            )
+            .await?;
+        if n == 1 {
+            tally(&mut moved, &run.id_job, status::PENDING);
+        }
+    }
+    let again = count_in(&mut tx, &moved).await?;
+    tx.commit().await?;
+    Ok(again)
 }
