@@ -21,7 +21,7 @@ use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, Provisioner};
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use super::jobs::ingest_while;
+use super::jobs::{finished, ingest_while};
 use super::server::{GatewayCredentials, ServerUnderTest, provision, provision_group, rss_kib};
 
 /// What `bench firmware` takes.
@@ -123,24 +123,9 @@ async fn campaign(
         .await?;
     let id = created["id_job"]
         .as_str()
-        .with_context(|| format!("no id_job: {created}"))?
-        .to_string();
-    loop {
-        let job: Value = http
-            .get(format!("{}/api/v2/job/{id}", server.base))
-            .bearer_auth(admin)
-            .send()
-            .await?
-            .json()
-            .await?;
-        if job["finished_at"].is_i64() {
-            return Ok((started.elapsed(), job));
-        }
-        if started.elapsed() > Duration::from_secs(900) {
-            bail!("the campaign did not end in 900 s: {job}");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        .with_context(|| format!("no id_job: {created}"))?;
+    let job = finished(http, server, admin, id, Duration::from_secs(900)).await?;
+    Ok((started.elapsed(), job))
 }
 
 /// Starts `fleet` with updates from `server` (`fail_percent` of installs failing) and waits

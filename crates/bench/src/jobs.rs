@@ -167,6 +167,19 @@ async fn run_job(
         .json()
         .await?;
     let id = created["id_job"].as_str().context("no id_job")?.to_string();
+    let job = finished(http, server, admin, &id, Duration::from_secs(300)).await?;
+    Ok((started.elapsed(), job))
+}
+
+/// Waits (at most `limit`) for the job `id` to end; the job as it ended.
+pub(crate) async fn finished(
+    http: &reqwest::Client,
+    server: &ServerUnderTest,
+    admin: &str,
+    id: &str,
+    limit: Duration,
+) -> Result<Value> {
+    let started = Instant::now();
     loop {
         let job: Value = http
             .get(format!("{}/api/v2/job/{id}", server.base))
@@ -176,10 +189,10 @@ async fn run_job(
             .json()
             .await?;
         if job["finished_at"].is_i64() {
-            return Ok((started.elapsed(), job));
+            return Ok(job);
         }
-        if started.elapsed() > Duration::from_secs(300) {
-            bail!("the job did not end in 300 s: {job}");
+        if started.elapsed() > limit {
+            bail!("the job did not end in {} s: {job}", limit.as_secs());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

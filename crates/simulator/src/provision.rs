@@ -25,39 +25,33 @@ impl Provisioner {
     }
 
     async fn post(&self, path: &str, body: &Value) -> Result<Value, SimulatorError> {
-        let response = self
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// The JSON answer of `method path` (with `body`), or why not.
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value, SimulatorError> {
+        let mut request = self
             .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| SimulatorError::Api(e.to_string()))?;
+            .request(method.clone(), format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| SimulatorError::Api(e.to_string()))?;
         let status = response.status();
         let text = response.text().await.map_err(|e| SimulatorError::Api(e.to_string()))?;
         if !status.is_success() {
-            return Err(SimulatorError::Api(format!("POST {path}: {status}: {text}")));
+            return Err(SimulatorError::Api(format!("{method} {path}: {status}: {text}")));
         }
-        serde_json::from_str(&text).map_err(|e| SimulatorError::Api(format!("POST {path}: {e}")))
+        serde_json::from_str(&text).map_err(|e| SimulatorError::Api(format!("{method} {path}: {e}")))
     }
 
     /// Where this fleet's gateways get firmware: the service's HTTP endpoint and its signing
     /// key (`GET /api/v2/firmware/public-key`), with `fail_percent` of updates made to fail.
     pub async fn firmware_source(&self, fail_percent: u8) -> Result<crate::firmware::FirmwareSource, SimulatorError> {
-        let path = "/api/v2/firmware/public-key";
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .map_err(|e| SimulatorError::Api(e.to_string()))?;
-        let status = response.status();
-        let text = response.text().await.map_err(|e| SimulatorError::Api(e.to_string()))?;
-        if !status.is_success() {
-            return Err(SimulatorError::Api(format!("GET {path}: {status}: {text}")));
-        }
-        let body: Value = serde_json::from_str(&text).map_err(|e| SimulatorError::Api(format!("GET {path}: {e}")))?;
+        let body = self
+            .call(reqwest::Method::GET, "/api/v2/firmware/public-key", None)
+            .await?;
         Ok(crate::firmware::FirmwareSource {
             http_base: self.base.clone(),
             public_key: field(&body, "public_key")?,

@@ -9,12 +9,12 @@
 
 use devicecloud_store::StoreError;
 use devicecloud_store::events::NewEvent;
-use devicecloud_store::jobs::runs::{self, Ended};
+use devicecloud_store::jobs::runs::Ended;
 use devicecloud_store::jobs::status;
 use devicecloud_store::jobs::updates::{self, Installing};
 use serde_json::json;
 
-use super::{Context, Gateway, now_parts, record_events};
+use super::{Context, Gateway, now_parts};
 use crate::event_types;
 
 impl Gateway {
@@ -69,13 +69,13 @@ impl Gateway {
         self.end_updates(ctx, &ended, &[]).await
     }
 
-    /// Ends `ended` and records the events of `outcomes` (type, value) on this gateway.
+    /// Ends `ended` and records the events of `outcomes` (type, value) on this gateway, in one
+    /// transaction.
     async fn end_updates(&self, ctx: &Context, ended: &[Ended], outcomes: &[(i64, String)]) -> Result<(), StoreError> {
         if ended.is_empty() {
             return Ok(());
         }
         let now = now_parts().0;
-        runs::end(&ctx.db, ended, now).await?;
         let events: Vec<NewEvent> = outcomes
             .iter()
             .map(|(event_type, value)| NewEvent {
@@ -89,9 +89,8 @@ impl Gateway {
                 value_description: None,
             })
             .collect();
-        if !events.is_empty() {
-            record_events(ctx, &ctx.db, &events, now).await?;
-        }
+        let ids = updates::end(&ctx.db, &ctx.webhooks.routes, ended, &events, now).await?;
+        ctx.stream.events(&events, &ids);
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use devicecloud_protocol::firmware::UpdateParams;
 use devicecloud_protocol::{CommandResponse, ModuleKind};
 use devicecloud_store::jobs::runs::{Ended, Ready};
-use devicecloud_store::jobs::{status, updates};
+use devicecloud_store::jobs::status;
 use serde_json::json;
 
 use super::Context;
@@ -67,10 +67,11 @@ impl Attempt {
     }
 
     /// A firmware execution's attempt (docs/api.md, "Firmware: update"): a gateway already on
-    /// the version succeeds at once; otherwise `update` is sent. Its acceptance is recorded and
-    /// the execution stays in progress (`None`) until the gateway's next hello, its event 221
-    /// or the deadline ends it (`firmware::outcomes`, the sweep); a refusal fails it, and a
-    /// gateway that went away before answering gets it again when it connects.
+    /// the version succeeds at once; otherwise `update` is sent. Its acceptance is recorded (an
+    /// outcome `in_progress`) and the execution goes on until the gateway's next hello, its
+    /// event 221 or the deadline ends it (`gateway::updates`, the sweep); a refusal fails it,
+    /// and a gateway that went away before answering gets it again when it connects. `None`:
+    /// nothing to record yet (no answer in time).
     pub async fn update(self, params: &UpdateParams) -> Option<Ended> {
         let ctx = &self.ctx;
         if let Ok(Some(device)) = devicecloud_store::devices::get(&ctx.db, &self.ready.gateway).await {
@@ -84,19 +85,9 @@ impl Attempt {
             }
         }
         match self.send(&params.request(), self.timeout.min(UPDATE_ANSWER_WAIT)).await {
+            // Accepted: the answer is recorded and the execution goes on.
             Ok(response) if (200..300).contains(&response.status) => {
-                let recorded = updates::accept(
-                    &ctx.db,
-                    &self.id_job,
-                    &self.ready.device,
-                    &self.runner,
-                    &result_text(&response),
-                )
-                .await;
-                if let Err(e) = recorded {
-                    tracing::warn!(job = %self.id_job, error = %e, "jobs: an accepted update was not recorded; the hello still ends it");
-                }
-                None
+                Some(self.ended(status::IN_PROGRESS, Some(result_text(&response))))
             }
             Ok(response) => Some(self.ended(status::FAILED, Some(result_text(&response)))),
             Err(CommandError::Offline | CommandError::Disconnected) => Some(self.ended(status::PENDING, None)),

@@ -237,7 +237,9 @@ pub struct Ended {
     /// The runner of the attempt that ends.
     pub runner: String,
     /// `succeeded`, `failed` or `timed_out`; or `pending` for an attempt that never reached the
-    /// device (its gateway went away before the request was published): its turn comes again.
+    /// device (its gateway went away before the request was published): its turn comes again;
+    /// or `in_progress` for the device's answer to an attempt that goes on (a gateway that
+    /// accepted a firmware update): only `result` is recorded.
     pub status: &'static str,
     /// The device's `{status, payload}` as JSON text.
     pub result: Option<String>,
@@ -260,6 +262,22 @@ pub(crate) async fn end_in(tx: &mut Tx, ended: &[Ended], now: i64) -> sqlx::Resu
     // Per job: (in progress, succeeded, failed, timed out, pending again) moved.
     let mut moved: Vec<(String, [i64; 5])> = Vec::new();
     for e in ended {
+        if e.status == status::IN_PROGRESS {
+            // The device's answer while the execution goes on (an accepted update).
+            tx.execute(
+                "UPDATE job_executions SET result = $1 WHERE id_job = $2 AND id_physical_device = $3 \
+                 AND status = 'in_progress' AND COALESCE(runner, '') = $4"
+                    .to_string(),
+                values![
+                    e.result.as_deref(),
+                    e.id_job.as_str(),
+                    e.device.as_str(),
+                    e.runner.as_str()
+                ],
+            )
+            .await?;
+            continue;
+        }
         // An attempt that never reached the device is not counted as one.
         let (finished_at, unsent) = match e.status {
             status::PENDING => (None, 1),

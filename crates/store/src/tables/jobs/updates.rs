@@ -1,25 +1,14 @@
 //! Firmware executions (docs/api.md, "Firmware: update"): an execution stays in progress after
-//! its gateway accepted the `update` (its answer is kept as the execution's `result` meanwhile)
-//! until the gateway's next `hello` says which version it runs, or it reports the install
-//! failed (event 221), or the deadline passes.
+//! its gateway accepted the `update` (its answer is kept as the execution's `result` meanwhile,
+//! written with the runner's outcomes: `runs::end`) until the gateway's next `hello` says which
+//! version it runs, or it reports the install failed (event 221), or the deadline passes.
 
 use super::runs::{Ended, count_in, tally};
 use super::status;
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
-
-/// Records the gateway's acceptance of an `update` (its answer) on an execution still in
-/// progress under `runner`; `false` when it is not (it ended meanwhile, or was taken over).
-pub async fn accept(db: &Db, id_job: &str, device: &str, runner: &str, answer: &str) -> Result<bool> {
-    let n = db
-        .execute(
-            "UPDATE job_executions SET result = $1 WHERE id_job = $2 AND id_physical_device = $3 \
-             AND status = 'in_progress' AND COALESCE(runner, '') = $4",
-            values![answer, id_job, device, runner],
-        )
-        .await?;
-    Ok(n == 1)
-}
+use crate::tables::events::NewEvent;
+use crate::tables::webhooks::Routes;
 
 /// A firmware execution in progress on a gateway, with what it installs.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -75,6 +64,21 @@ pub struct Update {
     pub finished_at: Option<i64>,
     /// The gateway's answer, or how the update ended.
     pub result: Option<String>,
+}
+
+/// Ends firmware executions and records the events that tell of it (219, 220) in one
+/// transaction, the events routed to their groups' webhooks; returns the events' ids.
+pub async fn end(db: &Db, routes: &Routes, ended: &[Ended], events: &[NewEvent<'_>], now: i64) -> Result<Vec<i64>> {
+    let table = routes.table(db).await?;
+    let mut tx = Tx::begin_patient(db).await?;
+    super::runs::end_in(&mut tx, ended, now).await?;
+    let ids = if events.is_empty() {
+        Vec::new()
+    } else {
+        crate::tables::events::write_in(&mut tx, &table, events, now).await?
+    };
+    tx.commit().await?;
+    Ok(ids)
 }
 
 /// The firmware updates of `device`, newest job first, at most `limit`.
