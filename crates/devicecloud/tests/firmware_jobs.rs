@@ -250,7 +250,7 @@ async fn a_campaign_goes_on_when_a_node_dies_and_each_execution_ends_once() {
         .await;
     let items = executions["items"].as_array().unwrap();
     assert_eq!(items.len(), N);
-    let seen = seen.lock().unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     let on_new = seen.versions.values().filter(|v| *v == "2.5.0").count();
     // A gateway counts as updated when it came back on the version; one whose update was lost
     // with the node and not taken over in time may time out, never end twice.

@@ -153,6 +153,14 @@ impl CommandRequest {
         }
     }
 
+    /// `update` with the image to install (docs/gateway-protocol.md, "Firmware update").
+    pub fn update(params: &crate::firmware::UpdateParams) -> CommandRequest {
+        CommandRequest {
+            method: CommandMethod::Update,
+            params: serde_json::to_value(params).unwrap_or_default(),
+        }
+    }
+
     /// The payload the cloud publishes on [`crate::command_topic`].
     pub fn to_payload(&self) -> Vec<u8> {
         let mut map = Map::new();

@@ -7,7 +7,6 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 
-use crate::commands::{CommandMethod, CommandRequest};
 use crate::rejection::Rejection;
 
 /// The components an image may be of.
@@ -60,14 +59,6 @@ pub struct UpdateParams {
 }
 
 impl UpdateParams {
-    /// The command that carries these parameters.
-    pub fn request(&self) -> CommandRequest {
-        CommandRequest {
-            method: CommandMethod::Update,
-            params: serde_json::to_value(self).unwrap_or_default(),
-        }
-    }
-
     /// Reads the parameters of an `update` request (the gateway's side).
     pub fn read(params: &serde_json::Value) -> Result<UpdateParams, Rejection> {
         let update: UpdateParams = serde_json::from_value(params.clone())
@@ -146,16 +137,16 @@ mod tests {
             manifest: "{}".into(),
             url: "/gateway/v1/firmware/f1".into(),
         };
-        let request = params.request();
-        let parsed = CommandRequest::parse(&request.to_payload()).unwrap();
-        assert_eq!(parsed.method, CommandMethod::Update);
+        let request = crate::CommandRequest::update(&params);
+        let parsed = crate::CommandRequest::parse(&request.to_payload()).unwrap();
+        assert_eq!(parsed.method, crate::CommandMethod::Update);
         assert_eq!(UpdateParams::read(&parsed.params).unwrap(), params);
-        assert!(!CommandMethod::ALL.contains(&CommandMethod::Update));
+        assert!(!crate::CommandMethod::ALL.contains(&crate::CommandMethod::Update));
         for bad in [
             r#"{"method":"update"}"#,
             r#"{"method":"update","params":{"id_firmware":"f1"}}"#,
         ] {
-            assert!(CommandRequest::parse(bad.as_bytes()).is_err(), "{bad}");
+            assert!(crate::CommandRequest::parse(bad.as_bytes()).is_err(), "{bad}");
         }
         let mut other = serde_json::to_value(&params).unwrap();
         other["component"] = "kernel".into();

@@ -84,7 +84,13 @@ impl Attempt {
                 return Some(self.ended(status::SUCCEEDED, Some(answer.to_string())));
             }
         }
-        match self.send(&params.request(), self.timeout.min(UPDATE_ANSWER_WAIT)).await {
+        match self
+            .send(
+                &devicecloud_protocol::CommandRequest::update(params),
+                self.timeout.min(UPDATE_ANSWER_WAIT),
+            )
+            .await
+        {
             // Accepted: the answer is recorded and the execution goes on.
             Ok(response) if (200..300).contains(&response.status) => {
                 Some(self.ended(status::IN_PROGRESS, Some(result_text(&response))))
