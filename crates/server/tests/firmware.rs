@@ -181,6 +181,17 @@ async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
     .expect(201)
     .json();
     assert_eq!(global["id_group"], Value::Null);
+    let also_global = upload(
+        &app,
+        &admin,
+        &fields("GO", "app", "6.0.0", Some("")),
+        &image(10, 2),
+        false,
+    )
+    .await
+    .expect(201)
+    .json();
+    assert_eq!(also_global["id_group"], Value::Null);
 
     // Refusals, each leaving nothing stored.
     let again = upload(
@@ -254,6 +265,16 @@ async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
         .await;
         assert!(matches!(refused.status, 401 | 422), "{}", refused.text);
     }
+    // An empty group (a form's "every group") is left out: the administrator's only.
+    let empty_group = upload(
+        &app,
+        &manager,
+        &fields("CORE", "app", "1.0.2", Some("")),
+        &image(100, 5),
+        false,
+    )
+    .await;
+    assert_eq!(empty_group.status, 401, "{}", empty_group.text);
     let outsider = upload(
         &app,
         &stranger,
@@ -282,9 +303,9 @@ async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
             versions
         }
     };
-    assert_eq!(listed(admin.clone()).await, ["1.0.0", "2.5.0", "6.0.0"]);
-    assert_eq!(listed(viewer.clone()).await, ["1.0.0", "2.5.0", "6.0.0"]);
-    assert_eq!(listed(stranger.clone()).await, ["6.0.0"]);
+    assert_eq!(listed(admin.clone()).await, ["1.0.0", "2.5.0", "6.0.0", "6.0.0"]);
+    assert_eq!(listed(viewer.clone()).await, ["1.0.0", "2.5.0", "6.0.0", "6.0.0"]);
+    assert_eq!(listed(stranger.clone()).await, ["6.0.0", "6.0.0"]);
     send(app.get(&format!("/api/v2/firmware/{id}"), &viewer))
         .await
         .expect(200);

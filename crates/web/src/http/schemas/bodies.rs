@@ -301,7 +301,8 @@ built_schema!(
                 .into(),
             true,
         ),
-        ("id_group", nonblank(64), false),
+        // Left out or empty (as a form's "every group" sends it): an image for every group.
+        ("id_group", text(64), false),
     ])
 );
 
