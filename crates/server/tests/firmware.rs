@@ -355,6 +355,33 @@ async fn again_field(app: &TestApp, token: &str, fields: &[(&'static str, String
 }
 
 #[tokio::test]
+async fn a_corrupt_upload_is_400_and_leaves_nothing() {
+    let app = TestApp::spawn().await;
+    let (_, admin) = app.admin().await;
+    // A file part that never ends (no closing boundary): the body ends in the middle of it.
+    let body = "--XYZ\r\nContent-Disposition: form-data; name=\"kind\"\r\n\r\nGO\r\n--XYZ\r\n\
+                Content-Disposition: form-data; name=\"file\"; filename=\"a.bin\"\r\n\r\n0123456789";
+    let reply = send(
+        app.request(Method::POST, "/api/v2/firmware", &admin)
+            .header("Content-Type", "multipart/form-data; boundary=XYZ")
+            .body(body),
+    )
+    .await;
+    assert_error(&reply.expect(400).json(), 400);
+    // A part without a name.
+    let body = "--XYZ\r\nContent-Disposition: form-data\r\n\r\nGO\r\n--XYZ--\r\n";
+    let reply = send(
+        app.request(Method::POST, "/api/v2/firmware", &admin)
+            .header("Content-Type", "multipart/form-data; boundary=XYZ")
+            .body(body),
+    )
+    .await;
+    assert_error(&reply.expect(400).json(), 400);
+    assert_eq!(common::count(&app.state.db, "SELECT COUNT(*) FROM firmware_chunks").await, 0);
+    assert_eq!(common::count(&app.state.db, "SELECT COUNT(*) FROM firmware_uploads").await, 0);
+}
+
+#[tokio::test]
 async fn an_image_past_the_limit_is_413_and_leaves_nothing() {
     let app = TestApp::spawn_with(Settings {
         firmware_max_bytes: 300 * 1024,
