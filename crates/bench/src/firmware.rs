@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use devicecloud_protocol::ModuleKind;
@@ -21,7 +21,7 @@ use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, Provisioner};
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use super::jobs::{finished, ingest_while};
+use super::jobs::{ingest_while, timed_job};
 use super::server::{GatewayCredentials, ServerUnderTest, provision, provision_group, rss_kib};
 
 /// What `bench firmware` takes.
@@ -112,20 +112,7 @@ async fn campaign(
     let body = json!({"label": "bench campaign", "operation": {"firmware": id_firmware},
         "target": {"filter": {"id_group": group}}, "rate_per_minute": rate_per_minute,
         "max_failures_percent": max_failures_percent, "timeout_s": 300});
-    let started = Instant::now();
-    let created: Value = http
-        .post(format!("{}/api/v2/job", server.base))
-        .bearer_auth(admin)
-        .json(&body)
-        .send()
-        .await?
-        .json()
-        .await?;
-    let id = created["id_job"]
-        .as_str()
-        .with_context(|| format!("no id_job: {created}"))?;
-    let job = finished(http, server, admin, id, Duration::from_secs(900)).await?;
-    Ok((started.elapsed(), job))
+    timed_job(http, server, admin, &body, Duration::from_secs(900)).await
 }
 
 /// Starts `fleet` with updates from `server` (`fail_percent` of installs failing) and waits

@@ -157,22 +157,36 @@ async fn run_job(
 ) -> Result<(Duration, Value)> {
     let body = json!({"label": "bench", "operation": operation, "target": {"filter": {"id_group": group}},
         "rate_per_minute": 600_000, "timeout_s": 60});
+    timed_job(http, server, admin, &body, Duration::from_secs(300)).await
+}
+
+/// Creates the job `body` and waits (at most `limit`) for its end; the time from its creation
+/// to its end, and the job as it ended.
+pub(crate) async fn timed_job(
+    http: &reqwest::Client,
+    server: &ServerUnderTest,
+    admin: &str,
+    body: &Value,
+    limit: Duration,
+) -> Result<(Duration, Value)> {
     let started = Instant::now();
     let created: Value = http
         .post(format!("{}/api/v2/job", server.base))
         .bearer_auth(admin)
-        .json(&body)
+        .json(body)
         .send()
         .await?
         .json()
         .await?;
-    let id = created["id_job"].as_str().context("no id_job")?.to_string();
-    let job = finished(http, server, admin, &id, Duration::from_secs(300)).await?;
+    let id = created["id_job"]
+        .as_str()
+        .with_context(|| format!("no id_job: {created}"))?;
+    let job = finished(http, server, admin, id, limit).await?;
     Ok((started.elapsed(), job))
 }
 
 /// Waits (at most `limit`) for the job `id` to end; the job as it ended.
-pub(crate) async fn finished(
+async fn finished(
     http: &reqwest::Client,
     server: &ServerUnderTest,
     admin: &str,

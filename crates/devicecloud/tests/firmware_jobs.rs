@@ -9,6 +9,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use devicecloud_simulator::firmware::{self, FirmwareSource};
 use reqwest::multipart::{Form, Part};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 /// Where a gateway connects: a node's MQTT and HTTP addresses.
 #[derive(Clone, Copy, Debug)]
@@ -46,10 +47,18 @@ struct Seen {
     versions: HashMap<String, String>,
 }
 
+/// An update being installed: set while the image downloads, rung when it is done.
+#[derive(Default)]
+struct Installing {
+    busy: AtomicBool,
+    done: Notify,
+}
+
 /// A gateway that connects to whatever node `node` holds (again after every loss), says hello
 /// with the app version it runs, and installs each `update` as the protocol says: checks the
 /// manifest with `public_key`, answers 202, downloads and checks the image (from the node it is
-/// on then), and restarts on the new version.
+/// on then), and restarts on the new version. A gateway that loses its connection while it
+/// installs says hello only once the install is done, as docs/gateway-protocol.md asks.
 fn updating_gateway(
     serial: String,
     token: String,
@@ -59,7 +68,11 @@ fn updating_gateway(
 ) {
     tokio::spawn(async move {
         seen.lock().unwrap().versions.insert(serial.clone(), "2.4.0".into());
+        let installing = Arc::new(Installing::default());
         loop {
+            while installing.busy.load(Ordering::SeqCst) {
+                let _ = tokio::time::timeout(Duration::from_secs(1), installing.done.notified()).await;
+            }
             let at = *node.borrow();
             let version = seen.lock().unwrap().versions[&serial].clone();
             let mut options = MqttOptions::new(serial.clone(), at.mqtt.ip().to_string(), at.mqtt.port());
@@ -72,11 +85,11 @@ fn updating_gateway(
                 .publish("v1/gateway/hello", QoS::AtLeastOnce, false, hello.to_string())
                 .await;
             let _ = client.subscribe("v1/gateway/commands/+", QoS::AtLeastOnce).await;
-            let (installed_tx, mut installed) = tokio::sync::mpsc::channel::<()>(1);
             loop {
                 let event = tokio::select! {
                     event = events.poll() => event,
-                    _ = installed.recv() => break,
+                    // Installed: restart on it.
+                    () = installing.done.notified() => break,
                 };
                 match event {
                     Ok(Event::Incoming(Packet::Publish(p))) => {
@@ -102,12 +115,13 @@ fn updating_gateway(
                         let _ = client
                             .publish(topic, QoS::AtLeastOnce, false, accepted.to_string())
                             .await;
-                        let (serial, token, node, seen, done) = (
+                        installing.busy.store(true, Ordering::SeqCst);
+                        let (serial, token, node, seen, installing) = (
                             serial.clone(),
                             token.clone(),
                             node.clone(),
                             seen.clone(),
-                            installed_tx.clone(),
+                            installing.clone(),
                         );
                         tokio::spawn(async move {
                             // The download resumes from whichever node the gateway is on.
@@ -125,11 +139,12 @@ fn updating_gateway(
                                         .unwrap()
                                         .versions
                                         .insert(serial.clone(), params.version.clone());
-                                    let _ = done.send(()).await;
-                                    return;
+                                    break;
                                 }
                                 tokio::time::sleep(Duration::from_millis(500)).await;
                             }
+                            installing.busy.store(false, Ordering::SeqCst);
+                            installing.done.notify_one();
                         });
                     }
                     Ok(_) => {}

@@ -105,6 +105,11 @@ async fn upload(
     send(app.request(Method::POST, "/api/v2/firmware", token).multipart(form)).await
 }
 
+/// Uploads as [`upload`] (fields first) and expects the image stored; its record.
+async fn stored(app: &TestApp, token: &str, fields: &[(&'static str, String)], bytes: &[u8]) -> Value {
+    upload(app, token, fields, bytes, false).await.expect(201).json()
+}
+
 #[tokio::test]
 async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
     let app = TestApp::spawn().await;
@@ -181,16 +186,7 @@ async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
     .expect(201)
     .json();
     assert_eq!(global["id_group"], Value::Null);
-    let also_global = upload(
-        &app,
-        &admin,
-        &fields("GO", "app", "6.0.0", Some("")),
-        &image(10, 2),
-        false,
-    )
-    .await
-    .expect(201)
-    .json();
+    let also_global = stored(&app, &admin, &fields("GO", "app", "6.0.0", Some("")), &image(10, 2)).await;
     assert_eq!(also_global["id_group"], Value::Null);
 
     // Refusals, each leaving nothing stored.
@@ -377,8 +373,14 @@ async fn a_corrupt_upload_is_400_and_leaves_nothing() {
     )
     .await;
     assert_error(&reply.expect(400).json(), 400);
-    assert_eq!(common::count(&app.state.db, "SELECT COUNT(*) FROM firmware_chunks").await, 0);
-    assert_eq!(common::count(&app.state.db, "SELECT COUNT(*) FROM firmware_uploads").await, 0);
+    assert_eq!(
+        common::count(&app.state.db, "SELECT COUNT(*) FROM firmware_chunks").await,
+        0
+    );
+    assert_eq!(
+        common::count(&app.state.db, "SELECT COUNT(*) FROM firmware_uploads").await,
+        0
+    );
 }
 
 #[tokio::test]
@@ -493,36 +495,21 @@ async fn a_gateway_downloads_images_of_its_kind_and_group_with_ranges() {
     assert_eq!(download(&app, id, None, &[]).await.0, 401);
     assert_eq!(download(&app, id, Some((&gateway.serial, "wrong")), &[]).await.0, 401);
     // Another kind, another group: not found; an image for every group of its kind: served.
-    let core = upload(
+    let core = stored(
         &app,
         &admin,
         &fields("CORE", "app", "3.1.0", Some(&group)),
         &image(10, 1),
-        false,
     )
-    .await
-    .expect(201)
-    .json();
-    let elsewhere = upload(
+    .await;
+    let elsewhere = stored(
         &app,
         &admin,
         &fields("PLUS", "app", "3.1.0", Some(&other_group)),
         &image(10, 1),
-        false,
     )
-    .await
-    .expect(201)
-    .json();
-    let everyone = upload(
-        &app,
-        &admin,
-        &fields("PLUS", "app", "3.1.0", None),
-        &image(10, 1),
-        false,
-    )
-    .await
-    .expect(201)
-    .json();
+    .await;
+    let everyone = stored(&app, &admin, &fields("PLUS", "app", "3.1.0", None), &image(10, 1)).await;
     for other in [&core, &elsewhere] {
         let (status, _, body) = download(&app, other["id_firmware"].as_str().unwrap(), creds, &[]).await;
         assert_eq!(status, 404);
