@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use devicecloud_protocol::ModuleKind;
@@ -22,7 +22,7 @@ use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
 use super::jobs::{ingest_while, timed_job};
-use super::server::{GatewayCredentials, ServerUnderTest, provision, provision_group, rss_kib};
+use super::server::{GatewayCredentials, ServerUnderTest, cpu_seconds, provision, provision_group, rss_kib};
 
 /// What `bench firmware` takes.
 #[derive(Clone, Debug, clap::Args)]
@@ -54,6 +54,30 @@ pub struct FirmwareOptions {
     /// Database of the server under test (default: a fresh SQLite file); must be empty.
     #[arg(long)]
     pub database_url: Option<String>,
+}
+
+/// CPU seconds of the server and of this process at one moment, and when.
+struct Cpu {
+    server: f64,
+    bench: f64,
+    at: Instant,
+}
+
+impl Cpu {
+    fn now(pid: u32) -> Result<Cpu> {
+        Ok(Cpu {
+            server: cpu_seconds(pid)?,
+            bench: cpu_seconds(std::process::id())?,
+            at: Instant::now(),
+        })
+    }
+
+    /// The cores the server and this process used on average since.
+    fn cores_since(&self, pid: u32) -> Result<(f64, f64)> {
+        let now = Cpu::now(pid)?;
+        let wall = now.at.duration_since(self.at).as_secs_f64().max(1e-9);
+        Ok(((now.server - self.server) / wall, (now.bench - self.bench) / wall))
+    }
 }
 
 /// The simulator's gateways for provisioned CORE credentials.
@@ -165,14 +189,17 @@ pub async fn firmware(options: FirmwareOptions) -> Result<()> {
 
     eprintln!("ingest alone for {baseline_seconds} s…");
     let baseline = Duration::from_secs(baseline_seconds);
+    let cpu = Cpu::now(pid)?;
     let ((), alone) = ingest_while(&server, &ingesters, 1_700_000_000, baseline, async {
         tokio::time::sleep(baseline).await;
         Ok(())
     })
     .await?;
+    let cpu_alone = cpu.cores_since(pid)?;
 
     eprintln!("campaign over {gateways} gateways, {image_mib} MiB image…");
     let before_kib = rss_kib(pid)?;
+    let cpu = Cpu::now(pid)?;
     let peak = Arc::new(AtomicU64::new(before_kib));
     let sampler = {
         let peak = peak.clone();
@@ -192,6 +219,7 @@ pub async fn firmware(options: FirmwareOptions) -> Result<()> {
     )
     .await?;
     sampler.abort();
+    let cpu_campaign = cpu.cores_since(pid)?;
     let installed = updating.stats();
     updating.stop().await;
 
@@ -227,6 +255,11 @@ pub async fn firmware(options: FirmwareOptions) -> Result<()> {
     println!(
         "ingest alone {alone:.0} points/s; during the campaign {with:.0} points/s = {:.2} of alone (target >= 0.9)",
         with / alone.max(1.0)
+    );
+    println!(
+        "cores used (of the machine's): server {:.2}, this process (publishers and simulated gateways) {:.2} with ingest alone; \
+         server {:.2}, this process {:.2} during the campaign",
+        cpu_alone.0, cpu_alone.1, cpu_campaign.0, cpu_campaign.1
     );
     let peak_kib = peak.load(Ordering::Relaxed);
     println!(

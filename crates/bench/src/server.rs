@@ -286,6 +286,22 @@ pub async fn provision_group(
     Ok((id_group, out))
 }
 
+/// CPU seconds (user and system) a process used so far, from `/proc/<pid>/stat` (in clock
+/// ticks of 1/100 s, Linux's `USER_HZ`).
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("no command name")?
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| -> Result<f64> { Ok(fields.get(i).context("short stat")?.parse::<f64>()?) };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
 /// Resident memory of a process, in KiB.
 pub fn rss_kib(pid: u32) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

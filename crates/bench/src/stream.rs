@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::publisher::{Message, Pace, publish_paced};
-use super::server::{GatewayCredentials, ServerUnderTest, provision_group};
+use super::server::{GatewayCredentials, ServerUnderTest, cpu_seconds, provision_group};
 use crate::throughput::percentile_ms;
 
 /// Options of the stream benchmark.
@@ -225,22 +225,6 @@ async fn publish_round(
     let cpu = server.pid().map(cpu_seconds).transpose()?.unwrap_or_default() - cpu_before;
     round.cpu_per_million = cpu / (points / 1e6).max(1e-9);
     Ok(round)
-}
-
-/// CPU seconds (user and system) a process used so far, from `/proc/<pid>/stat` (in clock
-/// ticks of 1/100 s, Linux's `USER_HZ`).
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .context("no command name")?
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| -> Result<f64> { Ok(fields.get(i).context("short stat")?.parse::<f64>()?) };
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
 }
 
 /// Reads a stream until it ends: when the first point of each measurement (datatype 1) arrived,
