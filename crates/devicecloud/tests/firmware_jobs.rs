@@ -229,13 +229,16 @@ async fn a_campaign_goes_on_when_a_node_dies_and_each_execution_ends_once() {
         .to_string();
     // Halfway: some updated, some still to go.
     let path = format!("/api/v2/job/{id}");
+    let mut halfway = false;
     for _ in 0..400 {
         let job = cluster.nodes[1].json(reqwest::Method::GET, &admin, &path).await;
         if job["succeeded"].as_i64().unwrap_or(0) >= 5 && job["pending"].as_i64().unwrap_or(0) > 0 {
+            halfway = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(halfway, "the campaign never had executions both ended and to come");
 
     let mut a = cluster.nodes.remove(0);
     a.child.kill().await.unwrap();

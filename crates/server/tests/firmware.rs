@@ -228,6 +228,16 @@ async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
     )
     .await;
     assert_error(&json_body.expect(415).json(), 415);
+    // Of all this, the three images stored first, and nothing else.
+    assert_eq!(common::count(&app.state.db, "SELECT COUNT(*) FROM firmware").await, 3);
+    assert_eq!(
+        common::count(&app.state.db, "SELECT COUNT(*) FROM firmware_uploads").await,
+        0
+    );
+    assert_eq!(
+        common::count(&app.state.db, "SELECT COUNT(DISTINCT blob) FROM firmware_chunks").await,
+        3
+    );
 
     // Rights: a manager stores for their group only; a viewer and a stranger store nothing.
     let (manager_id, manager) = app.user().await;
@@ -246,10 +256,12 @@ async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
     .expect(201)
     .json();
     assert_eq!(managed["created_by"], manager_id.as_str());
-    for (token, id_group) in [
-        (&manager, None),
-        (&manager, Some(other_group.as_str())),
-        (&viewer, Some(group.as_str())),
+    // No group: administrators only (401); a group the manager does not manage: not theirs to
+    // name (422 on id_group); a viewer: 401.
+    for (token, id_group, status) in [
+        (&manager, None, 401),
+        (&manager, Some(other_group.as_str()), 422),
+        (&viewer, Some(group.as_str()), 401),
     ] {
         let refused = upload(
             &app,
@@ -259,7 +271,7 @@ async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
             false,
         )
         .await;
-        assert!(matches!(refused.status, 401 | 422), "{}", refused.text);
+        assert_eq!(refused.status, status, "{}", refused.text);
     }
     // An empty group (a form's "every group") is left out: the administrator's only.
     let empty_group = upload(
@@ -326,6 +338,21 @@ async fn images_are_uploaded_signed_listed_and_deleted_with_their_rights() {
     send(app.request(Method::DELETE, &global_path, &admin))
         .await
         .expect(204);
+    // A group sent after the file counts: the fields are checked again once the body is whole.
+    let late_group = Form::new()
+        .text("kind", "PLUS")
+        .text("component", "app")
+        .text("version", "7.0.0")
+        .part("file", Part::bytes(image(10, 7)).file_name("a.bin"))
+        .text("id_group", group.clone());
+    let late = send(
+        app.request(Method::POST, "/api/v2/firmware", &admin)
+            .multipart(late_group),
+    )
+    .await
+    .expect(201)
+    .json();
+    assert_eq!(late["id_group"], group.as_str());
     // The same version may be uploaded again once deleted.
     upload(
         &app,

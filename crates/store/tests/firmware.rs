@@ -34,7 +34,7 @@ async fn upload(
 ) -> Result<(), StoreError> {
     firmware::begin_upload(db, id_upload, row.created_at).await?;
     for (seq, piece) in pieces.iter().enumerate() {
-        firmware::put_chunk(db, id_upload, seq as i64, piece).await?;
+        firmware::put_chunk(db, id_upload, seq as i64, piece, row.created_at).await?;
     }
     firmware::finish_upload(db, id_upload, row).await
 }
@@ -113,14 +113,23 @@ async fn images_are_stored_whole_shared_by_content_and_deleted_with_their_last_u
 }
 
 #[tokio::test]
-async fn what_a_dead_upload_left_is_removed() {
+async fn what_a_silent_upload_left_is_removed_and_cannot_be_finished() {
     let store = common::store("firmware_stale").await;
     let db = &store.db;
     firmware::begin_upload(db, "old", 100).await.unwrap();
-    firmware::put_chunk(db, "old", 0, &[1, 2, 3]).await.unwrap();
-    firmware::begin_upload(db, "new", 5_000).await.unwrap();
-    firmware::put_chunk(db, "new", 0, &[4]).await.unwrap();
+    firmware::put_chunk(db, "old", 0, &[1, 2, 3], 100).await.unwrap();
+    // Begun as long ago, but still writing: alive.
+    firmware::begin_upload(db, "slow", 100).await.unwrap();
+    firmware::put_chunk(db, "slow", 0, &[4], 5_000).await.unwrap();
     assert_eq!(firmware::remove_stale_uploads(db, 1_000).await.unwrap(), 1);
     assert_eq!(count(db, "firmware_chunks").await, 1);
     assert_eq!(count(db, "firmware_uploads").await, 1);
+    // A removed upload cannot be finished, and nothing of it is stored.
+    let gone = firmware::finish_upload(db, "old", &row("f9", "9.0.0", "cc", 3, None)).await;
+    assert!(matches!(gone, Err(StoreError::Timeout(_))), "{gone:?}");
+    assert!(firmware::get(db, "f9").await.unwrap().is_none());
+    assert_eq!(count(db, "firmware_blobs").await, 0);
+    firmware::finish_upload(db, "slow", &row("f8", "8.0.0", "dd", 1, None))
+        .await
+        .unwrap();
 }

@@ -89,7 +89,7 @@ impl Upload {
     }
 
     async fn write_piece(&mut self) -> Result<(), UploadError> {
-        firmware::put_chunk(&self.db, &self.id, self.seq, &self.piece).await?;
+        firmware::put_chunk(&self.db, &self.id, self.seq, &self.piece, unix_now()).await?;
         self.seq += 1;
         self.piece.clear();
         Ok(())

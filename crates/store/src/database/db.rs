@@ -225,6 +225,15 @@ impl Db {
         }
     }
 
+    /// `clause` (a row lock such as ` FOR UPDATE`) on PostgreSQL; nothing on SQLite, where one
+    /// writer at a time holds the whole store.
+    pub(crate) fn row_lock(&self, clause: &'static str) -> &'static str {
+        match self.backend() {
+            Backend::Postgres => clause,
+            Backend::Sqlite => "",
+        }
+    }
+
     /// Renders a sea-query statement in this backend's dialect.
     pub(crate) fn build<S: SqlxBinder>(&self, statement: &S) -> (String, SqlxValues) {
         match self {

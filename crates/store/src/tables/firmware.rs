@@ -78,12 +78,18 @@ pub async fn begin_upload(db: &Db, id_upload: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
-/// Writes piece `seq` of an upload (background work: it does not cut ingest short).
-pub async fn put_chunk(db: &Db, id_upload: &str, seq: i64, data: &[u8]) -> Result<()> {
+/// Writes piece `seq` of an upload (background work: it does not cut ingest short), and notes
+/// that the upload is alive at `now`: only uploads silent for an hour are stale.
+pub async fn put_chunk(db: &Db, id_upload: &str, seq: i64, data: &[u8], now: i64) -> Result<()> {
     let mut tx = Tx::begin_patient(db).await?;
     tx.execute(
         "INSERT INTO firmware_chunks (blob, seq, data) VALUES ($1, $2, $3)".to_string(),
         values![upload_key(id_upload), seq, data.to_vec()],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE firmware_uploads SET started_at = $1 WHERE id_upload = $2".to_string(),
+        values![now, id_upload],
     )
     .await?;
     tx.commit().await?;
@@ -112,8 +118,8 @@ async fn end_upload_in(tx: &mut Tx, id_upload: &str) -> sqlx::Result<u64> {
     .await
 }
 
-/// Removes the uploads begun before `before` that never ended (their process died); returns
-/// how many.
+/// Removes the uploads that wrote nothing since `before` (their process died, or their client
+/// stalled); returns how many. Such an upload cannot be finished any more.
 pub async fn remove_stale_uploads(db: &Db, before: i64) -> Result<usize> {
     let stale: Vec<(String,)> = db
         .rows(
@@ -134,16 +140,25 @@ pub async fn remove_stale_uploads(db: &Db, before: i64) -> Result<usize> {
 /// abandon).
 pub async fn finish_upload(db: &Db, id_upload: &str, row: &FirmwareRow) -> Result<()> {
     let mut tx = Tx::begin_patient(db).await?;
-    let insert = tx
-        .execute(
-            "INSERT INTO firmware_blobs (sha256, size, created_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (sha256) DO NOTHING"
-                .to_string(),
-            values![row.sha256.as_str(), row.size, row.created_at],
+    // The blob is held (PostgreSQL: `FOR SHARE`) from here to the commit: a deletion of the last
+    // image with these bytes either comes first (the blob is then made anew here) or waits and
+    // then sees this image.
+    let found: Vec<(String,)> = tx
+        .rows(
+            format!(
+                "SELECT sha256 FROM firmware_blobs WHERE sha256 = $1{}",
+                db.row_lock(" FOR SHARE")
+            ),
+            values![row.sha256.as_str()],
         )
         .await?;
     let key = upload_key(id_upload);
-    if insert == 1 {
+    if found.is_empty() {
+        tx.execute(
+            "INSERT INTO firmware_blobs (sha256, size, created_at) VALUES ($1, $2, $3)".to_string(),
+            values![row.sha256.as_str(), row.size, row.created_at],
+        )
+        .await?;
         tx.execute(
             "UPDATE firmware_chunks SET blob = $1 WHERE blob = $2".to_string(),
             values![row.sha256.as_str(), key.as_str()],
@@ -180,7 +195,13 @@ pub async fn finish_upload(db: &Db, id_upload: &str, row: &FirmwareRow) -> Resul
         tx.rollback().await?;
         return Err(crate::StoreError::from(e).conflict_on("version"));
     }
-    end_upload_in(&mut tx, id_upload).await?;
+    // Removed as stale meanwhile (silent for an hour): its pieces may be gone.
+    if end_upload_in(&mut tx, id_upload).await? != 1 {
+        tx.rollback().await?;
+        return Err(crate::StoreError::Timeout(
+            "the upload was silent too long and was given up".into(),
+        ));
+    }
     tx.commit().await?;
     Ok(())
 }
@@ -221,13 +242,12 @@ pub async fn delete(db: &Db, id_firmware: &str) -> Result<Deleted> {
     let mut tx = Tx::begin(db).await?;
     // Locked first: a job being created for it (which holds it `FOR SHARE`) is then either
     // committed and seen below, or finds the image gone.
-    let lock = match db.backend() {
-        crate::Backend::Postgres => " FOR UPDATE",
-        crate::Backend::Sqlite => "",
-    };
     let found: Vec<(String,)> = tx
         .rows(
-            format!("SELECT sha256 FROM firmware WHERE id_firmware = $1{lock}"),
+            format!(
+                "SELECT sha256 FROM firmware WHERE id_firmware = $1{}",
+                db.row_lock(" FOR UPDATE")
+            ),
             values![id_firmware],
         )
         .await?;
@@ -248,6 +268,16 @@ pub async fn delete(db: &Db, id_firmware: &str) -> Result<Deleted> {
     tx.execute(
         "DELETE FROM firmware WHERE id_firmware = $1".to_string(),
         values![id_firmware],
+    )
+    .await?;
+    // The blob is locked before its other users are counted: an upload of the same bytes being
+    // stored (which holds it `FOR SHARE`) is then committed and counted.
+    tx.rows::<(String,)>(
+        format!(
+            "SELECT sha256 FROM firmware_blobs WHERE sha256 = $1{}",
+            db.row_lock(" FOR UPDATE")
+        ),
+        values![sha256.as_str()],
     )
     .await?;
     let others: Vec<(String,)> = tx

@@ -266,10 +266,7 @@ where
     let table = routes.table(db).await?;
     let mut tx = Tx::begin_patient(db).await?;
     let (marks, values) = in_list(ids);
-    let lock = match db.backend() {
-        crate::Backend::Postgres => " ORDER BY id_physical_device FOR UPDATE",
-        crate::Backend::Sqlite => "",
-    };
+    let lock = db.row_lock(" ORDER BY id_physical_device FOR UPDATE");
     let rows: Vec<TwinRow> = tx
         .rows(format!("{SELECT} WHERE id_physical_device IN ({marks}){lock}"), values)
         .await?;

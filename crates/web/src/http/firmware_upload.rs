@@ -19,7 +19,8 @@ use serde_json::Value;
 
 use crate::caller::Caller;
 use crate::http::error::ApiError;
-use crate::service::firmware::{self as service, NewImage};
+use crate::http::limits::within_body_timeout;
+use crate::service::firmware as service;
 use crate::service::{Input, ServiceError};
 use crate::state::AppState;
 
@@ -84,8 +85,6 @@ pub async fn receive(
 #[derive(Default)]
 struct Received {
     fields: Input,
-    /// The fields, checked (with the caller's right) once they were all there.
-    image: Option<NewImage>,
     upload: Option<Upload>,
 }
 
@@ -120,7 +119,9 @@ impl Received {
         Ok(())
     }
 
-    /// Streams the file into a new upload; the fields sent before it are checked first.
+    /// Streams the file into a new upload. When the fields came before it they are checked
+    /// first, so a refusal stores nothing; they are checked again once the body is whole (a part
+    /// after the file may change them).
     async fn file(&mut self, state: &AppState, caller: &Caller, field: &mut Field<'_>) -> Result<(), ApiError> {
         if self.upload.is_some() {
             return Err(ServiceError::invalid("file", "Only one file may be sent.").into());
@@ -129,7 +130,7 @@ impl Received {
             .iter()
             .all(|k| self.fields.contains_key(*k))
         {
-            self.image = Some(service::check_new(state, caller, &self.fields).await?);
+            service::check_new(state, caller, &self.fields).await?;
         }
         let max = state.settings.firmware_max_bytes;
         let upload = self.upload.insert(
@@ -145,10 +146,7 @@ impl Received {
 
     /// Stores the image once the body is whole.
     async fn store(&mut self, state: &AppState, caller: &Caller) -> Result<FirmwareRow, ApiError> {
-        let image = match self.image.take() {
-            Some(image) => image,
-            None => service::check_new(state, caller, &self.fields).await?,
-        };
+        let image = service::check_new(state, caller, &self.fields).await?;
         let Some(upload) = self.upload.take() else {
             return Err(ServiceError::invalid("file", "File cannot be blank.").into());
         };
@@ -170,26 +168,17 @@ async fn text(state: &AppState, field: &mut Field<'_>, name: &str) -> Result<Str
 
 /// The next piece of the body: within the body timeout (408), unless the service stops (503).
 async fn piece<T>(state: &AppState, next: impl Future<Output = Result<T, MultipartError>>) -> Result<T, ApiError> {
-    let timeout = state.settings.limits.http_body_timeout;
-    tokio::select! {
-        _ = state.shutdown.cancelled() => Err(ApiError::Busy("The service is shutting down.".into())),
-        read = tokio::time::timeout(timeout, next) => match read {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::Status(
+    within_body_timeout(state, next).await?.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::Status(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
                     "The image is larger than DEVICECLOUD_FIRMWARE_MAX_BYTES ({} bytes).",
                     state.settings.firmware_max_bytes
                 ),
-            )),
-            Ok(Err(e)) => Err(ApiError::BadRequest(format!("The multipart body could not be read: {}.", e.body_text()))),
-            Err(_) => {
-                metrics::counter!("devicecloud_http_timeouts_total").increment(1);
-                Err(ApiError::Status(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!("The request body stalled for more than {} s.", timeout.as_secs()),
-                ))
-            }
-        },
-    }
+            )
+        } else {
+            ApiError::BadRequest(format!("The multipart body could not be read: {}.", e.body_text()))
+        }
+    })
 }

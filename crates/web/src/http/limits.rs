@@ -108,6 +108,26 @@ fn check_expand(query: &str, max: usize) -> Result<(), ApiError> {
     }
 }
 
+/// Reads (some of) a request body within the body timeout (408 past it), unless the service
+/// stops first (503): the whole body here, each piece of a firmware upload
+/// (`http::firmware_upload`).
+pub(crate) async fn within_body_timeout<T>(
+    state: &AppState,
+    read: impl std::future::Future<Output = T>,
+) -> Result<T, ApiError> {
+    let timeout: Duration = state.settings.limits.http_body_timeout;
+    tokio::select! {
+        _ = state.shutdown.cancelled() => Err(ApiError::Busy("The service is shutting down.".into())),
+        read = tokio::time::timeout(timeout, read) => read.map_err(|_| {
+            metrics::counter!("devicecloud_http_timeouts_total").increment(1);
+            ApiError::Status(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("The request body did not arrive within {} s.", timeout.as_secs()),
+            )
+        }),
+    }
+}
+
 /// Reads the body whole before the handler runs, so that a slow or stalled sender is bounded
 /// by the body timeout (408) and a shutdown does not wait for it (503). Requests without a body
 /// pass untouched. A body over the size limit is left to the handler, whose extractor answers
@@ -125,7 +145,6 @@ async fn read_body(state: &AppState, request: Request) -> Result<Request, ApiErr
         return Ok(request);
     }
     let (parts, mut body) = request.into_parts();
-    let timeout: Duration = state.settings.limits.http_body_timeout;
     // The frames as they came: a body that arrives in one frame (most) is passed on as is,
     // without a copy.
     let mut received: Vec<Bytes> = Vec::new();
@@ -143,19 +162,7 @@ async fn read_body(state: &AppState, request: Request) -> Result<Request, ApiErr
         }
         Ok::<bool, ApiError>(true)
     };
-    let complete = tokio::select! {
-        _ = state.shutdown.cancelled() => return Err(ApiError::Busy("The service is shutting down.".into())),
-        read = tokio::time::timeout(timeout, read) => match read {
-            Ok(complete) => complete?,
-            Err(_) => {
-                metrics::counter!("devicecloud_http_timeouts_total").increment(1);
-                return Err(ApiError::Status(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!("The request body did not arrive within {} s.", timeout.as_secs()),
-                ));
-            }
-        },
-    };
+    let complete = within_body_timeout(state, read).await??;
     let received = match received.len() {
         0 => Bytes::new(),
         1 => received.swap_remove(0),

@@ -160,7 +160,7 @@ static JOB_EXECUTIONS: Table<ExecutionRow> = Table::new(
 );
 
 /// Executions written per statement when a job is created.
-const INSERT_ROWS: usize = 500;
+const INSERT_ROWS: usize = crate::sql::lists::ROWS_PER_STATEMENT;
 
 /// Creates a job with one pending execution per device, all in one transaction; returns it, or
 /// `None` when the firmware image it installs is gone. The image's row is held (PostgreSQL:
@@ -170,10 +170,7 @@ pub async fn create(db: &Db, job: &NewJob<'_>, now: i64) -> Result<Option<JobRow
     let total = job.devices.len() as i64;
     let mut tx = Tx::begin(db).await?;
     if let Some(id_firmware) = job.id_firmware {
-        let lock = match db.backend() {
-            crate::Backend::Postgres => " FOR SHARE",
-            crate::Backend::Sqlite => "",
-        };
+        let lock = db.row_lock(" FOR SHARE");
         let image: Vec<(String,)> = tx
             .rows(
                 format!("SELECT id_firmware FROM firmware WHERE id_firmware = $1{lock}"),
