@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use devicecloud_protocol::ModuleKind;
 use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, Provisioner};
-use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
 use super::jobs::{ingest_while, timed_job};
@@ -92,35 +91,14 @@ fn specs(fleet: &[GatewayCredentials]) -> Vec<GatewaySpec> {
 }
 
 /// Uploads a CORE `app` image of `mib` MiB, `version`, for `group`; its id.
-async fn upload(
-    http: &reqwest::Client,
-    server: &ServerUnderTest,
-    admin: &str,
-    group: &str,
-    version: &str,
-    mib: usize,
-) -> Result<String> {
+async fn upload(server: &ServerUnderTest, admin: &str, group: &str, version: &str, mib: usize) -> Result<String> {
     let bytes: Vec<u8> = (0..mib * 1024 * 1024)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
-    let form = Form::new()
-        .text("kind", "CORE")
-        .text("component", "app")
-        .text("version", version.to_string())
-        .text("id_group", group.to_string())
-        .part("file", Part::bytes(bytes).file_name("app.bin"));
-    let reply = http
-        .post(format!("{}/api/v2/firmware", server.base))
-        .bearer_auth(admin)
-        .multipart(form)
-        .send()
-        .await?;
-    let status = reply.status();
-    let body: Value = reply.json().await?;
-    if status != reqwest::StatusCode::CREATED {
-        bail!("upload answered {status}: {body}");
-    }
-    Ok(body["id_firmware"].as_str().context("no id_firmware")?.to_string())
+    let provisioner = Provisioner::new(&server.base, admin);
+    Ok(provisioner
+        .upload_firmware(ModuleKind::Core, "app", version, Some(group), bytes)
+        .await?)
 }
 
 /// Creates a firmware job over `group` and waits for its end; the time it took and the job.
@@ -183,7 +161,7 @@ pub async fn firmware(options: FirmwareOptions) -> Result<()> {
     eprintln!("provisioning {gateways} gateways, {halt_gateways} failing ones and {ingest_gateways} ingesting ones…");
     let (group, fleet) = provision_group(&http, &server.base, &admin, "FW", gateways).await?;
     let ingesters = provision(&http, &server.base, &admin, "FW-INGEST", ingest_gateways).await?;
-    let image = upload(&http, &server, &admin, &group, "2.5.0", image_mib).await?;
+    let image = upload(&server, &admin, &group, "2.5.0", image_mib).await?;
     eprintln!("connecting {gateways} simulated gateways…");
     let updating = start_fleet(&server, &admin, &fleet, 0).await?;
 
@@ -226,7 +204,7 @@ pub async fn firmware(options: FirmwareOptions) -> Result<()> {
     let halted = if halt_gateways > 0 {
         eprintln!("a campaign over {halt_gateways} gateways, {halt_fail_percent} % of installs failing…");
         let (halt_group, halt_fleet) = provision_group(&http, &server.base, &admin, "FW-HALT", halt_gateways).await?;
-        let halt_image = upload(&http, &server, &admin, &halt_group, "3.0.0", image_mib).await?;
+        let halt_image = upload(&server, &admin, &halt_group, "3.0.0", image_mib).await?;
         let failing = start_fleet(&server, &admin, &halt_fleet, halt_fail_percent).await?;
         let (_, halt_job) = campaign(&http, &server, &admin, &halt_group, &halt_image, rate_per_minute, 10).await?;
         failing.stop().await;

@@ -239,7 +239,7 @@ pub async fn page(
                             tr {
                                 td { a href=(format!("/jobs/{}", u.id_job)) { (u.label) } }
                                 td { (u.component.as_deref().unwrap_or("")) " " (u.version.as_deref().unwrap_or("(deleted)")) }
-                                td { span class=(format!("status {}", if u.status == "succeeded" { "on" } else if u.status == "failed" || u.status == "timed_out" { "alarm" } else { "off" })) { (u.status.replace('_', " ")) } }
+                                td { (crate::jobs::badge(&u.status)) }
                                 td { (format::utc(u.started_at)) }
                                 td { (format::utc(u.finished_at)) }
                                 td { @if let Some(r) = &u.result { code { (r) } } }

@@ -7,14 +7,13 @@ use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use devicecloud_engine::auth::secrets::same_hash;
 use devicecloud_store::firmware::{self as store, FirmwareRow};
 use maud::{Markup, html};
 use serde_json::Map;
 
 use crate::format;
 use crate::layout::{self, Section};
-use crate::page::{Draft, PageQuery, PageResult, list_args, manageable_groups, pager, see_other};
+use crate::page::{Draft, PageError, PageQuery, PageResult, list_args, manageable_groups, pager, see_other};
 use crate::sign_in::Posted;
 use crate::viewer::{CSRF_FIELD, Viewer};
 use devicecloud_engine::auth::Role;
@@ -119,16 +118,13 @@ pub async fn upload(
 ) -> PageResult<Response> {
     let multipart = multipart
         .map_err(|_| ApiError::Status(StatusCode::UNSUPPORTED_MEDIA_TYPE, "The form must be multipart.".into()))?;
+    // Checked before the file is received; refused, the upload is answered as every form
+    // without its token is.
     let csrf_holds = |fields: &Map<String, serde_json::Value>| {
         let sent = fields.get(CSRF_FIELD).and_then(|v| v.as_str()).unwrap_or_default();
-        if same_hash(sent, &viewer.csrf) {
-            Ok(())
-        } else {
-            Err(ApiError::Status(
-                StatusCode::FORBIDDEN,
-                "The form was not accepted (its security token is missing or stale). Reload the page and try again."
-                    .into(),
-            ))
+        match viewer.csrf_holds(sent) {
+            true => Ok(()),
+            false => Err(ApiError::Status(StatusCode::FORBIDDEN, String::new())),
         }
     };
     let (errors, mut values) = match receive(&state, &viewer.caller, multipart, csrf_holds).await {
@@ -137,6 +133,10 @@ pub async fn upload(
             error: ApiError::Validation(errors),
             fields,
         }) => (errors, fields),
+        Err(Refused {
+            error: ApiError::Status(StatusCode::FORBIDDEN, _),
+            ..
+        }) => return Err(PageError::Csrf),
         Err(refused) => return Err(ApiError::from(refused).into()),
     };
     // The file is not shown again; the other fields are.

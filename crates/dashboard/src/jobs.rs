@@ -45,11 +45,11 @@ fn progress(job: &JobRow) -> Markup {
     }
 }
 
-/// A job's status as a badge.
-fn badge(status: &str) -> Markup {
+/// A job's or an execution's status as a badge.
+pub(crate) fn badge(status: &str) -> Markup {
     let class = match status {
         "succeeded" => "on",
-        "failed" | "aborted" | "expired" => "alarm",
+        "failed" | "aborted" | "expired" | "timed_out" => "alarm",
         _ => "off",
     };
     html! { span class=(format!("status {class}")) { (status.replace('_', " ")) } }
@@ -111,9 +111,15 @@ async fn list_page(state: &AppState, viewer: &Viewer, page: Option<i64>, draft: 
     let args: ListArgs = list_args(&viewer.caller, None, None, page, 50);
     let listing = store::list(&state.db, args).await?;
     let groups = manageable_groups(state, viewer).await?;
-    let images = firmware::list(&state.db, list_args(&viewer.caller, None, None, Some(1), 100))
-        .await?
-        .items;
+    // The images a campaign may install, for the form (shown to managers only).
+    let images = match groups.is_empty() {
+        true => Vec::new(),
+        false => {
+            firmware::list(&state.db, list_args(&viewer.caller, None, None, Some(1), 100))
+                .await?
+                .items
+        }
+    };
     Ok(html! {
         @if listing.items.is_empty() { p.muted { "No jobs in your groups yet." } }
         @else {

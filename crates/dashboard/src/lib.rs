@@ -34,6 +34,11 @@ use axum::routing::{get, post};
 
 use devicecloud_web::state::AppState;
 
+/// The pages that take a firmware image: the service reads their bodies as they come, not
+/// whole first (`devicecloud_web::http::firmware_upload`).
+pub const UPLOAD_ROUTES: [&str; 1] = [FIRMWARE];
+const FIRMWARE: &str = "/firmware";
+
 /// Scripts and styles come from this server only; no frame may embed a page.
 const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'";
 
@@ -68,7 +73,7 @@ pub fn router() -> Router<AppState> {
         // The upload form's body is as large as an image: each of its parts is bounded as it is
         // read (`devicecloud_web::http::firmware_upload`).
         .route(
-            "/firmware",
+            FIRMWARE,
             get(firmware::list)
                 .post(firmware::upload)
                 .layer(DefaultBodyLimit::disable()),

@@ -127,7 +127,7 @@ impl FromRequest<AppState> for Posted {
             .map_err(|e| PageError::Api(devicecloud_web::http::error::ApiError::BadRequest(e.body_text())))?;
         let fields: HashMap<String, String> = pairs.into_iter().collect();
         let sent = fields.get(CSRF_FIELD).map_or("", String::as_str);
-        if !same_hash(sent, &viewer.csrf) {
+        if !viewer.csrf_holds(sent) {
             return Err(PageError::Csrf);
         }
         Ok(Posted { viewer, fields })

@@ -13,3 +13,10 @@ pub struct Viewer {
     pub csrf: String,
     pub(super) session_hash: String,
 }
+
+impl Viewer {
+    /// Whether `sent` is this session's CSRF token (compared in constant time).
+    pub fn csrf_holds(&self, sent: &str) -> bool {
+        devicecloud_engine::auth::secrets::same_hash(sent, &self.csrf)
+    }
+}

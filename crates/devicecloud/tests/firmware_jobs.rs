@@ -19,7 +19,6 @@ use devicecloud_protocol::firmware::UpdateParams;
 use devicecloud_protocol::{CommandRequest, ModuleKind};
 use devicecloud_simulator::Provisioner;
 use devicecloud_simulator::firmware::{self, FirmwareSource};
-use reqwest::multipart::{Form, Part};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
@@ -179,23 +178,11 @@ async fn a_campaign_goes_on_when_a_node_dies_and_each_execution_ends_once() {
         assert_eq!(answer["public_key"], public_key.as_str());
     }
     let image: Vec<u8> = (0..512 * 1024).map(|i| (i % 241) as u8).collect();
-    let form = Form::new()
-        .text("kind", "PLUS")
-        .text("component", "app")
-        .text("version", "2.5.0")
-        .text("id_group", group.clone())
-        .part("file", Part::bytes(image).file_name("app.bin"));
-    let uploaded: Value = reqwest::Client::new()
-        .post(format!("{}/api/v2/firmware", cluster.nodes[2].base()))
-        .bearer_auth(&admin)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap()
-        .json()
+    // Uploaded through another node than the one the gateways download from.
+    let id_firmware = Provisioner::new(&cluster.nodes[2].base(), &admin)
+        .upload_firmware(ModuleKind::Plus, "app", "2.5.0", Some(&group), image)
         .await
         .unwrap();
-    let id_firmware = uploaded["id_firmware"].as_str().unwrap().to_string();
 
     let (node, watch_node) = watch::channel(Node::from(&cluster.nodes[0]));
     let seen: Arc<Mutex<Seen>> = Arc::default();

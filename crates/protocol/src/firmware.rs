@@ -12,6 +12,17 @@ use crate::rejection::Rejection;
 /// The components an image may be of.
 pub const COMPONENTS: [&str; 2] = ["platform", "app"];
 
+/// The path of an image's download on the HTTP gateway endpoint.
+pub fn download_path(id_firmware: &str) -> String {
+    format!("/gateway/v1/firmware/{id_firmware}")
+}
+
+/// Of a device's `platform` and `app` versions, the one `component` names (`platform` or
+/// `app`).
+pub fn version_of<T>(component: &str, platform: T, app: T) -> T {
+    if component == "platform" { platform } else { app }
+}
+
 /// What a manifest says of its image.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest<'a> {

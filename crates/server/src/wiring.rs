@@ -257,6 +257,7 @@ pub fn wire(db: Db, settings: Settings, keys: Keys, tracker: &TaskTracker, shutd
         jobs,
         signer: Arc::new(signer),
         firmware_pieces: Arc::new(Pieces::new(pools.requests.clone(), pieces::CAPACITY_BYTES)),
+        page_uploads: &devicecloud_dashboard::UPLOAD_ROUTES,
     });
     Wired {
         state,

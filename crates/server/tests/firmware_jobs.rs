@@ -13,7 +13,6 @@ use common::{TestApp, send};
 use devicecloud_protocol::ModuleKind;
 use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, Provisioner};
 use reqwest::Method;
-use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
 /// A server, its administrator's token, a group, and `n` PLUS gateways provisioned in it.
@@ -51,22 +50,16 @@ async fn fleet(app: &TestApp, admin: &str, specs: Vec<GatewaySpec>, fail_percent
 
 /// Uploads a PLUS `app` image of `version` (300 KiB) for `group`; its id.
 async fn image(app: &TestApp, admin: &str, group: &str, version: &str) -> String {
-    image_of_kind(app, admin, group, "PLUS", version).await
+    image_of_kind(app, admin, group, ModuleKind::Plus, version).await
 }
 
 /// Uploads an `app` image of `kind` and `version` (300 KiB) for `group`; its id.
-async fn image_of_kind(app: &TestApp, admin: &str, group: &str, kind: &str, version: &str) -> String {
+async fn image_of_kind(app: &TestApp, admin: &str, group: &str, kind: ModuleKind, version: &str) -> String {
     let bytes: Vec<u8> = (0..300 * 1024).map(|i| (i % 253) as u8).collect();
-    let form = Form::new()
-        .text("kind", kind.to_string())
-        .text("component", "app")
-        .text("version", version.to_string())
-        .text("id_group", group.to_string())
-        .part("file", Part::bytes(bytes).file_name("app.bin"));
-    let reply = send(app.request(Method::POST, "/api/v2/firmware", admin).multipart(form))
+    Provisioner::new(&app.base, admin)
+        .upload_firmware(kind, "app", version, Some(group), bytes)
         .await
-        .expect(201);
-    reply.json()["id_firmware"].as_str().unwrap().to_string()
+        .unwrap()
 }
 
 async fn create_job(app: &TestApp, admin: &str, body: Value) -> String {
@@ -184,7 +177,7 @@ async fn a_campaign_updates_every_gateway_and_each_comes_back_on_the_new_version
     .await;
     assert_eq!(missing.status, 422, "{}", missing.text);
     assert_eq!(missing.json()[0]["field"], "operation");
-    let go_image = image_of_kind(&app, &admin, &group, "GO", "1.0.0").await;
+    let go_image = image_of_kind(&app, &admin, &group, ModuleKind::Go, "1.0.0").await;
     let no_target = send(app.request(Method::POST, "/api/v2/job", &admin).json(&json!({
         "label": "x", "operation": {"firmware": go_image}, "target": {"filter": {"id_group": group}}
     })))

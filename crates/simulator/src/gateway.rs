@@ -63,7 +63,8 @@ pub async fn run(
         .filter(|_| spec.kind != devicecloud_protocol::ModuleKind::Go);
     // The model starts where its history does, so counters grow through it.
     let start = now() - history.map_or(0.0, |h| h.span.as_secs_f64());
-    let model = Model::new(&spec.serial, spec.kind, spec.wifi_enabled, seed, start);
+    let firmware_key = options.firmware.as_ref().map(|source| source.public_key.clone());
+    let model = Model::new(&spec.serial, spec.kind, spec.wifi_enabled, seed, start).with_firmware_key(firmware_key);
     let mut gateway = Gateway {
         spec: &spec,
         model,
@@ -333,14 +334,10 @@ async fn command(
         publish(client, GatewayTopic::Response { request_id }, response.to_payload()).await;
         return None;
     };
-    let (response, follow_up) = match update_refused(spec, options, &request) {
-        Some(cause) => {
-            stats.update_failures.fetch_add(1, Ordering::Relaxed);
-            let payload = serde_json::json!({"result": "failed", "cause": cause});
-            (devicecloud_protocol::CommandResponse { status: 400, payload }, None)
-        }
-        None => model.answer(&request, now()),
-    };
+    let (response, follow_up) = model.answer(&request, now());
+    if request.method == devicecloud_protocol::CommandMethod::Update && follow_up.is_none() {
+        stats.update_failures.fetch_add(1, Ordering::Relaxed);
+    }
     let topic = GatewayTopic::Response { request_id };
     match spec.behaviour {
         Behaviour::Silent => return None,
@@ -381,19 +378,6 @@ async fn command(
         }
         FollowUp::Install(params) => install(spec, model, options, stats, client, &params).await,
     }
-}
-
-/// Why an `update` is refused before anything is downloaded (answered 400 with the cause): no
-/// firmware source, or a manifest whose signature does not hold or that is for another kind.
-fn update_refused(spec: &GatewaySpec, options: &FleetOptions, request: &CommandRequest) -> Option<String> {
-    if request.method != devicecloud_protocol::CommandMethod::Update {
-        return None;
-    }
-    let Some(source) = &options.firmware else {
-        return Some("this gateway has no firmware source".into());
-    };
-    let params = UpdateParams::read(&request.params).ok()?;
-    firmware::check_manifest(&params, &spec.kind.to_string(), &source.public_key).err()
 }
 
 /// Downloads, checks and installs an accepted update, then restarts on it (`Some`: the

@@ -90,6 +90,8 @@ pub struct Model {
     /// The installed versions, as hello reports them.
     platform_version: String,
     app_version: String,
+    /// The key firmware images are checked with; `None`: updates are refused.
+    firmware_key: Option<String>,
 }
 
 impl Model {
@@ -134,6 +136,7 @@ impl Model {
             reset_cause: "POWERON",
             platform_version: "5.1.2".into(),
             app_version: "2.4.0".into(),
+            firmware_key: None,
         }
     }
 
@@ -280,7 +283,7 @@ impl Model {
             }
             CommandMethod::ModbusWrite => (self.modbus_write(request), None),
             CommandMethod::ZwaveExclude => self.zwave_exclude(request),
-            CommandMethod::Update => match UpdateParams::read(&request.params) {
+            CommandMethod::Update => match self.update(request) {
                 Ok(params) => (
                     CommandResponse {
                         status: 202,
@@ -288,10 +291,10 @@ impl Model {
                     },
                     Some(FollowUp::Install(Box::new(params))),
                 ),
-                Err(e) => (
+                Err(cause) => (
                     CommandResponse {
                         status: 400,
-                        payload: json!({"result": "failed", "cause": e.to_string()}),
+                        payload: json!({"result": "failed", "cause": cause}),
                     },
                     None,
                 ),
@@ -299,13 +302,24 @@ impl Model {
         }
     }
 
-    /// The version of `component` (`platform` or `app`) installed now.
-    pub fn version(&self, component: &str) -> &str {
-        if component == "platform" {
-            &self.platform_version
-        } else {
-            &self.app_version
-        }
+    /// The image an `update` names, if this gateway may install it: it has the service's key, and
+    /// the manifest's signature holds, says what the command says and is for its kind. The
+    /// cause otherwise (docs/gateway-protocol.md, "Firmware update").
+    fn update(&self, request: &CommandRequest) -> Result<UpdateParams, String> {
+        let key = self
+            .firmware_key
+            .as_deref()
+            .ok_or("this gateway has no firmware source")?;
+        let params = UpdateParams::read(&request.params).map_err(|e| e.to_string())?;
+        crate::firmware::check_manifest(&params, self.kind.as_str(), key)?;
+        Ok(params)
+    }
+
+    /// This gateway checks images with `key` (the service's public key); without one it refuses
+    /// every update.
+    pub fn with_firmware_key(mut self, key: Option<String>) -> Model {
+        self.firmware_key = key;
+        self
     }
 
     /// Installs `version` of `component` (it shows from the next hello).

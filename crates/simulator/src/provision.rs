@@ -37,13 +37,18 @@ impl Provisioner {
         if let Some(body) = body {
             request = request.json(body);
         }
+        self.answer(&format!("{method} {path}"), request).await
+    }
+
+    /// The JSON answer to `request` (named `what` in errors), or why not.
+    async fn answer(&self, what: &str, request: reqwest::RequestBuilder) -> Result<Value, SimulatorError> {
         let response = request.send().await.map_err(|e| SimulatorError::Api(e.to_string()))?;
         let status = response.status();
         let text = response.text().await.map_err(|e| SimulatorError::Api(e.to_string()))?;
         if !status.is_success() {
-            return Err(SimulatorError::Api(format!("{method} {path}: {status}: {text}")));
+            return Err(SimulatorError::Api(format!("{what}: {status}: {text}")));
         }
-        serde_json::from_str(&text).map_err(|e| SimulatorError::Api(format!("{method} {path}: {e}")))
+        serde_json::from_str(&text).map_err(|e| SimulatorError::Api(format!("{what}: {e}")))
     }
 
     /// Where this fleet's gateways get firmware: the service's HTTP endpoint and its signing
@@ -57,6 +62,33 @@ impl Provisioner {
             public_key: field(&body, "public_key")?,
             fail_percent,
         })
+    }
+
+    /// Uploads a firmware image (`POST /api/v2/firmware`, multipart) of `kind` and `component`
+    /// for `id_group` (`None`: every group, administrators only); returns its id.
+    pub async fn upload_firmware(
+        &self,
+        kind: ModuleKind,
+        component: &str,
+        version: &str,
+        id_group: Option<&str>,
+        image: Vec<u8>,
+    ) -> Result<String, SimulatorError> {
+        let mut form = reqwest::multipart::Form::new()
+            .text("kind", kind.as_str())
+            .text("component", component.to_string())
+            .text("version", version.to_string());
+        if let Some(group) = id_group {
+            form = form.text("id_group", group.to_string());
+        }
+        let form = form.part("file", reqwest::multipart::Part::bytes(image).file_name("image.bin"));
+        let request = self
+            .http
+            .post(format!("{}/api/v2/firmware", self.base))
+            .bearer_auth(&self.token)
+            .multipart(form);
+        let body = self.answer("POST /api/v2/firmware", request).await?;
+        field(&body, "id_firmware")
     }
 
     /// Creates a group (administrators only) and returns its id.

@@ -72,6 +72,9 @@ pub struct Services {
     pub signer: Arc<devicecloud_engine::firmware::signing::Signer>,
     /// The pieces of images being downloaded, shared by every download.
     pub firmware_pieces: Arc<devicecloud_engine::firmware::pieces::Pieces>,
+    /// The routes of the pages (the dashboard's) that take a firmware image and read it as it
+    /// comes (`http::firmware_upload`), beside the API's upload.
+    pub page_uploads: &'static [&'static str],
 }
 
 impl AppState {

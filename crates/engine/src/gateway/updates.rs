@@ -7,6 +7,7 @@
 //! Each end is conditional on the execution still being in progress under its attempt
 //! (`runs::end`), so a hello and the runner's sweep never end one twice.
 
+use devicecloud_protocol::firmware::version_of;
 use devicecloud_store::StoreError;
 use devicecloud_store::events::NewEvent;
 use devicecloud_store::jobs::runs::Ended;
@@ -32,10 +33,7 @@ impl Gateway {
         let mut outcomes = Vec::new();
         let mut again = Vec::new();
         for run in &installing {
-            let running = match run.component.as_str() {
-                "platform" => platform,
-                _ => app,
-            };
+            let running = version_of(&run.component, platform, app);
             let Some(running) = running else { continue };
             if running == run.version {
                 let result = json!({"status": 200, "payload": {"result": "updated", "version": running}});
@@ -45,11 +43,13 @@ impl Gateway {
                 let result = json!({"status": 409, "payload": {"result": "rolled back", "version": running}});
                 ended.push(run.ended(status::FAILED, result.to_string()));
                 outcomes.push((event_types::FIRMWARE_ROLLED_BACK, running.to_string()));
-            } else if run.started_at.is_some_and(|at| at < self.connected_at) {
+            } else if run.started_at.is_some_and(|at| at <= self.connected_at) {
                 // Back on the old version without having accepted an update sent over an
                 // earlier connection: it never got it, or its answer was lost (a node died
                 // while relaying it). It is sent again, at most once more. One sent over this
-                // connection is on its way.
+                // connection is on its way; times are whole seconds, so one sent in this
+                // connection's first second is sent again too, which the gateway takes as the
+                // same update.
                 again.push(run.clone());
             }
         }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use devicecloud_protocol::firmware::UpdateParams;
+use devicecloud_protocol::firmware::{UpdateParams, version_of};
 use devicecloud_protocol::{CommandResponse, ModuleKind};
 use devicecloud_store::jobs::runs::{Ended, Ready};
 use devicecloud_store::jobs::status;
@@ -73,16 +73,14 @@ impl Attempt {
     /// and a gateway that went away before answering gets it again when it connects. `None`:
     /// nothing to record yet (no answer in time).
     pub async fn update(self, params: &UpdateParams) -> Option<Ended> {
-        let ctx = &self.ctx;
-        if let Ok(Some(device)) = devicecloud_store::devices::get(&ctx.db, &self.ready.gateway).await {
-            let running = match params.component.as_str() {
-                "platform" => &device.platform_software_version,
-                _ => &device.app_software_version,
-            };
-            if *running == params.version {
-                let answer = json!({"status": 200, "payload": {"result": "installed", "version": params.version}});
-                return Some(self.ended(status::SUCCEEDED, Some(answer.to_string())));
-            }
+        let running = version_of(
+            &params.component,
+            &self.ready.platform_software_version,
+            &self.ready.app_software_version,
+        );
+        if running.as_deref() == Some(params.version.as_str()) {
+            let answer = json!({"status": 200, "payload": {"result": "installed", "version": params.version}});
+            return Some(self.ended(status::SUCCEEDED, Some(answer.to_string())));
         }
         match self
             .send(

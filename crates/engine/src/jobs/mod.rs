@@ -160,12 +160,12 @@ async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken)
 fn fails_too_often(job: &JobRow, operation: &Operation) -> bool {
     let ended = job.succeeded + job.failed + job.timed_out;
     let failures = job.failed + job.timed_out;
-    if ended < ABORT_AFTER {
-        return false;
-    }
-    let of_total = failures * 100 > job.max_failures_percent * job.total;
-    let of_ended = matches!(operation, Operation::Firmware(_)) && failures * 100 > job.max_failures_percent * ended;
-    of_total || of_ended
+    // A share of those ended passes the limit before the same share of `total` does.
+    let base = match operation {
+        Operation::Firmware(_) => ended,
+        _ => job.total,
+    };
+    ended >= ABORT_AFTER && failures * 100 > job.max_failures_percent * base
 }
 
 /// The `update` command that installs `image` (docs/gateway-protocol.md, "Firmware update").
@@ -178,7 +178,7 @@ fn update_of(image: &devicecloud_store::firmware::FirmwareRow) -> UpdateParams {
         sha256: image.sha256.clone(),
         signature: image.signature.clone(),
         manifest: image.manifest.clone(),
-        url: format!("/gateway/v1/firmware/{}", image.id_firmware),
+        url: devicecloud_protocol::firmware::download_path(&image.id_firmware),
     }
 }
 

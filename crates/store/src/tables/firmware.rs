@@ -38,6 +38,14 @@ pub struct FirmwareRow {
     pub created_by: Option<String>,
 }
 
+impl FirmwareRow {
+    /// Whether the image installs on a gateway of `kind` in `id_group`: its kind, and its group
+    /// or every group.
+    pub fn is_for(&self, kind: &str, id_group: &str) -> bool {
+        self.kind == kind && self.id_group.as_deref().is_none_or(|group| group == id_group)
+    }
+}
+
 const TABLE: &str = "firmware";
 
 /// The filterable and sortable attributes of the firmware collection.

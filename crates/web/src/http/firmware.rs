@@ -9,8 +9,7 @@ use axum::Router;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, RawQuery, State};
 use axum::http::StatusCode;
-use axum::http::header::LOCATION;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use devicecloud_engine::auth::Role;
 use devicecloud_query::CollectionSpec;
@@ -20,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::collection::{CollectionGet, CollectionPage, Listed, Rendered, Selection, spec};
 use super::firmware_upload::{MULTIPART_OVERHEAD_BYTES, receive};
-use super::record::OneRecord;
+use super::record::{OneRecord, created};
 use crate::caller::Caller;
 use crate::http::error::ApiError;
 use crate::origin::Origin;
@@ -45,7 +44,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
 }
 
 /// The image record, in its documented order.
-pub fn image_fields(row: &FirmwareRow) -> Map<String, Value> {
+fn image_fields(row: &FirmwareRow) -> Map<String, Value> {
     let mut map = Map::new();
     map.insert("id_firmware".into(), json!(row.id_firmware));
     map.insert("kind".into(), json!(row.kind));
@@ -64,7 +63,7 @@ pub fn image_fields(row: &FirmwareRow) -> Map<String, Value> {
 fn render(row: &FirmwareRow, selection: &Selection) -> Value {
     let links = json!({
         "self": {"href": format!("/api/v2/firmware/{}", row.id_firmware)},
-        "download": {"href": format!("/gateway/v1/firmware/{}", row.id_firmware)},
+        "download": {"href": devicecloud_protocol::firmware::download_path(&row.id_firmware)},
     });
     selection.render(image_fields(row), Vec::new(), Some(links))
 }
@@ -124,8 +123,11 @@ pub async fn upload(
     })?;
     let row = receive(&state, &caller, multipart, |_| Ok(())).await?;
     let record = render(&row, &Selection::from_query(query.as_deref()));
-    let location = origin.url(&format!("/api/v2/firmware/{}", row.id_firmware));
-    Ok((StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response())
+    Ok(created(
+        &origin,
+        &format!("/api/v2/firmware/{}", row.id_firmware),
+        record,
+    ))
 }
 
 /// Get a firmware image

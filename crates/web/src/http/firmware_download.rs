@@ -12,6 +12,7 @@ use axum::http::header::{
 };
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use devicecloud_protocol::firmware::download_path;
 use devicecloud_store::firmware::{self, CHUNK_BYTES};
 
 use crate::http::error::ApiError;
@@ -20,7 +21,7 @@ use crate::state::AppState;
 
 /// The route of the download.
 pub fn router() -> axum::Router<AppState> {
-    axum::Router::new().route("/gateway/v1/firmware/{id}", axum::routing::get(download))
+    axum::Router::new().route(&download_path("{id}"), axum::routing::get(download))
 }
 
 /// Gateway: download a firmware image
@@ -43,9 +44,7 @@ pub async fn download(State(state): State<AppState>, Path(id): Path<String>, hea
         Ok(None) => return not_found(),
         Err(e) => return ApiError::from(e).into_response(),
     };
-    let for_gateway = image.kind == gateway.kind.to_string()
-        && image.id_group.as_ref().is_none_or(|group| *group == gateway.id_group);
-    if !for_gateway {
+    if !image.is_for(gateway.kind.as_str(), &gateway.id_group) {
         return not_found();
     }
     let size = u64::try_from(image.size).unwrap_or(0);

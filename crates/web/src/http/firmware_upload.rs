@@ -24,8 +24,8 @@ use crate::service::firmware as service;
 use crate::service::{Input, ServiceError};
 use crate::state::AppState;
 
-/// The routes that take an image: the API's upload and the dashboard's form.
-const UPLOAD_ROUTES: [&str; 2] = ["/api/v2/firmware", "/firmware"];
+/// The API's upload.
+const UPLOAD_ROUTE: &str = "/api/v2/firmware";
 /// Text parts read, at most (`kind`, `component`, `version`, `id_group`, and whatever else a
 /// form sends, such as the dashboard's CSRF token; parts the upload does not know are ignored).
 const MAX_TEXT_PARTS: usize = 16;
@@ -35,9 +35,9 @@ const TEXT_FIELD_MAX_BYTES: usize = 1024;
 pub const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
 
 /// Whether a request streams its body to its handler instead of having it read first: a
-/// firmware upload, as large as an image.
-pub fn streams_body(method: &Method, route: &str) -> bool {
-    method == Method::POST && UPLOAD_ROUTES.contains(&route)
+/// firmware upload, as large as an image, through the API or a page that takes one.
+pub fn streams_body(state: &AppState, method: &Method, route: &str) -> bool {
+    method == Method::POST && (route == UPLOAD_ROUTE || state.page_uploads.contains(&route))
 }
 
 /// An upload refused: why, and the text parts it had (a form shows them again).

@@ -55,7 +55,7 @@ async fn guarded(state: &AppState, request: Request, next: Next) -> Result<Respo
     // The store cancels its own statements at the query timeout (`Db::for_requests`) and the
     // handler answers 503 from that; this bound, a little later, catches whatever else waits.
     let route = request.extensions().get::<MatchedPath>();
-    if route.is_some_and(|route| streams_body(request.method(), route.as_str())) {
+    if route.is_some_and(|route| streams_body(state, request.method(), route.as_str())) {
         // A firmware upload: its handler reads the body piece by piece, each within the body
         // timeout, and writes it as it comes; its store work is bounded statement by statement.
         return Ok(next.run(request).await);

@@ -96,7 +96,12 @@ impl NewRecord {
     /// The answer to the create: 201, the new record's absolute address (its `path` here) in
     /// `Location`, and the record.
     pub fn created(&self, path: &str, record: Value) -> Response {
-        let location = self.origin.url(path);
-        (StatusCode::CREATED, [(LOCATION, location)], axum::Json(record)).into_response()
+        created(&self.origin, path, record)
     }
+}
+
+/// The answer to a create: 201, the new record's absolute address (its `path` here, as the
+/// client reached the service) in `Location`, and the record.
+pub fn created(origin: &Origin, path: &str, record: Value) -> Response {
+    (StatusCode::CREATED, [(LOCATION, origin.url(path))], axum::Json(record)).into_response()
 }

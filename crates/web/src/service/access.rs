@@ -3,6 +3,7 @@
 //! other tenants cannot be probed (docs/api.md, "Rights").
 
 use devicecloud_store::devices::{self, DeviceRow, OwnedDevice};
+use devicecloud_store::firmware::FirmwareRow;
 use devicecloud_store::groups::{self, GroupRow};
 use devicecloud_store::session_collection::{self, SessionRow};
 use devicecloud_store::webhooks::{self, WebhookRow};
@@ -98,6 +99,26 @@ pub async fn session(state: &AppState, caller: &Caller, id: &str, need: Role) ->
 pub async fn webhook(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<WebhookRow> {
     let row = webhooks::get(&state.db, id).await?;
     owned(state, caller, ("Webhook", id), row, |w| &w.id_group, need).await
+}
+
+/// The firmware image `id` of one group (`image`, as read) as the caller may act on it with
+/// `need`; an image for every group is its caller's business.
+pub async fn firmware(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    image: Option<FirmwareRow>,
+    need: Role,
+) -> Result<FirmwareRow> {
+    owned(
+        state,
+        caller,
+        ("Firmware", id),
+        image,
+        |f| f.id_group.as_deref().unwrap_or_default(),
+        need,
+    )
+    .await
 }
 
 /// The group `id_group` named in an operation's input (a new device's, a new webhook's): a

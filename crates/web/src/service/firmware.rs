@@ -96,16 +96,14 @@ pub fn refused(error: UploadError, max: u64) -> ServiceError {
 /// The image `id` if the caller may see it (an image for every group: anyone signed in),
 /// with `need` in its group.
 pub async fn get(state: &AppState, caller: &Caller, id: &str, need: Role) -> Result<FirmwareRow> {
-    let not_found = || ServiceError::not_found("Firmware", id);
-    let image = firmware::get(&state.db, id).await?.ok_or_else(not_found)?;
-    match &image.id_group {
-        Some(group) => match access::group(state, caller, group, need).await {
-            Ok(_) => Ok(image),
-            Err(ServiceError::NotFound(_)) => Err(not_found()),
-            Err(e) => Err(e),
-        },
-        None if need > Role::Viewer && !caller.is_admin => Err(ServiceError::NotAllowed),
-        None => Ok(image),
+    match firmware::get(&state.db, id).await? {
+        Some(image) if image.id_group.is_none() => {
+            if need > Role::Viewer && !caller.is_admin {
+                return Err(ServiceError::NotAllowed);
+            }
+            Ok(image)
+        }
+        image => access::firmware(state, caller, id, image, need).await,
     }
 }
 

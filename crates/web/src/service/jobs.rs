@@ -93,8 +93,10 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
             // An image installs on gateways of its kind, in its group when it has one.
             Some(image) => {
                 gateway
-                    && device.kind.as_deref() == Some(image.kind.as_str())
-                    && image.id_group.as_ref().is_none_or(|g| *g == device.id_group)
+                    && device
+                        .kind
+                        .as_deref()
+                        .is_some_and(|kind| image.is_for(kind, &device.id_group))
             }
             None => gateway || !operation.gateways_only(),
         }

@@ -54,12 +54,17 @@ pub struct Ready {
     pub kind: Option<String>,
     /// The group of the device (and its gateway).
     pub id_group: String,
+    /// The gateway's versions as its last hello said (a firmware execution that finds the
+    /// image's version installed succeeds at once).
+    pub platform_software_version: Option<String>,
+    pub app_software_version: Option<String>,
 }
 
 /// At most `limit` pending executions of `id_job` whose gateway is connected, in start order.
 pub async fn ready(db: &Db, id_job: &str, limit: i64) -> Result<Vec<Ready>> {
     db.rows(
-        "SELECT e.id_physical_device AS device, e.gateway, i.node_id AS node, d.kind, d.id_group FROM job_executions e \
+        "SELECT e.id_physical_device AS device, e.gateway, i.node_id AS node, d.kind, d.id_group, \
+         d.platform_software_version, d.app_software_version FROM job_executions e \
          JOIN physical_devices d ON d.id_physical_device = e.gateway \
          LEFT JOIN iot_devices i ON i.id_physical_device = e.gateway \
          WHERE e.id_job = $1 AND e.status = 'pending' AND d.is_connected = 1 ORDER BY e.seq LIMIT $2",
@@ -126,6 +131,8 @@ pub struct Running {
     /// 1 when the device answered this attempt while it is still in progress (a gateway that
     /// accepted a firmware `update`).
     pub answered: i64,
+    pub platform_software_version: Option<String>,
+    pub app_software_version: Option<String>,
 }
 
 impl Running {
@@ -137,13 +144,28 @@ impl Running {
             node: None,
             kind: self.kind.clone(),
             id_group: self.id_group.clone(),
+            platform_software_version: self.platform_software_version.clone(),
+            app_software_version: self.app_software_version.clone(),
         }
     }
 }
 
-const RUNNING: &str = "SELECT e.id_physical_device AS device, e.gateway, e.attempts, COALESCE(e.runner, '') AS runner, \
-                       d.kind, d.id_group, CAST(CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS BIGINT) AS answered FROM job_executions e \
-                       JOIN physical_devices d ON d.id_physical_device = e.gateway";
+/// 1 when the device answered the attempt in progress of execution `e` (its `result` is set
+/// while it goes on: a gateway that accepted an update), else 0; an integer on both stores.
+macro_rules! answered {
+    () => {
+        "CAST(CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS BIGINT)"
+    };
+}
+pub(super) use answered;
+
+const RUNNING: &str = concat!(
+    "SELECT e.id_physical_device AS device, e.gateway, e.attempts, COALESCE(e.runner, '') AS runner, \
+     d.kind, d.id_group, ",
+    answered!(),
+    " AS answered, d.platform_software_version, d.app_software_version FROM job_executions e \
+     JOIN physical_devices d ON d.id_physical_device = e.gateway"
+);
 
 /// In-progress executions of `id_job` started by another runner than `runner` (before a restart,
 /// or on a node whose lease ran out): their outcome was not recorded.

@@ -3,7 +3,7 @@
 //! written with the runner's outcomes: `runs::end`) until the gateway's next `hello` says which
 //! version it runs, or it reports the install failed (event 221), or the deadline passes.
 
-use super::runs::{Ended, count_in, tally};
+use super::runs::{Ended, answered, count_in, tally};
 use super::status;
 use crate::database::Result;
 use crate::database::db::{Db, Tx, values};
@@ -42,10 +42,14 @@ impl Installing {
 /// The firmware executions in progress on `gateway` (one per job installing on it).
 pub async fn installing(db: &Db, gateway: &str) -> Result<Vec<Installing>> {
     db.rows(
-        "SELECT e.id_job, e.id_physical_device AS device, COALESCE(e.runner, '') AS runner, f.component, f.version, \
-         CAST(CASE WHEN e.result IS NULL THEN 0 ELSE 1 END AS BIGINT) AS accepted, e.started_at FROM job_executions e \
-         JOIN jobs j ON j.id_job = e.id_job JOIN firmware f ON f.id_firmware = j.id_firmware \
-         WHERE e.id_physical_device = $1 AND e.status = 'in_progress' AND j.kind = 'firmware'",
+        concat!(
+            "SELECT e.id_job, e.id_physical_device AS device, COALESCE(e.runner, '') AS runner, f.component, \
+             f.version, ",
+            answered!(),
+            " AS accepted, e.started_at FROM job_executions e JOIN jobs j ON j.id_job = e.id_job \
+             JOIN firmware f ON f.id_firmware = j.id_firmware \
+             WHERE e.id_physical_device = $1 AND e.status = 'in_progress' AND j.kind = 'firmware'"
+        ),
         values![gateway],
     )
     .await
