@@ -93,9 +93,8 @@ pub fn spawn(ctx: Arc<Context>, tracker: &TaskTracker, shutdown: &CancellationTo
         starts_left: i64::try_from(ctx.starts_per_s).unwrap_or(i64::MAX),
         second: Instant::now(),
         ended,
-        operations: HashMap::new(),
+        plans: HashMap::new(),
         swept: HashMap::new(),
-        updates: HashMap::new(),
     };
     tracker.spawn(write_outcomes(ctx.clone(), outcomes, shutdown.clone()));
     tracker.spawn(run(ctx, runner, shutdown.clone()));
@@ -109,12 +108,10 @@ struct Runner {
     starts_left: i64,
     second: Instant,
     ended: mpsc::UnboundedSender<Ended>,
-    /// The operations of the jobs it runs, read once.
-    operations: HashMap<String, Arc<Operation>>,
+    /// The plans of the jobs it runs, read once.
+    plans: HashMap<String, Arc<Plan>>,
     /// When each job's executions in progress were last swept.
     swept: HashMap<String, Instant>,
-    /// The `update` command of each firmware job it runs, built once from the image.
-    updates: HashMap<String, Arc<UpdateParams>>,
 }
 
 async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken) {
@@ -141,9 +138,8 @@ async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken)
                 continue;
             }
         };
-        runner.operations.retain(|id, _| open.iter().any(|j| j.id_job == *id));
+        runner.plans.retain(|id, _| open.iter().any(|j| j.id_job == *id));
         runner.swept.retain(|id, _| open.iter().any(|j| j.id_job == *id));
-        runner.updates.retain(|id, _| open.iter().any(|j| j.id_job == *id));
         for job in open {
             if let Err(e) = work(&ctx, &mut runner, &job).await {
                 tracing::warn!(job = %job.id_job, error = %e, "jobs: a step failed; tried again at the next tick");
@@ -157,12 +153,12 @@ async fn run(ctx: Arc<Context>, mut runner: Runner, shutdown: CancellationToken)
 /// `total`, and for a firmware job also of those ended — a campaign halts on a bad image's
 /// first failures instead of trying it on a share of the fleet first (docs/api.md, "Firmware:
 /// update").
-fn fails_too_often(job: &JobRow, operation: &Operation) -> bool {
+fn fails_too_often(job: &JobRow, operation: &Plan) -> bool {
     let ended = job.succeeded + job.failed + job.timed_out;
     let failures = job.failed + job.timed_out;
     // A share of those ended passes the limit before the same share of `total` does.
     let base = match operation {
-        Operation::Firmware(_) => ended,
+        Plan::Update(_) => ended,
         _ => job.total,
     };
     ended >= ABORT_AFTER && failures * 100 > job.max_failures_percent * base
@@ -194,16 +190,10 @@ async fn work(ctx: &Arc<Context>, runner: &mut Runner, job: &JobRow) -> Result<(
     if is_open(job) && now >= job.expires_at && job.pending > 0 {
         runs::expire(&ctx.db, id, now).await?;
     }
-    let Some(operation) = runner.operation(job) else {
-        tracing::warn!(job = %id, "jobs: the stored operation does not read");
+    let Some(operation) = runner.plan(&ctx.db, job).await? else {
+        tracing::warn!(job = %id, "jobs: the stored operation does not read, or its firmware image is gone");
         return Ok(());
     };
-    if let Operation::Firmware(id_firmware) = &*operation
-        && !runner.updates.contains_key(id)
-        && let Some(image) = devicecloud_store::firmware::get(&ctx.db, id_firmware).await?
-    {
-        runner.updates.insert(id.to_string(), Arc::new(update_of(&image)));
-    }
     if runner.swept.get(id).is_none_or(|at| at.elapsed() >= SWEEP) {
         runner.swept.insert(id.to_string(), Instant::now());
         sweep(ctx, runner, job, &operation, now).await?;
@@ -220,7 +210,7 @@ async fn work(ctx: &Arc<Context>, runner: &mut Runner, job: &JobRow) -> Result<(
         && let Some(done) = runs::finish(&ctx.db, id, now).await?
     {
         record(ctx, &done, event_types::JOB_FINISHED).await;
-        runner.operations.remove(id);
+        runner.plans.remove(id);
     }
     Ok(())
 }
@@ -232,7 +222,7 @@ async fn sweep(
     ctx: &Arc<Context>,
     runner: &mut Runner,
     job: &JobRow,
-    operation: &Arc<Operation>,
+    operation: &Arc<Plan>,
     now: i64,
 ) -> Result<(), devicecloud_store::StoreError> {
     let id = job.id_job.as_str();
@@ -241,10 +231,10 @@ async fn sweep(
         match &**operation {
             // A twin execution, or an update the gateway accepted: it goes on, watched by this
             // runner from now on.
-            Operation::Twin(_) => {
+            Plan::Twin(_) => {
                 runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await?;
             }
-            Operation::Firmware(_) if orphan.answered == 1 => {
+            Plan::Update(_) if orphan.answered == 1 => {
                 runs::adopt(&ctx.db, id, &orphan, &runner.name, now, deadline).await?;
             }
             _ if orphan.attempts >= 2 => {
@@ -257,7 +247,7 @@ async fn sweep(
             }
         }
     }
-    if matches!(**operation, Operation::Twin(_)) {
+    if matches!(**operation, Plan::Twin(_)) {
         for applied in runs::twins_applied(&ctx.db, id).await? {
             runner.end(id, &applied.device, &applied.runner, status::SUCCEEDED, None);
         }
@@ -273,7 +263,7 @@ async fn start_next(
     ctx: &Arc<Context>,
     runner: &mut Runner,
     job: &JobRow,
-    operation: &Arc<Operation>,
+    operation: &Arc<Plan>,
 ) -> Result<(), devicecloud_store::StoreError> {
     let now_ms = now_ms();
     // At most one start every 60 / rate_per_minute seconds since the first.
@@ -301,7 +291,7 @@ async fn start_next(
     if job.status == status::QUEUED && !started.is_empty() {
         record(ctx, job, event_types::JOB_STARTED).await;
     }
-    if let Operation::Twin(patch) = &**operation {
+    if let Plan::Twin(patch) = &**operation {
         // One transaction for the whole batch, not one per device.
         let devices: Vec<String> = started.into_iter().map(|(device, _)| device).collect();
         runner.launch_twins(ctx, &job.id_job, devices, patch.clone());
@@ -316,14 +306,28 @@ async fn start_next(
 }
 
 impl Runner {
-    /// The operation of `job`, read once.
-    fn operation(&mut self, job: &JobRow) -> Option<Arc<Operation>> {
-        if let Some(op) = self.operations.get(&job.id_job) {
-            return Some(op.clone());
+    /// The plan of `job`, read once; `None` when its stored operation does not read or its
+    /// firmware image is gone (deletion waits for its jobs, so only by hand).
+    async fn plan(
+        &mut self,
+        db: &devicecloud_store::Db,
+        job: &JobRow,
+    ) -> Result<Option<Arc<Plan>>, devicecloud_store::StoreError> {
+        if let Some(plan) = self.plans.get(&job.id_job) {
+            return Ok(Some(plan.clone()));
         }
-        let op = Arc::new(operation::stored(&job.operation)?);
-        self.operations.insert(job.id_job.clone(), op.clone());
-        Some(op)
+        let plan = match operation::stored(&job.operation) {
+            None => return Ok(None),
+            Some(Operation::Command(request)) => Plan::Command(request),
+            Some(Operation::Twin(patch)) => Plan::Twin(patch),
+            Some(Operation::Firmware(id)) => match devicecloud_store::firmware::get(db, &id).await? {
+                Some(image) => Plan::Update(update_of(&image)),
+                None => return Ok(None),
+            },
+        };
+        let plan = Arc::new(plan);
+        self.plans.insert(job.id_job.clone(), plan.clone());
+        Ok(Some(plan))
     }
 
     /// Queues the end of an attempt for the writer.
@@ -384,25 +388,10 @@ impl Runner {
     /// Runs one command or firmware execution's attempt in its own task; its outcome goes to the
     /// writer (an accepted update has none yet: its hello ends it). Twin executions start in
     /// batches ([`Runner::launch_twins`]).
-    fn launch(&self, ctx: &Arc<Context>, job: &JobRow, operation: &Arc<Operation>, ready: runs::Ready) {
-        let sent = match &**operation {
-            Operation::Command(request) => Sent::Command(request.clone()),
-            Operation::Firmware(_) => match self.updates.get(&job.id_job) {
-                Some(update) => Sent::Update(update.clone()),
-                None => {
-                    let gone = serde_json::json!({"status": 404, "payload": {"result": "failed", "cause": "the image is gone"}});
-                    self.end(
-                        &job.id_job,
-                        &ready.device,
-                        &self.name,
-                        status::FAILED,
-                        Some(gone.to_string()),
-                    );
-                    return;
-                }
-            },
-            Operation::Twin(_) => return,
-        };
+    fn launch(&self, ctx: &Arc<Context>, job: &JobRow, operation: &Arc<Plan>, ready: runs::Ready) {
+        if matches!(**operation, Plan::Twin(_)) {
+            return;
+        }
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let attempt = execute::Attempt {
             ctx: ctx.clone(),
@@ -411,11 +400,12 @@ impl Runner {
             runner: self.name.clone(),
             ready,
         };
-        let (ended, in_flight) = (self.ended.clone(), self.in_flight.clone());
+        let (plan, ended, in_flight) = (operation.clone(), self.ended.clone(), self.in_flight.clone());
         tokio::spawn(async move {
-            let outcome = match sent {
-                Sent::Command(command) => Some(attempt.run(&command).await),
-                Sent::Update(update) => attempt.update(&update).await,
+            let outcome = match &*plan {
+                Plan::Command(command) => Some(attempt.run(command).await),
+                Plan::Update(update) => attempt.update(update).await,
+                Plan::Twin(_) => None,
             };
             if let Some(outcome) = outcome {
                 let _ = ended.send(outcome);
@@ -425,11 +415,12 @@ impl Runner {
     }
 }
 
-/// What one attempt sends its gateway.
-enum Sent {
+/// What a job does to each device, ready to send: its stored operation, with a firmware job's
+/// image read once into the `update` it sends.
+enum Plan {
     Command(devicecloud_protocol::CommandRequest),
-    /// A firmware job's `update`.
-    Update(Arc<UpdateParams>),
+    Twin(serde_json::Map<String, serde_json::Value>),
+    Update(UpdateParams),
 }
 
 /// Writes outcomes in batches until shutdown; a batch that cannot be written is tried again.
