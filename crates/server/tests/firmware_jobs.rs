@@ -9,6 +9,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::jobs::{created, executions, job_until};
 use common::{TestApp, send};
 use devicecloud_protocol::ModuleKind;
 use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, Provisioner};
@@ -62,34 +63,12 @@ async fn image_of_kind(app: &TestApp, admin: &str, group: &str, kind: ModuleKind
         .unwrap()
 }
 
-async fn create_job(app: &TestApp, admin: &str, body: Value) -> String {
-    let reply = send(app.request(Method::POST, "/api/v2/job", admin).json(&body))
-        .await
-        .expect(201);
-    reply.json()["id_job"].as_str().unwrap().to_string()
-}
-
 /// Waits (at most 60 s) until the job finished; returns it.
 async fn finished(app: &TestApp, admin: &str, id: &str) -> Value {
-    let started = tokio::time::Instant::now();
-    loop {
-        let job = send(app.get(&format!("/api/v2/job/{id}"), admin))
-            .await
-            .expect(200)
-            .json();
-        if !job["finished_at"].is_null() {
-            return job;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "not finished: {job}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn executions(app: &TestApp, admin: &str, id: &str) -> Vec<Value> {
-    let reply = send(app.get(&format!("/api/v2/job/{id}/execution?per-page=100"), admin))
-        .await
-        .expect(200);
-    reply.json()["items"].as_array().unwrap().clone()
+    job_until(app, admin, id, Duration::from_secs(60), |job| {
+        !job["finished_at"].is_null()
+    })
+    .await
 }
 
 /// The events of `event_type` of the group, their values by source device.
@@ -118,7 +97,7 @@ async fn a_campaign_updates_every_gateway_and_each_comes_back_on_the_new_version
     let fleet = fleet(&app, &admin, online, 0).await;
     let id_firmware = image(&app, &admin, &group, "2.5.0").await;
 
-    let job = create_job(
+    let job = created(
         &app,
         &admin,
         json!({"label": "App 2.5.0", "operation": {"firmware": id_firmware},
@@ -159,7 +138,7 @@ async fn a_campaign_updates_every_gateway_and_each_comes_back_on_the_new_version
     assert_eq!(fleet.stats().updates + second.stats().updates, 6);
 
     // Gateways already on the version succeed at once, without an update.
-    let again = create_job(
+    let again = created(
         &app,
         &admin,
         json!({"label": "Again", "operation": {"firmware": id_firmware},
@@ -193,7 +172,7 @@ async fn failures_and_rollbacks_fail_their_executions_and_halt_the_campaign() {
     let (app, admin, group, specs) = setup("campaign failing", "FW-BAD", 30).await;
     let fleet = fleet(&app, &admin, specs, 100).await;
     let id_firmware = image(&app, &admin, &group, "9.9.9").await;
-    let job = create_job(
+    let job = created(
         &app,
         &admin,
         json!({"label": "Bad image", "operation": {"firmware": id_firmware},

@@ -8,42 +8,12 @@ mod common;
 use std::time::Duration;
 
 use common::gateway_client::TestGateway;
+use common::jobs::{create, created, executions, job, job_until};
 use common::{TestApp, assert_error, send};
 use devicecloud_protocol::ModuleKind;
 use devicecloud_simulator::{Behaviour, Fleet, FleetOptions, GatewaySpec, Provisioner};
 use reqwest::Method;
 use serde_json::{Value, json};
-
-async fn create(app: &TestApp, token: &str, body: Value) -> common::Reply {
-    send(app.request(Method::POST, "/api/v2/job", token).json(&body)).await
-}
-
-async fn job(app: &TestApp, token: &str, id: &str) -> Value {
-    send(app.get(&format!("/api/v2/job/{id}"), token))
-        .await
-        .expect(200)
-        .json()
-}
-
-/// Waits (at most `wait`) until `done` holds for the job; returns it.
-async fn job_until(app: &TestApp, token: &str, id: &str, wait: Duration, done: impl Fn(&Value) -> bool) -> Value {
-    let started = tokio::time::Instant::now();
-    loop {
-        let job = job(app, token, id).await;
-        if done(&job) {
-            return job;
-        }
-        assert!(started.elapsed() < wait, "not reached within {wait:?}: {job}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn executions(app: &TestApp, token: &str, id: &str) -> Vec<Value> {
-    let reply = send(app.get(&format!("/api/v2/job/{id}/execution?per-page=100"), token))
-        .await
-        .expect(200);
-    reply.json()["items"].as_array().unwrap().clone()
-}
 
 /// `n` gateways of `kind` in `group`, with `behaviour`.
 async fn gateways(
@@ -63,12 +33,6 @@ async fn gateways(
         specs.push(spec);
     }
     specs
-}
-
-/// Creates a job (201); its id.
-async fn created(app: &TestApp, token: &str, body: Value) -> String {
-    let job = create(app, token, body).await.expect(201).json();
-    job["id_job"].as_str().unwrap().to_string()
 }
 
 /// A server, its administrator's token and a group of `n` gateways that never connect.

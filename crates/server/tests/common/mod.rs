@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 pub mod browser;
 pub mod gateway_client;
+pub mod jobs;
 pub mod sse;
 pub mod webhook_receiver;
 
