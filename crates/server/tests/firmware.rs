@@ -473,16 +473,7 @@ async fn a_gateway_downloads_images_of_its_kind_and_group_with_ranges() {
     let gateway = provisioner.gateway(&group, "FW-DL-1", ModuleKind::Plus).await.unwrap();
     let creds = Some((gateway.serial.as_str(), gateway.token.as_str()));
     let bytes = image(700 * 1024, 7);
-    let record = upload(
-        &app,
-        &admin,
-        &fields("PLUS", "app", "3.1.0", Some(&group)),
-        &bytes,
-        false,
-    )
-    .await
-    .expect(201)
-    .json();
+    let record = stored(&app, &admin, &fields("PLUS", "app", "3.1.0", Some(&group)), &bytes).await;
     let id = record["id_firmware"].as_str().unwrap();
     let etag = format!("\"{}\"", record["sha256"].as_str().unwrap());
 
