@@ -26,6 +26,8 @@ pub use reads::raw_data;
 pub use reads::series;
 pub use reads::session_collection;
 pub use tables::accounts;
+pub use tables::alarm_rules;
+pub use tables::alarms;
 pub use tables::clients;
 pub use tables::data_sessions;
 pub use tables::device_info;

@@ -242,3 +242,43 @@ async fn rows_of(db: &Db, keys: &[i64], range: Range, session: Option<i64>) -> R
 pub(crate) fn key_list(keys: &[i64]) -> String {
     keys.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
+
+/// The newest point of series `key` before `before_us` (microseconds), packed or not, as
+/// (time in microseconds, value): what came before a point, for the alarm engine meeting a
+/// series for the first time.
+pub async fn point_before(db: &Db, key: i64, before_us: i64) -> Result<Option<(i64, f64)>> {
+    let backend = db.backend();
+    let time = point_time::time_us_sql(backend, "r");
+    let (seconds, micros) = (before_us.div_euclid(MICROS), before_us.rem_euclid(MICROS));
+    let (order, bound, values) = match backend {
+        Backend::Sqlite => (
+            "r.seconds DESC, r.microseconds DESC",
+            "(r.seconds < $2 OR (r.seconds = $2 AND r.microseconds < $3))",
+            values![key, seconds, micros],
+        ),
+        Backend::Postgres => ("r.time_us DESC", "r.time_us < $2", values![key, before_us]),
+    };
+    let sql = format!(
+        "SELECT {time}, r.value FROM raw_points r WHERE r.container_key = $1 AND {bound} ORDER BY {order} LIMIT 1"
+    );
+    let row: Option<(i64, f64)> = db.row(sqlx::AssertSqlSafe(sql), values).await?;
+    // A chunk holds only points older than any row of its series (the packer moves the oldest),
+    // so the rows answer first; a chunk only when no row comes before.
+    if row.is_some() {
+        return Ok(row);
+    }
+    let chunk: Option<(Vec<u8>,)> = db
+        .row(
+            "SELECT payload FROM point_chunks WHERE container_key = $1 AND first_us < $2 ORDER BY first_us DESC LIMIT 1",
+            values![key, before_us],
+        )
+        .await?;
+    let Some((payload,)) = chunk else {
+        return Ok(None);
+    };
+    let chunk = codec::unpack(&payload)?;
+    Ok((0..chunk.len())
+        .filter(|&i| chunk.times_us[i] < before_us)
+        .max_by_key(|&i| chunk.times_us[i])
+        .map(|i| (chunk.times_us[i], chunk.values[i])))
+}

@@ -2,6 +2,8 @@
 //! sign-ins, groups and memberships, devices and their sessions and twins, events, webhooks, nodes.
 
 pub mod accounts;
+pub mod alarm_rules;
+pub mod alarms;
 pub mod clients;
 pub mod data_sessions;
 pub mod device_info;
