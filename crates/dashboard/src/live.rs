@@ -125,6 +125,7 @@ fn shown(record: &Record) -> (&'static str, Value) {
         Kind::Event => ("event", json!({ "html": event_row(&data, now).into_string() })),
         Kind::Command => ("command", json!({ "html": command_item(&data).into_string() })),
         Kind::Twin => ("twin", data),
+        Kind::Alarm => ("alarm", data),
     }
 }
 

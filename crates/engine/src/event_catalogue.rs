@@ -161,6 +161,27 @@ pub const CATALOGUE: &[EventType] = &[
         values: &[],
     },
     EventType {
+        code: event_types::ALARM_RAISED,
+        label: "Alarm raised",
+        description: "An alarm rule matched the device's data (or its silence) and raised an alarm; the value is its severity, the value description the rule's label.",
+        from_device: Some(0),
+        values: SEVERITIES,
+    },
+    EventType {
+        code: event_types::ALARM_ACKNOWLEDGED,
+        label: "Alarm acknowledged",
+        description: "An operator acknowledged an alarm of the device; the value is its severity.",
+        from_device: Some(0),
+        values: SEVERITIES,
+    },
+    EventType {
+        code: event_types::ALARM_CLEARED,
+        label: "Alarm cleared",
+        description: "An alarm of the device cleared: its rule's clear condition held, a point arrived after a silence, or its rule was disabled or deleted; the value is its severity.",
+        from_device: Some(0),
+        values: SEVERITIES,
+    },
+    EventType {
         code: event_types::ZWAVE_EXCLUSION,
         label: "Z-wave node exclusion",
         description: "Outcome of removing a Z-wave node from its gateway, reported on the node.",
@@ -217,3 +238,11 @@ pub fn event_fields(row: &EventRow) -> Map<String, Value> {
     map.insert("event_value_description".into(), json!(value_description));
     map
 }
+
+/// The values of the alarm events: an alarm's severity.
+const SEVERITIES: &[EventValue] = &[
+    v("critical", "Critical", "Service is lost or about to be."),
+    v("major", "Major", "Service is badly degraded."),
+    v("minor", "Minor", "Service is degraded."),
+    v("warning", "Warning", "Something to look at before it gets worse."),
+];

@@ -36,6 +36,13 @@ pub const FIRMWARE_ROLLED_BACK: i64 = 220;
 /// A gateway could not install an image (docs/gateway-protocol.md, "Firmware update"),
 /// published by the gateway; value: the cause.
 pub const FIRMWARE_FAILED: i64 = 221;
+/// An alarm rule raised an alarm on the device (docs/api.md, "Alarms"); value: its severity,
+/// description: the rule's label.
+pub const ALARM_RAISED: i64 = devicecloud_store::alarms::RAISED;
+/// An alarm was acknowledged; value: its severity.
+pub const ALARM_ACKNOWLEDGED: i64 = devicecloud_store::alarms::ACKNOWLEDGED;
+/// An alarm cleared; value: its severity.
+pub const ALARM_CLEARED: i64 = devicecloud_store::alarms::CLEARED;
 /// Z-wave node exclusion outcome, reported by the gateway on the node (docs/gateway-protocol.md,
 /// "Commands"): value 0 excluded, 1 failed, 2 timed out.
 pub const ZWAVE_EXCLUSION: i64 = 420;

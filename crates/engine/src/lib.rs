@@ -11,6 +11,7 @@
 
 pub mod address_slots;
 pub mod admission;
+pub mod alarms;
 pub mod auth;
 pub mod commands;
 pub mod event_catalogue;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use devicecloud_engine::admission::{Admission, Places};
+use devicecloud_engine::alarms::{self, Alarms};
 use devicecloud_engine::auth::cache::AuthCache;
 use devicecloud_engine::auth::login_limit::LoginLimiter;
 use devicecloud_engine::auth::rate_limit::AccountLimiter;
@@ -131,14 +132,21 @@ pub fn wire(db: Db, settings: Settings, keys: Keys, tracker: &TaskTracker, shutd
             .unwrap_or(ingest::default_lanes(pools.writer.backend())),
         batch_points: settings.ingest_batch_points,
     };
-    let ingest = IngestQueue::start(
-        pools.ingest.clone(),
-        writers,
-        webhooks.clone(),
-        stream.clone(),
+    let alarms = Alarms::start(
+        alarms::Context {
+            db: pools.writer.clone(),
+            webhooks: webhooks.clone(),
+            stream: stream.clone(),
+        },
         tracker,
         shutdown.clone(),
     );
+    let sinks = ingest::Sinks {
+        webhooks: webhooks.clone(),
+        stream: stream.clone(),
+        alarms: alarms.clone(),
+    };
+    let ingest = IngestQueue::start(pools.ingest.clone(), writers, sinks, tracker, shutdown.clone());
     let command_log = CommandLog::start(pools.writer.clone(), stream.clone(), tracker, shutdown.clone());
     let twin_reports = ReportQueue::start(
         pools.writer.clone(),
@@ -162,6 +170,7 @@ pub fn wire(db: Db, settings: Settings, keys: Keys, tracker: &TaskTracker, shutd
         gateways: gateways.clone(),
         departures: Departures::default(),
         rejections: RejectionLog::default(),
+        alarms: alarms.clone(),
     });
     let peers = Arc::new(peers::Context {
         db: pools.requests.clone(),
@@ -255,6 +264,7 @@ pub fn wire(db: Db, settings: Settings, keys: Keys, tracker: &TaskTracker, shutd
         stream,
         twins,
         jobs,
+        alarms,
         signer: Arc::new(signer),
         firmware_pieces: Arc::new(Pieces::new(pools.requests.clone(), pieces::CAPACITY_BYTES)),
         page_uploads: &devicecloud_dashboard::UPLOAD_ROUTES,

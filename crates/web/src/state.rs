@@ -68,6 +68,8 @@ pub struct Services {
     pub twins: Arc<devicecloud_engine::twins::Context>,
     /// The job runner, woken when a job is created or cancelled here.
     pub jobs: Arc<devicecloud_engine::jobs::Context>,
+    /// The alarm engine, told when a rule changes here.
+    pub alarms: devicecloud_engine::alarms::Alarms,
     /// The key that signs firmware manifests.
     pub signer: Arc<devicecloud_engine::firmware::signing::Signer>,
     /// The pieces of images being downloaded, shared by every download.

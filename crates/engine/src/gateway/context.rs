@@ -40,4 +40,6 @@ pub struct Context {
     pub departures: Departures,
     /// Rejection events, coalesced per minute.
     pub rejections: RejectionLog,
+    /// The alarm rules, told when a gateway connects here.
+    pub alarms: crate::alarms::Alarms,
 }

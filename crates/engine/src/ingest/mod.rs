@@ -16,6 +16,7 @@ use devicecloud_store::Db;
 use devicecloud_store::ingest::{self, Batch, Point, Routed};
 use std::sync::Arc;
 
+use crate::alarms::Alarms;
 use crate::metrics::{Failed, Outcome};
 use crate::stream::LiveFeed;
 use crate::webhooks::WebhookHub;
@@ -137,17 +138,16 @@ pub struct IngestQueue {
 impl IngestQueue {
     /// Starts the writers on `tracker`. On shutdown each stops taking jobs only once its queue is
     /// empty, so every job accepted before is committed and answered. What each commit stored
-    /// is handed to the live stream after the commit.
+    /// is handed to the live stream and the alarm rules after the commit.
     pub fn start(
         db: Db,
         writers: Writers,
-        webhooks: Arc<WebhookHub>,
-        stream: Arc<LiveFeed>,
+        sinks: Sinks,
         tracker: &TaskTracker,
         shutdown: CancellationToken,
     ) -> IngestQueue {
         let count = writers.lanes.max(1);
-        let sinks = Arc::new(Sinks { webhooks, stream });
+        let sinks = Arc::new(sinks);
         let lanes = (0..count)
             .map(|_| {
                 let (tx, rx) = mpsc::channel(QUEUE_JOBS.div_ceil(count));
@@ -362,20 +362,25 @@ async fn commit(db: &Db, sinks: &Sinks, slices: Vec<Batch>, mut jobs: Vec<Job>) 
     }
 }
 
-/// Where committed points go besides the store: the webhook lanes and the live stream.
-struct Sinks {
-    webhooks: Arc<WebhookHub>,
-    stream: Arc<LiveFeed>,
+/// Where committed points go besides the store: the webhook lanes, the live stream and the
+/// alarm rules.
+pub struct Sinks {
+    pub webhooks: Arc<WebhookHub>,
+    pub stream: Arc<LiveFeed>,
+    pub alarms: Alarms,
 }
 
 /// Writes slices with their webhook rows, counts their points (stored or duplicate) once they
 /// are committed, wakes the delivery lanes if they queued any, and hands the new points to the
-/// live stream (a lane's commits run one after another, so the stream gets each gateway's points
-/// in commit order).
+/// alarm rules and the live stream (a lane's commits run one after another, so both get each
+/// gateway's points in commit order).
 async fn write(db: &Db, sinks: &Sinks, slices: Vec<Batch>) -> Result<(), devicecloud_store::StoreError> {
     let Routed { written, queued, fresh } = ingest::write_slices(db, slices, &sinks.webhooks.routes).await?;
     if queued > 0 {
         sinks.webhooks.queued.notify_waiters();
+    }
+    if sinks.alarms.watching() {
+        sinks.alarms.points(fresh.clone()).await;
     }
     sinks.stream.points(fresh);
     Outcome::Stored.points(written.inserted);

@@ -219,9 +219,29 @@ impl LiveFeed {
         device: &str,
         record: impl FnOnce() -> serde_json::Map<String, serde_json::Value>,
     ) {
+        self.rendered(Kind::Twin, id_group, device, record);
+    }
+
+    /// Hands over the record of an alarm just changed, rendered only when someone listens.
+    pub fn alarm(
+        &self,
+        id_group: &str,
+        device: &str,
+        record: impl FnOnce() -> serde_json::Map<String, serde_json::Value>,
+    ) {
+        self.rendered(Kind::Alarm, id_group, device, record);
+    }
+
+    fn rendered(
+        &self,
+        kind: Kind,
+        id_group: &str,
+        device: &str,
+        record: impl FnOnce() -> serde_json::Map<String, serde_json::Value>,
+    ) {
         if self.active() {
             let text = serde_json::Value::Object(record()).to_string().into_boxed_str();
-            let rendered = (Kind::Twin, Arc::from(id_group), Arc::from(device), text);
+            let rendered = (kind, Arc::from(id_group), Arc::from(device), text);
             self.send(Item::Records(vec![rendered]));
         }
     }

@@ -21,6 +21,8 @@ pub enum Kind {
     Command,
     /// A twin record, after a change of its desired or reported document.
     Twin,
+    /// An alarm record, after it was raised, counted, acknowledged or cleared.
+    Alarm,
 }
 
 impl Kind {
@@ -31,6 +33,7 @@ impl Kind {
             Kind::Event => "event",
             Kind::Command => "command",
             Kind::Twin => "twin",
+            Kind::Alarm => "alarm",
         }
     }
 
@@ -41,10 +44,11 @@ impl Kind {
             Kind::Event => "events",
             Kind::Command => "commands",
             Kind::Twin => "twins",
+            Kind::Alarm => "alarms",
         }
     }
 
-    pub const ALL: [Kind; 4] = [Kind::Measurement, Kind::Event, Kind::Command, Kind::Twin];
+    pub const ALL: [Kind; 5] = [Kind::Measurement, Kind::Event, Kind::Command, Kind::Twin, Kind::Alarm];
 }
 
 /// One committed record, rendered once for every client.

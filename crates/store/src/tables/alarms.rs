@@ -100,6 +100,17 @@ pub async fn open_of<S: AsRef<str>>(db: &Db, devices: &[S]) -> Result<Vec<AlarmR
     Ok(out)
 }
 
+/// The alarms not cleared of the rules `rules`.
+pub async fn open_of_rules<S: AsRef<str>>(db: &Db, rules: &[S]) -> Result<Vec<AlarmRow>> {
+    let mut out = Vec::new();
+    for part in rules.chunks(crate::sql::lists::ROWS_PER_STATEMENT) {
+        let (marks, values) = in_list(part);
+        let sql = format!("SELECT {COLS} FROM alarms WHERE open_key IS NOT NULL AND id_alarm_rule IN ({marks})");
+        out.extend(db.rows::<AlarmRow>(sqlx::AssertSqlSafe(sql), values).await?);
+    }
+    Ok(out)
+}
+
 /// The event of a change of `alarm`.
 fn event_of<'a>(alarm: &'a AlarmRow, code: i64, at: i64, label: Option<&'a str>) -> NewEvent<'a> {
     NewEvent {

@@ -71,7 +71,7 @@ fn groups_of(filter: Option<&Filter>) -> Result<Vec<String>, ApiError> {
     Ok(groups)
 }
 
-/// `types`: a comma list of `measurements`, `events`, `commands`, `twins`; all of them when absent.
+/// `types`: a comma list of `measurements`, `events`, `commands`, `twins`, `alarms`; all of them when absent.
 fn kinds_of(query: &[u8]) -> Result<Vec<Kind>, ApiError> {
     let params = Params::parse_query(query);
     let Some(list) = params.get_scalar("types") else {
@@ -82,7 +82,7 @@ fn kinds_of(query: &[u8]) -> Result<Vec<Kind>, ApiError> {
         let kind = Kind::ALL.into_iter().find(|k| k.plural() == name).ok_or_else(|| {
             ApiError::invalid(
                 "types",
-                "types must be a comma list of measurements, events, commands and twins.",
+                "types must be a comma list of measurements, events, commands, twins and alarms.",
             )
         })?;
         if !kinds.contains(&kind) {
@@ -100,7 +100,7 @@ fn kinds_of(query: &[u8]) -> Result<Vec<Kind>, ApiError> {
 #[utoipa::path(get, path = "/api/v2/stream", tag = "data",
     params(
         ("filter[id_group]" = String, Query, description = "required: a group, or filter[id_group][in][]=… for several"),
-        ("types" = Option<String>, Query, description = "comma list of measurements, events, commands, twins (default: all)"),
+        ("types" = Option<String>, Query, description = "comma list of measurements, events, commands, twins, alarms (default: all)"),
         ("Last-Event-ID" = Option<String>, Header, description = "resume after this event id (kept for at least 10 minutes)"),
     ),
     responses(
