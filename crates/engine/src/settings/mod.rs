@@ -167,6 +167,9 @@ pub struct Limits {
     /// Most webhooks in one group; one more answers 422 (`DEVICECLOUD_WEBHOOKS_PER_GROUP`).
     #[serde(with = "units::positive")]
     pub webhooks_per_group: usize,
+    /// Most alarm rules in one group; one more answers 422 (`DEVICECLOUD_ALARM_RULES_PER_GROUP`).
+    #[serde(with = "units::positive")]
+    pub alarm_rules_per_group: usize,
     /// Queued items of one webhook beyond which it is set inactive
     /// (`DEVICECLOUD_WEBHOOK_BACKLOG_MAX`).
     #[serde(with = "units::positive")]
@@ -219,6 +222,7 @@ impl Default for Limits {
             signin_window: Duration::from_secs(300),
             token_lifetime: Duration::from_secs(90 * 86_400),
             webhooks_per_group: 20,
+            alarm_rules_per_group: 200,
             webhook_backlog_max: 1_000_000,
             assets_per_gateway: 1000,
             datatypes_per_device: 1000,

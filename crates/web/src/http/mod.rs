@@ -1,6 +1,7 @@
 //! The HTTP side of the service: one module per resource, each owning its `router()`, put
 //! together here with the layers every route shares (error bodies, panics, body limit, metrics).
 
+pub mod alarms;
 pub mod api_docs;
 pub mod body;
 pub mod caller;
@@ -86,6 +87,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .merge(webhooks::router())
         .merge(twins::router())
         .merge(jobs::router())
+        .merge(alarms::router())
         .merge(firmware::router(&state))
         .merge(firmware_download::router())
         .merge(pages)

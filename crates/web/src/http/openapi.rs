@@ -7,7 +7,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
 use super::{
-    commands, data, device_collection, devices, events, firmware, firmware_download, gateway, groups, health, jobs,
+    alarms, commands, data, device_collection, devices, events, firmware, firmware_download, gateway, groups, health, jobs,
     oauth, retention, sessions, stream, twins, users, webhooks,
 };
 use crate::state::AppState;
@@ -36,6 +36,7 @@ use requests::{OptionalBodies, QueryParams};
         twins::index, twins::view, twins::update,
         jobs::index, jobs::create, jobs::view, jobs::cancel, jobs::executions,
         firmware::index, firmware::upload, firmware::view, firmware::remove, firmware::public_key,
+        alarms::rules, alarms::create, alarms::rule, alarms::update, alarms::remove, alarms::index, alarms::view, alarms::acknowledge,
     ),
     components(schemas(data::ExportFormat)),
     modifiers(&BearerAuth, &StandardErrors, &ErrorBodies, &RateLimits, &Examples, &FieldsSelection, &QueryParams, &OptionalBodies, &OperationIds),

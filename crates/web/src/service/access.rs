@@ -2,6 +2,8 @@
 //! A record whose group the caller cannot see is "not found", never "forbidden", so that ids of
 //! other tenants cannot be probed (docs/api.md, "Rights").
 
+use devicecloud_store::alarm_rules::RuleRow;
+use devicecloud_store::alarms::AlarmRow;
 use devicecloud_store::devices::{self, DeviceRow, OwnedDevice};
 use devicecloud_store::firmware::FirmwareRow;
 use devicecloud_store::groups::{self, GroupRow};
@@ -119,6 +121,22 @@ pub async fn firmware(
         need,
     )
     .await
+}
+
+/// The alarm rule `id` (`rule`, as read) as the caller may act on it with `need`.
+pub async fn alarm_rule(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    rule: Option<RuleRow>,
+    need: Role,
+) -> Result<RuleRow> {
+    owned(state, caller, ("Alarm rule", id), rule, |r| &r.id_group, need).await
+}
+
+/// The alarm `id` (`alarm`, as read) as the caller may act on it with `need`.
+pub async fn alarm(state: &AppState, caller: &Caller, id: &str, alarm: Option<AlarmRow>, need: Role) -> Result<AlarmRow> {
+    owned(state, caller, ("Alarm", id), alarm, |a| &a.id_group, need).await
 }
 
 /// The group `id_group` named in an operation's input (a new device's, a new webhook's): a

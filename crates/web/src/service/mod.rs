@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod accounts;
+pub mod alarms;
 
 pub mod commands;
 pub mod devices;

@@ -346,3 +346,40 @@ built_schema!(
         .description(Some("One register write, or an array of them"))
         .into()
 );
+
+/// The fields of an alarm rule; `required` for a new one.
+fn alarm_rule_fields(required: bool) -> Vec<(&'static str, Schema, bool)> {
+    let condition = || {
+        let mut schema = nonblank(crate::service::alarms::CONDITION_MAX_CHARS);
+        if let Schema::Object(object) = &mut schema {
+            object.description = Some("A CEL expression over value, previous, rate, datatype and serial".into());
+        }
+        or_null(schema)
+    };
+    let seconds = |min| or_null(integer_like(min, crate::service::alarms::SECONDS_MAX as u64));
+    vec![
+        ("label", nonblank(255), required),
+        ("severity", one_of(&crate::service::alarms::SEVERITIES), required),
+        ("condition", condition(), false),
+        ("clear_condition", condition(), false),
+        ("inactivity_s", seconds(1), false),
+        ("datatype", or_null(integer_like(0, i32::MAX as u64)), false),
+        ("source_device", or_null(text(64)), false),
+        ("for_s", seconds(0), false),
+        ("is_active", or_null(boolean_like()), false),
+    ]
+}
+
+built_schema!(
+    /// `POST /api/v2/alarm-rule`.
+    NewAlarmRule => {
+        let mut fields = vec![("id_group", nonblank(64), true)];
+        fields.extend(alarm_rule_fields(true));
+        body("An alarm rule: a condition or an inactivity_s", fields)
+    }
+);
+
+built_schema!(
+    /// `PATCH /api/v2/alarm-rule/<id>`.
+    AlarmRuleChanges => body("Changes of an alarm rule; null clears an optional field", alarm_rule_fields(false))
+);

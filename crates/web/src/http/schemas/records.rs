@@ -18,7 +18,7 @@ use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
 use super::{Links, collection, with_labels};
 
 /// The component names of the records `fields` applies to.
-pub const RECORDS: [&str; 15] = [
+pub const RECORDS: [&str; 17] = [
     "Group",
     "PhysicalDevice",
     "DataPoint",
@@ -34,6 +34,8 @@ pub const RECORDS: [&str; 15] = [
     "Job",
     "JobExecution",
     "Firmware",
+    "AlarmRule",
+    "Alarm",
 ];
 
 /// A group (specification, Groups).
@@ -297,6 +299,59 @@ pub struct JobExecution {
     result: Option<std::collections::BTreeMap<String, Value>>,
 }
 
+/// An alarm rule (docs/api.md, "Alarms").
+#[derive(ToSchema)]
+pub struct AlarmRule {
+    id_alarm_rule: String,
+    id_group: String,
+    label: String,
+    /// `critical`, `major`, `minor` or `warning`.
+    severity: String,
+    /// A CEL expression over `value`, `previous`, `rate`, `datatype`, `serial`; null for an
+    /// inactivity rule.
+    condition: Option<String>,
+    /// Null: the negation of `condition`.
+    clear_condition: Option<String>,
+    /// Seconds without a point that raise the alarm; null for a condition.
+    inactivity_s: Option<i64>,
+    /// The datatype looked at; null: every datatype.
+    datatype: Option<i64>,
+    /// The device looked at; null: every device of the group.
+    source_device: Option<String>,
+    /// Seconds the condition must hold on every point before the alarm is raised.
+    for_s: i64,
+    /// 1 or 0.
+    is_active: i64,
+    created_at: i64,
+    updated_at: i64,
+    created_by: Option<String>,
+    _links: Links,
+}
+
+/// An alarm (docs/api.md, "Alarms").
+#[derive(ToSchema)]
+pub struct Alarm {
+    id_alarm: String,
+    id_alarm_rule: String,
+    id_group: String,
+    source_device: String,
+    /// Null for an inactivity alarm over every datatype.
+    datatype: Option<i64>,
+    severity: String,
+    /// `active`, `acknowledged` or `cleared`.
+    status: String,
+    raised_at: i64,
+    acknowledged_at: Option<i64>,
+    /// The account that acknowledged it.
+    acknowledged_by: Option<String>,
+    cleared_at: Option<i64>,
+    /// The value of the last matching point; null for an inactivity.
+    value: Option<f64>,
+    /// Matching points while it was open.
+    count: i64,
+    _links: Links,
+}
+
 /// What a webhook has not delivered yet.
 #[derive(ToSchema)]
 pub struct Backlog {
@@ -349,6 +404,8 @@ collection!(TwinCollection, Twin);
 collection!(JobCollection, Job);
 collection!(JobExecutionCollection, JobExecution);
 collection!(FirmwareCollection, Firmware);
+collection!(AlarmRuleCollection, AlarmRule);
+collection!(AlarmCollection, Alarm);
 
 /// The device collection's `deviceStatuses`: the names of `expected_live_status` and
 /// `device_status` values.
