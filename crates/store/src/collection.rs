@@ -364,16 +364,29 @@ pub(crate) fn flag<S: serde::Serializer>(value: &i64, serializer: S) -> std::res
 /// Reads a float field of a page row: a JSON number, or the 17-digit text [`json_pairs`] writes
 /// for SQLite REALs. Row types with `f64` fields read through [`list`] or [`fetch`] use it.
 pub(crate) fn real<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<f64, D::Error> {
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum Real<'a> {
-        Number(f64),
-        Text(&'a str),
-    }
     match <Real as serde::Deserialize>::deserialize(deserializer)? {
         Real::Number(n) => Ok(n),
         Real::Text(t) => t.parse().map_err(serde::de::Error::custom),
     }
+}
+
+/// [`real`] of a field that may be null.
+pub(crate) fn optional_real<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<f64>, D::Error> {
+    match <Option<Real> as serde::Deserialize>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(Real::Number(n)) => Ok(Some(n)),
+        Some(Real::Text(t)) => t.parse().map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// A float as JSON gives it: a number, or text.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Real<'a> {
+    Number(f64),
+    Text(&'a str),
 }
 
 /// The single number a select returns (`COUNT`, `SUM`, `MAX` …), 0 for NULL.

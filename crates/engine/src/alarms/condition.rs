@@ -71,7 +71,7 @@ impl Condition {
     pub fn compile(source: &str) -> Result<Condition, ConditionError> {
         let program = ENV.compile(source).map_err(|errors| {
             let first = errors.errors.first();
-            let (line, column) = first.map_or((1, 1), |e| (e.pos.0.max(1) as usize, e.pos.1.max(0) as usize + 1));
+            let (line, column) = first.map_or((1, 1), |e| (e.pos.0.max(1) as usize, e.pos.1.max(1) as usize));
             let message = first.map_or_else(|| "the condition does not parse".to_string(), |e| e.msg.clone());
             ConditionError { line, column, message }
         })?;
@@ -218,7 +218,12 @@ mod tests {
 
     #[test]
     fn a_condition_that_is_not_boolean_is_refused() {
-        assert!(Condition::compile("value + 1.0").unwrap_err().message.contains("double"));
+        assert!(
+            Condition::compile("value + 1.0")
+                .unwrap_err()
+                .message
+                .contains("double")
+        );
         assert!(Condition::compile("'high'").is_err());
         // Mixed arithmetic is an error for every point.
         assert!(Condition::compile("value + 1 > 3.0").is_err());

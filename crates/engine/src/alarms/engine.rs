@@ -15,7 +15,7 @@ use std::time::Duration;
 use devicecloud_store::alarms::{self, AlarmRow, Change};
 use devicecloud_store::ingest::Point;
 use devicecloud_store::{StoreError, alarm_rules, chunks, unix_now};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::Context;
@@ -36,7 +36,7 @@ pub(super) struct Inputs {
     pub points: mpsc::Receiver<Vec<Point>>,
     pub gateways: mpsc::UnboundedReceiver<String>,
     pub watching: Arc<AtomicBool>,
-    pub changed: Arc<Notify>,
+    pub changed: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
     pub writes: mpsc::UnboundedSender<Vec<Change>>,
     pub shutdown: CancellationToken,
 }
@@ -63,7 +63,7 @@ pub(super) async fn run(inputs: Inputs) {
         mut points,
         mut gateways,
         watching,
-        changed,
+        mut changed,
         writes,
         shutdown,
     } = inputs;
@@ -98,7 +98,10 @@ pub(super) async fn run(inputs: Inputs) {
                 None => break,
             },
             Some(gateway) = gateways.recv() => engine.forget(&gateway),
-            _ = changed.notified() => engine.reload_logged().await,
+            Some(done) = changed.recv() => {
+                engine.reload_logged().await;
+                let _ = done.send(());
+            }
             _ = tick.tick() => {
                 engine.flush();
                 match alarm_rules::version(&engine.ctx.db).await {
@@ -162,7 +165,8 @@ impl Engine {
             seeds.push((Arc::clone(&rule.id), rule.datatype, seconds, last));
         }
         let now = unix_now();
-        self.silences.retain(|key| rules.silences().any(|(_, r, _)| r.id == key.rule));
+        self.silences
+            .retain(|key| rules.silences().any(|(_, r, _)| r.id == key.rule));
         for (rule, datatype, seconds, last) in seeds {
             for (device, at) in last {
                 let key = WatchKey {
@@ -184,7 +188,11 @@ impl Engine {
         self.rules = rules;
         self.generation += 1;
         self.version = version;
-        tracing::debug!(rules = self.rules.rules.len(), watched = self.silences.len(), "alarm rules read");
+        tracing::debug!(
+            rules = self.rules.rules.len(),
+            watched = self.silences.len(),
+            "alarm rules read"
+        );
         Ok(())
     }
 

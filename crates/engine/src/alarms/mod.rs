@@ -15,7 +15,7 @@ use devicecloud_store::Db;
 use devicecloud_store::alarms::AlarmRow;
 use devicecloud_store::ingest::Point;
 use serde_json::{Map, Value, json};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -50,7 +50,8 @@ pub struct Alarms {
     gateways: mpsc::UnboundedSender<String>,
     /// Whether any rule is active: without one, points are not handed over at all.
     watching: Arc<AtomicBool>,
-    changed: Arc<Notify>,
+    /// Asks for the rules to be read again; answered once they are.
+    changed: mpsc::UnboundedSender<oneshot::Sender<()>>,
 }
 
 impl Alarms {
@@ -59,7 +60,7 @@ impl Alarms {
         let (points, points_rx) = mpsc::channel(QUEUE_COMMITS);
         let (gateways, gateways_rx) = mpsc::unbounded_channel();
         let watching = Arc::new(AtomicBool::new(false));
-        let changed = Arc::new(Notify::new());
+        let (changed, changed_rx) = mpsc::unbounded_channel();
         let (writes, writes_rx) = mpsc::unbounded_channel();
         let ctx = Arc::new(ctx);
         tracker.spawn(writer::run(Arc::clone(&ctx), writes_rx));
@@ -68,7 +69,7 @@ impl Alarms {
             points: points_rx,
             gateways: gateways_rx,
             watching: Arc::clone(&watching),
-            changed: Arc::clone(&changed),
+            changed: changed_rx,
             writes,
             shutdown,
         }));
@@ -101,9 +102,13 @@ impl Alarms {
         }
     }
 
-    /// The rules changed through this node: read them again now.
-    pub fn rules_changed(&self) {
-        self.changed.notify_one();
+    /// The rules changed through this node: they are read again now, and the points committed
+    /// after this returns are evaluated against them (other nodes read them within a second).
+    pub async fn rules_changed(&self) {
+        let (done, read) = oneshot::channel();
+        if self.changed.send(done).is_ok() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+        }
     }
 }
 

@@ -12,7 +12,10 @@ use super::condition::Condition;
 #[derive(Debug)]
 pub enum Test {
     /// A condition over each point, cleared by `clear` (`None`: the condition no longer holds).
-    Threshold { condition: Condition, clear: Option<Condition> },
+    Threshold {
+        condition: Condition,
+        clear: Option<Condition>,
+    },
     /// No point for this long.
     Inactivity { seconds: i64 },
 }
@@ -85,7 +88,11 @@ pub struct RuleSet {
 
 impl RuleSet {
     pub fn new(rows: &[RuleRow]) -> RuleSet {
-        let rules: Vec<Rule> = rows.iter().filter(|r| r.is_active == 1).filter_map(Rule::compile).collect();
+        let rules: Vec<Rule> = rows
+            .iter()
+            .filter(|r| r.is_active == 1)
+            .filter_map(Rule::compile)
+            .collect();
         let mut by_group: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
         for (i, rule) in rules.iter().enumerate() {
             by_group.entry(Arc::clone(&rule.id_group)).or_default().push(i);

@@ -85,7 +85,8 @@ impl Silences {
                 let was_open = std::mem::replace(&mut watch.open, false);
                 if !watch.queued {
                     watch.queued = true;
-                    self.heap.push(Reverse((watch.last_seen.saturating_add(watch.seconds), key.clone())));
+                    self.heap
+                        .push(Reverse((watch.last_seen.saturating_add(watch.seconds), key.clone())));
                 }
                 was_open
             }
@@ -148,7 +149,8 @@ impl Silences {
             watch.last_seen = watch.last_seen.max(now);
             if !watch.queued && !watch.open {
                 watch.queued = true;
-                self.heap.push(Reverse((watch.last_seen.saturating_add(watch.seconds), key.clone())));
+                self.heap
+                    .push(Reverse((watch.last_seen.saturating_add(watch.seconds), key.clone())));
             }
         }
     }

@@ -34,7 +34,8 @@ async fn write(ctx: &Context, changes: &[Change]) {
                     ctx.webhooks.queued.notify_waiters();
                 }
                 for alarm in &applied.alarms {
-                    ctx.stream.alarm(&alarm.id_group, &alarm.source_device, || super::record(alarm));
+                    ctx.stream
+                        .alarm(&alarm.id_group, &alarm.source_device, || super::record(alarm));
                 }
                 ctx.stream.event_rows(applied.events);
                 return;

@@ -203,14 +203,20 @@ pub async fn delete(db: &Db, routes: &Routes, id: &str, now: i64) -> Result<Opti
     let table = routes.table(db).await?;
     let mut tx = Tx::begin(db).await?;
     let deleted = tx
-        .execute("DELETE FROM alarm_rules WHERE id_alarm_rule = $1".to_string(), values![id])
+        .execute(
+            "DELETE FROM alarm_rules WHERE id_alarm_rule = $1".to_string(),
+            values![id],
+        )
         .await?;
     if deleted == 0 {
         tx.rollback().await?;
         return Ok(None);
     }
-    tx.execute("DELETE FROM alarm_holds WHERE id_alarm_rule = $1".to_string(), values![id])
-        .await?;
+    tx.execute(
+        "DELETE FROM alarm_holds WHERE id_alarm_rule = $1".to_string(),
+        values![id],
+    )
+    .await?;
     let cleared = alarms::clear_rule_in(&mut tx, &table, id, now).await?;
     bump(&mut tx).await?;
     tx.commit().await?;

@@ -37,6 +37,7 @@ pub struct AlarmRow {
     pub acknowledged_at: Option<i64>,
     pub acknowledged_by: Option<String>,
     pub cleared_at: Option<i64>,
+    #[serde(deserialize_with = "crate::collection::optional_real")]
     pub value: Option<f64>,
     pub count: i64,
 }
@@ -204,7 +205,10 @@ pub enum Change {
         since_us: i64,
     },
     /// The condition stopped holding.
-    Release { id_alarm_rule: String, container_key: i64 },
+    Release {
+        id_alarm_rule: String,
+        container_key: i64,
+    },
 }
 
 /// What [`apply`] changed: the alarms as written and the events recorded.
@@ -344,10 +348,12 @@ pub async fn holds_of(db: &Db, keys: &[i64]) -> Result<Vec<(String, i64, i64)>> 
     let mut out = Vec::new();
     for part in keys.chunks(crate::sql::lists::ROWS_PER_STATEMENT) {
         let list = chunks::scan::key_list(part);
-        let sql = format!(
-            "SELECT id_alarm_rule, container_key, since_us FROM alarm_holds WHERE container_key IN ({list})"
+        let sql =
+            format!("SELECT id_alarm_rule, container_key, since_us FROM alarm_holds WHERE container_key IN ({list})");
+        out.extend(
+            db.rows::<(String, i64, i64)>(sqlx::AssertSqlSafe(sql), values![])
+                .await?,
         );
-        out.extend(db.rows::<(String, i64, i64)>(sqlx::AssertSqlSafe(sql), values![]).await?);
     }
     Ok(out)
 }

@@ -7,8 +7,8 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
 use super::{
-    alarms, commands, data, device_collection, devices, events, firmware, firmware_download, gateway, groups, health, jobs,
-    oauth, retention, sessions, stream, twins, users, webhooks,
+    alarms, commands, data, device_collection, devices, events, firmware, firmware_download, gateway, groups, health,
+    jobs, oauth, retention, sessions, stream, twins, users, webhooks,
 };
 use crate::state::AppState;
 

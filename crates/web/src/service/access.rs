@@ -135,7 +135,13 @@ pub async fn alarm_rule(
 }
 
 /// The alarm `id` (`alarm`, as read) as the caller may act on it with `need`.
-pub async fn alarm(state: &AppState, caller: &Caller, id: &str, alarm: Option<AlarmRow>, need: Role) -> Result<AlarmRow> {
+pub async fn alarm(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    alarm: Option<AlarmRow>,
+    need: Role,
+) -> Result<AlarmRow> {
     owned(state, caller, ("Alarm", id), alarm, |a| &a.id_group, need).await
 }
 

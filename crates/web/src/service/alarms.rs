@@ -27,7 +27,10 @@ pub fn check_condition(text: &str) -> std::result::Result<(), String> {
 }
 
 fn message(e: &ConditionError) -> String {
-    format!("The condition does not compile at line {}, column {}: {}.", e.line, e.column, e.message)
+    format!(
+        "The condition does not compile at line {}, column {}: {}.",
+        e.line, e.column, e.message
+    )
 }
 
 /// The rule `stored` (or a new one in the group the input names) with the input's fields laid
@@ -44,7 +47,9 @@ async fn read_rule(state: &AppState, caller: &Caller, input: &Input, stored: Opt
     // A field given as null clears it; absent, it stays as stored.
     let given = |name: &str| input.contains_key(name);
     let condition = f.string("condition", false, CONDITION_MAX_CHARS).map(str::to_string);
-    let clear_condition = f.string("clear_condition", false, CONDITION_MAX_CHARS).map(str::to_string);
+    let clear_condition = f
+        .string("clear_condition", false, CONDITION_MAX_CHARS)
+        .map(str::to_string);
     let inactivity_s = f.integer("inactivity_s", false, 1, SECONDS_MAX);
     let datatype = f.integer("datatype", false, 0, i64::from(i32::MAX));
     let source_device = f.string("source_device", false, 64).map(str::to_string);
@@ -128,7 +133,10 @@ async fn check_rule(state: &AppState, rule: &RuleRow) -> Result<()> {
         }
         (Some(_), None) => {}
     }
-    for (field, text) in [("condition", &rule.condition), ("clear_condition", &rule.clear_condition)] {
+    for (field, text) in [
+        ("condition", &rule.condition),
+        ("clear_condition", &rule.clear_condition),
+    ] {
         if let Some(text) = text
             && let Err(e) = check_condition(text)
         {
@@ -138,7 +146,10 @@ async fn check_rule(state: &AppState, rule: &RuleRow) -> Result<()> {
     if let Some(device) = &rule.source_device {
         let found = devices::get(&state.db, device).await?;
         if !found.is_some_and(|d| d.id_group == rule.id_group && d.archived_at.is_none()) {
-            errors.push(("source_device", "Source Device is not a device of the rule's group.".to_string()));
+            errors.push((
+                "source_device",
+                "Source Device is not a device of the rule's group.".to_string(),
+            ));
         }
     }
     if errors.is_empty() {
@@ -154,7 +165,7 @@ async fn check_rule(state: &AppState, rule: &RuleRow) -> Result<()> {
 
 /// Hands over what a rule's change cleared: the alarms and their events on the live stream, the
 /// events to the webhooks.
-fn announce(state: &AppState, cleared: Cleared) {
+async fn announce(state: &AppState, cleared: Cleared) {
     if !cleared.events.is_empty() {
         state.webhooks.queued.notify_waiters();
     }
@@ -164,7 +175,7 @@ fn announce(state: &AppState, cleared: Cleared) {
         });
     }
     state.stream.event_rows(cleared.events);
-    state.alarms.rules_changed();
+    state.alarms.rules_changed().await;
 }
 
 /// Creates a rule from `{id_group, label, severity, condition | inactivity_s, datatype?,
@@ -181,7 +192,7 @@ pub async fn create(state: &AppState, caller: &Caller, input: &Input) -> Result<
                 format!("The group already has {per_group} alarm rules, the most it may have."),
             )
         })?;
-    state.alarms.rules_changed();
+    state.alarms.rules_changed().await;
     Ok(row)
 }
 
@@ -199,7 +210,7 @@ pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) 
     let cleared = alarm_rules::update(&state.db, &state.webhooks.routes, &rule, unix_now())
         .await?
         .ok_or_else(|| ServiceError::not_found("Alarm rule", id))?;
-    announce(state, cleared);
+    announce(state, cleared).await;
     Ok(rule)
 }
 
@@ -209,7 +220,7 @@ pub async fn delete(state: &AppState, caller: &Caller, id: &str) -> Result<()> {
     let cleared = alarm_rules::delete(&state.db, &state.webhooks.routes, id, unix_now())
         .await?
         .ok_or_else(|| ServiceError::not_found("Alarm rule", id))?;
-    announce(state, cleared);
+    announce(state, cleared).await;
     Ok(())
 }
 
