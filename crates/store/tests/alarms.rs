@@ -152,7 +152,7 @@ async fn one_alarm_is_open_per_rule_device_and_datatype() {
 
 #[tokio::test]
 async fn the_point_before_a_point_is_found() {
-    let store = common::store("alarms-before").await;
+    let store = common::store("alarms_before").await;
     let db = &store.db;
     let (_, device, key) = common::series(db, "AL-S2", "PLUS", 12).await;
     let points: Vec<Point> = [(100, 0, 1.0), (100, 500, 2.0), (200, 0, 3.0)]
