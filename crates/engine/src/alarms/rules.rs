@@ -11,10 +11,11 @@ use super::condition::Condition;
 /// What a rule looks at.
 #[derive(Debug)]
 pub enum Test {
-    /// A condition over each point, cleared by `clear` (`None`: the condition no longer holds).
+    /// A condition over each point, cleared by `clear` (`None`: the condition no longer holds);
+    /// boxed, as a compiled program is large beside an inactivity's seconds.
     Threshold {
-        condition: Condition,
-        clear: Option<Condition>,
+        condition: Box<Condition>,
+        clear: Option<Box<Condition>>,
     },
     /// No point for this long.
     Inactivity { seconds: i64 },
@@ -46,9 +47,9 @@ impl Rule {
     pub fn compile(row: &RuleRow) -> Option<Rule> {
         let test = match (&row.condition, row.inactivity_s) {
             (Some(condition), _) => {
-                let condition = compile(row, condition)?;
+                let condition = Box::new(compile(row, condition)?);
                 let clear = match &row.clear_condition {
-                    Some(c) => Some(compile(row, c)?),
+                    Some(c) => Some(Box::new(compile(row, c)?)),
                     None => None,
                 };
                 Test::Threshold { condition, clear }
