@@ -13,6 +13,7 @@
 //! (`settings::INGEST_BATCH_POINTS`, the ingest writer's batch size).
 
 mod abuse;
+mod alarms;
 mod api;
 mod chunks;
 mod cluster;
@@ -76,6 +77,10 @@ enum BenchCommand {
     /// Gateways publish into several groups, first alone, then with live stream clients spread
     /// over the groups: durable points/s with and without clients, and PUBACK → client latency.
     Stream(stream::StreamOptions),
+    /// Alarm rules on the commit path: durable points/s without and under 1,000 rules, rule
+    /// evaluations/s, PUBACK → `alarm` on the stream, and the inactivity timer's CPU with
+    /// 100,000 devices watched.
+    Alarms(alarms::AlarmsOptions),
     /// The bytes a stored point takes in a compressed chunk, and the time to pack and read it:
     /// pcodec (the store's codec) against Gorilla, over chunk sizes and three kinds of series.
     /// No server is started.
@@ -148,6 +153,7 @@ async fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Abuse(options) => abuse::abuse(options).await,
         BenchCommand::Crash { cycles, gateways } => crash::crash(cycles, gateways).await,
         BenchCommand::Stream(options) => stream::stream(options).await,
+        BenchCommand::Alarms(options) => alarms::alarms(options).await,
         BenchCommand::Idle(options) => idle::idle(options).await,
         BenchCommand::Commands(options) => commands::commands(options).await,
         BenchCommand::Jobs(options) => jobs::jobs(options).await,
