@@ -270,7 +270,11 @@ async fn metric(http: &reqwest::Client, base: &str, admin: &str, name: &str) -> 
 
 /// The probe: a point every 50 ms, raising (value 1000 + n, unique) and clearing (0) its alarm
 /// in turn; the PUBACK time of each raising point, by its value.
-async fn run_probe(mqtt: std::net::SocketAddr, probe: GatewayCredentials, deadline: Instant) -> Result<Vec<(i64, Instant)>> {
+async fn run_probe(
+    mqtt: std::net::SocketAddr,
+    probe: GatewayCredentials,
+    deadline: Instant,
+) -> Result<Vec<(i64, Instant)>> {
     use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
     let mut options = MqttOptions::new(probe.serial.clone(), mqtt.ip().to_string(), mqtt.port());
     options.set_credentials(probe.serial.clone(), probe.token.clone());
@@ -353,7 +357,12 @@ async fn seed_silent(http: &reqwest::Client, server: &ServerUnderTest, admin: &s
     let count = i64::try_from(count)?;
     match &db {
         Db::Sqlite(pool, ..) => {
-            sqlx::query(sql).bind(count).bind(&id_group).bind(now).execute(pool).await?;
+            sqlx::query(sql)
+                .bind(count)
+                .bind(&id_group)
+                .bind(now)
+                .execute(pool)
+                .await?;
         }
         Db::Postgres(pool) => {
             let sql = sql.replace("SELECT $2 || '-' || i", "SELECT $2::text || '-' || i");

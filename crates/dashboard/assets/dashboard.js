@@ -139,3 +139,26 @@ if (live !== null) {
     for (const element of document.querySelectorAll("[data-refresh]")) refresh(element);
   });
 }
+
+// An alarm rule's condition is checked as it is typed: the answer (compiles, or where and why
+// not) goes beside the field. The form is still checked when saved.
+{
+  let pending;
+  document.addEventListener("input", (event) => {
+    const field = event.target;
+    if (!(field instanceof HTMLTextAreaElement) || !field.matches("textarea[data-check]")) return;
+    clearTimeout(pending);
+    pending = setTimeout(async () => {
+      const shown = field.parentElement.querySelector(".check");
+      if (!shown) return;
+      const url = "/alarm-rules/check?condition=" + encodeURIComponent(field.value);
+      try {
+        const response = await fetch(url, { credentials: "same-origin" });
+        shown.textContent = await response.text();
+        shown.classList.toggle("error", response.status === 422);
+      } catch (_) {
+        shown.textContent = "";
+      }
+    }, 300);
+  });
+}

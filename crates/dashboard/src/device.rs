@@ -18,12 +18,12 @@ use serde_json::{Value, json};
 
 use crate::chart::{self, Chart, Point};
 use crate::device_commands::{self, json_table};
-use crate::events;
 use crate::format;
 use crate::layout::{self, Section};
 use crate::page::{PageError, PageResult, filter, list_args, status_badge};
 use crate::series::{DatatypeName, datatype_names, datatype_title};
 use crate::viewer::Viewer;
+use crate::{alarms, events};
 use devicecloud_engine::auth::Role;
 use devicecloud_web::render::device_fields;
 use devicecloud_web::service::access;
@@ -192,6 +192,7 @@ pub async fn page(
         None => devicecloud_store::jobs::updates::history(&state.db, &id, 20).await?,
         Some(_) => Vec::new(),
     };
+    let alarm_history = alarms::history(&state, &viewer, &id).await?;
     let title = if device.label.is_empty() {
         device.serial_hardware.clone()
     } else {
@@ -208,6 +209,8 @@ pub async fn page(
                 " · last data " (format::ago(format::known(device.last_data_at), now))
             }
         }
+        h2 { "Alarms" }
+        (alarm_history)
         h2 { "Latest values" }
         div #latest data-refresh=(format!("/devices/{id}/latest")) data-every="15" { (latest_table(&latest_rows, &names, now)) }
         h2 { "Charts" }

@@ -18,7 +18,7 @@ use crate::format;
 use crate::layout::{self, Section};
 use crate::page::{PageError, filter, list_args, pager, role_name, status_badge};
 use crate::viewer::Viewer;
-use crate::{device, events, retention};
+use crate::{alarms, device, events, retention};
 use devicecloud_engine::auth::Role;
 use devicecloud_web::render::export_response;
 use devicecloud_web::service::export::Format;
@@ -82,6 +82,9 @@ pub async fn page(
     )
     .await?;
     let kept = devicecloud_web::service::retention::in_force(&state, &id).await?;
+    let mut of_group = serde_json::Map::new();
+    of_group.insert("id_group".into(), json!(id));
+    let open = alarms::open_alarms(&state, &viewer, of_group, &format!("/groups/{id}")).await?;
     let now = unix_now();
     let current = q.sort.as_deref().unwrap_or("");
     let base = format!("/groups/{id}{}", format::query(&[("sort", current)]));
@@ -93,6 +96,9 @@ pub async fn page(
             a href=(format!("/groups/{id}/retention")) { "retention" } " · export all points as "
             a href=(format!("/groups/{id}/export?format=csv")) download { "CSV" } " or "
             a href=(format!("/groups/{id}/export?format=parquet")) download { "Parquet" } }
+        h2 { "Open alarms" }
+        (open)
+        h2 { "Devices" }
         table {
             thead { tr {
                 @for (attr, heading) in COLUMNS {

@@ -17,6 +17,7 @@ pub enum Section {
     Sessions,
     Events,
     Webhooks,
+    Alarms,
     Jobs,
     Firmware,
     Admin,
@@ -54,6 +55,7 @@ pub fn page(viewer: &Viewer, section: Section, title: &str, content: Markup) -> 
                         (link(Section::Fleet, "/", "Fleet"))
                         (link(Section::Sessions, "/sessions", "Sessions"))
                         (link(Section::Events, "/events", "Events"))
+                        (link(Section::Alarms, "/alarms", "Alarms"))
                         (link(Section::Webhooks, "/webhooks", "Webhooks"))
                         (link(Section::Jobs, "/jobs", "Jobs"))
                         (link(Section::Firmware, "/firmware", "Firmware"))

@@ -6,6 +6,7 @@
 
 mod accounts;
 mod admin;
+mod alarms;
 mod chart;
 mod data_sessions;
 mod device;
@@ -67,6 +68,14 @@ pub fn router() -> Router<AppState> {
         .route("/webhooks/{id}", get(webhooks::page).post(webhooks::update))
         .route("/webhooks/{id}/toggle", post(webhooks::toggle))
         .route("/webhooks/{id}/delete", post(webhooks::delete))
+        .route("/alarms", get(alarms::list))
+        .route("/alarms/{id}/acknowledge", post(alarms::acknowledge))
+        .route("/alarm-rules", get(alarms::rules).post(alarms::create))
+        .route("/alarm-rules/new", get(alarms::new_form))
+        .route("/alarm-rules/check", get(alarms::check))
+        .route("/alarm-rules/{id}", get(alarms::rule_page).post(alarms::update))
+        .route("/alarm-rules/{id}/toggle", post(alarms::toggle))
+        .route("/alarm-rules/{id}/delete", post(alarms::delete))
         .route("/jobs", get(jobs::list).post(jobs::create))
         .route("/jobs/{id}", get(jobs::page))
         .route("/jobs/{id}/cancel", post(jobs::cancel))

@@ -9,6 +9,7 @@ use devicecloud_store::device_collection::{self, StatusCounts};
 use devicecloud_store::groups;
 use maud::html;
 
+use crate::alarms;
 use crate::layout::{self, Section};
 use crate::page::{PageQuery, PageResult, list_args, pager, role_name};
 use crate::viewer::Viewer;
@@ -22,7 +23,11 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer, Query(q): Query
         .into_iter()
         .map(|c| (c.id_group.clone(), c))
         .collect();
+    let open = alarms::open_alarms(&state, &viewer, serde_json::Map::new(), "/").await?;
     let content = html! {
+        h2 { "Open alarms" }
+        (open)
+        h2 { "Groups" }
         @if listing.items.is_empty() {
             p.notice { "You hold no role in any group yet. An administrator can add you to one." }
         } @else {
