@@ -13,6 +13,8 @@ use devicecloud_protocol::ModuleKind;
 use devicecloud_simulator::firmware::FirmwareSource;
 use devicecloud_simulator::{Fleet, FleetOptions, GatewaySpec, History, mixed_kinds};
 
+use devicecloud_simulator::model::datatype::VIBRATION;
+use devicecloud_store::alarm_rules::{self, RuleRow};
 use devicecloud_store::devices::{self, NewGateway};
 use devicecloud_store::groups::{self, NewGroup};
 use devicecloud_store::{Db, clients, memberships, new_id, unix_now};
@@ -29,6 +31,23 @@ const FLEET: usize = 12;
 const FLEET_INTERVAL: Duration = Duration::from_secs(2);
 /// How often the simulated GO modules power off and on (closing and opening data sessions).
 const GO_POWER_CYCLE: Duration = Duration::from_secs(300);
+/// How long a simulated GO module stays off: past the demo's silence rule (`RULES`).
+const GO_POWER_OFF: Duration = Duration::from_secs(45);
+
+/// The alarm rules of the demo's first group, so that its fleet raises and clears alarms on its
+/// own: strong vibration of a GO module held for 6 s (readings are random between 0.5 and 4 mm/s;
+/// it clears under 2), and a GO module silent for 30 s (each power cycle parks it for 45 s).
+const RULES: [(&str, &str, Option<&str>, Option<&str>, Option<i64>, i64); 2] = [
+    (
+        "Strong vibration",
+        "major",
+        Some("value > 3.0"),
+        Some("value < 2.0"),
+        None,
+        6,
+    ),
+    ("Van parked: no vibration data", "warning", None, None, Some(30), 0),
+];
 
 pub async fn run(mut settings: Settings) -> Result<()> {
     // A fresh store every time: the demo never touches an existing data dir's database.
@@ -43,6 +62,8 @@ pub async fn run(mut settings: Settings) -> Result<()> {
     let on_ready = move |http: SocketAddr, mqtt: SocketAddr| {
         let mut options = FleetOptions::new(mqtt, FLEET_INTERVAL);
         options.power_cycle = Some(GO_POWER_CYCLE);
+        // Parked long enough for the demo's silence rule to raise an alarm, cleared on the way.
+        options.power_off = GO_POWER_OFF;
         // The fleet installs firmware campaigns: it downloads from this service and checks
         // images with its key (the file the service made at start).
         match Signer::load(Some(&key_file)) {
@@ -120,6 +141,11 @@ fn print_usage(data_dir: &str, http: SocketAddr, mqtt: SocketAddr, seeded: &Seed
             gateway.id.as_deref().unwrap_or_default()
         );
     }
+    println!(
+        "  alarms       {base}/alarms  (rules \"{}\" and \"{}\" on the vans of the first group)",
+        RULES[0].0, RULES[1].0
+    );
+    println!("  alarm list   curl -s '{base}/api/v2/alarm?filter[status]=active' -H \"Authorization: Bearer $TOKEN\"");
     println!("  gateway      {GATEWAY} (CORE) at mqtt://{mqtt}, device token {device_token}");
     println!(
         "  publish      mosquitto_pub -h {} -p {} -q 1 -u {GATEWAY} -P {device_token} -t v1/gateway/measurements -m '{{\"values\": {{\"12\": 21.5}}}}'",
@@ -175,6 +201,25 @@ async fn seed(db: &Db) -> Result<Seeded> {
             };
             devices::provision(db, &gateway, &token_hash(&device_token), now).await?;
         }
+    }
+    for (label, severity, condition, clear_condition, inactivity_s, for_s) in RULES {
+        let rule = RuleRow {
+            id_alarm_rule: new_id(),
+            id_group: group_ids[0].clone(),
+            label: label.into(),
+            severity: severity.into(),
+            condition: condition.map(str::to_string),
+            clear_condition: clear_condition.map(str::to_string),
+            inactivity_s,
+            datatype: Some(i64::from(VIBRATION)),
+            source_device: None,
+            for_s,
+            is_active: 1,
+            created_at: now,
+            updated_at: now,
+            created_by: None,
+        };
+        alarm_rules::create(db, &rule, u64::MAX).await?;
     }
     // Half the fleet in the first group, the rest spread over the others.
     let mut fleet = Vec::with_capacity(FLEET);

@@ -206,7 +206,7 @@ async fn connected(gateway: &mut Gateway<'_>, client: &AsyncClient, incoming: &m
                 let off = Power { state: PowerState::Off };
                 publish(client, GatewayTopic::Power, off.to_payload()).await;
                 stats.power_cycles.fetch_add(1, Ordering::Relaxed);
-                break Ended::Reconnect(Duration::from_secs(2));
+                break Ended::Reconnect(options.power_off);
             }
             message = incoming.recv() => match message {
                 Some(Incoming::Ready) => {

@@ -88,6 +88,8 @@ pub struct FleetOptions {
     pub interval: Duration,
     /// GO modules turn off (power message, data session closed) and on again this often.
     pub power_cycle: Option<Duration>,
+    /// How long a GO module stays off in a power cycle (a parked van sends nothing).
+    pub power_off: Duration,
     /// Past readings each CORE and PLUS gateway sends once, oldest first, after its first
     /// connection and before live data, so that charts have a history from the start.
     pub history: Option<History>,
@@ -112,6 +114,7 @@ impl FleetOptions {
             mqtt_port: addr.port(),
             interval,
             power_cycle: None,
+            power_off: Duration::from_secs(2),
             history: None,
             firmware: None,
         }
