@@ -506,6 +506,8 @@ async fn a_silent_device_raises_an_inactivity_alarm_and_its_next_point_clears_it
     .await;
     let t = devicecloud_store::unix_now();
     s.gw.measurements(&point(t, 5.0)).await;
+    let metrics = send(s.app.get("/metrics", &s.admin)).await.expect(200).text;
+    assert!(metrics.contains("devicecloud_alarm_watches"), "{metrics}");
     let raised = alarms_until(&s.app, &s.admin, &s.gw.id, |a| a.len() == 1).await;
     assert_eq!(
         (&raised[0]["datatype"], &raised[0]["value"], &raised[0]["status"]),

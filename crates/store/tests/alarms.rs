@@ -173,3 +173,24 @@ async fn the_point_before_a_point_is_found() {
     let facts = alarms::series_facts(db, &[key]).await.unwrap();
     assert_eq!((facts[0].serial.as_str(), facts[0].datatype), ("AL-S2", 12));
 }
+
+#[tokio::test]
+async fn the_last_points_of_watched_devices_are_found() {
+    let store = common::store("alarms_last").await;
+    let db = &store.db;
+    let (group, device, key) = common::series(db, "AL-S3", "PLUS", 12).await;
+    assert!(alarms::last_points(db, &group, None, None).await.unwrap().is_empty());
+    let point = Point {
+        container_key: key,
+        seconds: 500,
+        microseconds: 0,
+        value: 1.0,
+        session_key: None,
+    };
+    ingest::write(db, &[point], &[(device.clone(), 600)]).await.unwrap();
+    assert_eq!(alarms::last_points(db, &group, None, None).await.unwrap(), [(device.clone(), 600)]);
+    assert_eq!(alarms::last_points(db, &group, Some(12), None).await.unwrap(), [(device.clone(), 500)]);
+    assert_eq!(alarms::last_points(db, &group, Some(12), Some(&device)).await.unwrap().len(), 1);
+    assert!(alarms::last_points(db, &group, Some(13), None).await.unwrap().is_empty());
+    assert!(alarms::open_of_rules(db, &["nope"]).await.unwrap().is_empty());
+}

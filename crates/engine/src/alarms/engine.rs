@@ -104,6 +104,7 @@ pub(super) async fn run(inputs: Inputs) {
             }
             _ = tick.tick() => {
                 engine.flush();
+                metrics::gauge!("devicecloud_alarm_watches").set(engine.silences.len() as f64);
                 match alarm_rules::version(&engine.ctx.db).await {
                     Ok(v) if v != engine.version => engine.reload_logged().await,
                     Ok(_) => {}
@@ -188,6 +189,7 @@ impl Engine {
         self.rules = rules;
         self.generation += 1;
         self.version = version;
+        metrics::gauge!("devicecloud_alarm_watches").set(self.silences.len() as f64);
         tracing::debug!(
             rules = self.rules.rules.len(),
             watched = self.silences.len(),
