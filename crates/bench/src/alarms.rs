@@ -111,7 +111,10 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
     // The latency apart: a live stream client makes the service render every committed point
     // for its buffer (docs/benchmarks.md, "Live stream"), which is the stream's cost, not the
     // rules'.
-    eprintln!("publishing for {} s under {rules} rules, with the probe and its stream…", o.seconds);
+    eprintln!(
+        "publishing for {} s under {rules} rules, with the probe and its stream…",
+        o.seconds
+    );
     let stream = http
         .get(format!(
             "{}/api/v2/stream?filter%5Bid_group%5D={probe_group}&types=alarms",

@@ -302,7 +302,7 @@ async fn render_rule(state: &AppState, viewer: &Viewer, id: &str, draft: Option<
     let mut of_rule = Map::new();
     of_rule.insert("id_alarm_rule".into(), json!(id));
     let open = open_alarms(state, viewer, of_rule, &format!("/alarm-rules/{id}")).await?;
-    let values = match serde_json::to_value(&RuleFields::from(&rule)) {
+    let values = match serde_json::to_value(RuleFields::from(&rule)) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
     };

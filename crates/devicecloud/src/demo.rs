@@ -37,17 +37,34 @@ const GO_POWER_OFF: Duration = Duration::from_secs(45);
 /// The alarm rules of the demo's first group, so that its fleet raises and clears alarms on its
 /// own: strong vibration of a GO module held for 6 s (readings are random between 0.5 and 4 mm/s;
 /// it clears under 2), and a GO module silent for 30 s (each power cycle parks it for 45 s).
-const RULES: [(&str, &str, Option<&str>, Option<&str>, Option<i64>, i64); 2] = [
-    (
-        "Strong vibration",
-        "major",
-        Some("value > 3.0"),
-        Some("value < 2.0"),
-        None,
-        6,
-    ),
-    ("Van parked: no vibration data", "warning", None, None, Some(30), 0),
+const RULES: [DemoRule; 2] = [
+    DemoRule {
+        label: "Strong vibration",
+        severity: "major",
+        condition: Some("value > 3.0"),
+        clear_condition: Some("value < 2.0"),
+        inactivity_s: None,
+        for_s: 6,
+    },
+    DemoRule {
+        label: "Van parked: no vibration data",
+        severity: "warning",
+        condition: None,
+        clear_condition: None,
+        inactivity_s: Some(30),
+        for_s: 0,
+    },
 ];
+
+/// An alarm rule of the demo, on the vibration datatype of its first group.
+struct DemoRule {
+    label: &'static str,
+    severity: &'static str,
+    condition: Option<&'static str>,
+    clear_condition: Option<&'static str>,
+    inactivity_s: Option<i64>,
+    for_s: i64,
+}
 
 pub async fn run(mut settings: Settings) -> Result<()> {
     // A fresh store every time: the demo never touches an existing data dir's database.
@@ -143,7 +160,7 @@ fn print_usage(data_dir: &str, http: SocketAddr, mqtt: SocketAddr, seeded: &Seed
     }
     println!(
         "  alarms       {base}/alarms  (rules \"{}\" and \"{}\" on the vans of the first group)",
-        RULES[0].0, RULES[1].0
+        RULES[0].label, RULES[1].label
     );
     println!("  alarm list   curl -s '{base}/api/v2/alarm?filter[status]=active' -H \"Authorization: Bearer $TOKEN\"");
     println!("  gateway      {GATEWAY} (CORE) at mqtt://{mqtt}, device token {device_token}");
@@ -202,18 +219,18 @@ async fn seed(db: &Db) -> Result<Seeded> {
             devices::provision(db, &gateway, &token_hash(&device_token), now).await?;
         }
     }
-    for (label, severity, condition, clear_condition, inactivity_s, for_s) in RULES {
+    for demo in RULES {
         let rule = RuleRow {
             id_alarm_rule: new_id(),
             id_group: group_ids[0].clone(),
-            label: label.into(),
-            severity: severity.into(),
-            condition: condition.map(str::to_string),
-            clear_condition: clear_condition.map(str::to_string),
-            inactivity_s,
+            label: demo.label.into(),
+            severity: demo.severity.into(),
+            condition: demo.condition.map(str::to_string),
+            clear_condition: demo.clear_condition.map(str::to_string),
+            inactivity_s: demo.inactivity_s,
             datatype: Some(i64::from(VIBRATION)),
             source_device: None,
-            for_s,
+            for_s: demo.for_s,
             is_active: 1,
             created_at: now,
             updated_at: now,

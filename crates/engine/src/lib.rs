@@ -21,6 +21,7 @@ pub mod gateway;
 pub mod ingest;
 pub mod jobs;
 pub mod key_file;
+pub mod key_hash;
 pub mod metrics;
 pub mod nodes;
 pub mod packing;

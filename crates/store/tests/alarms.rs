@@ -188,9 +188,26 @@ async fn the_last_points_of_watched_devices_are_found() {
         session_key: None,
     };
     ingest::write(db, &[point], &[(device.clone(), 600)]).await.unwrap();
-    assert_eq!(alarms::last_points(db, &group, None, None).await.unwrap(), [(device.clone(), 600)]);
-    assert_eq!(alarms::last_points(db, &group, Some(12), None).await.unwrap(), [(device.clone(), 500)]);
-    assert_eq!(alarms::last_points(db, &group, Some(12), Some(&device)).await.unwrap().len(), 1);
-    assert!(alarms::last_points(db, &group, Some(13), None).await.unwrap().is_empty());
+    assert_eq!(
+        alarms::last_points(db, &group, None, None).await.unwrap(),
+        [(device.clone(), 600)]
+    );
+    assert_eq!(
+        alarms::last_points(db, &group, Some(12), None).await.unwrap(),
+        [(device.clone(), 500)]
+    );
+    assert_eq!(
+        alarms::last_points(db, &group, Some(12), Some(&device))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        alarms::last_points(db, &group, Some(13), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(alarms::open_of_rules(db, &["nope"]).await.unwrap().is_empty());
 }

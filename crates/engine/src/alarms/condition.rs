@@ -15,6 +15,8 @@ use cel::common::value::CowVal;
 use cel::context::VariableResolver;
 use cel::{Context, Env, Program, Value};
 
+use super::native::{Node, Out, V};
+
 /// The variables a condition may name.
 pub const VARIABLES: [&str; 5] = ["value", "previous", "rate", "datatype", "serial"];
 
@@ -51,10 +53,12 @@ impl VariableResolver for Vars<'_> {
     }
 }
 
-/// A compiled condition.
+/// A compiled condition: the interpreter's program, and its native form when it has one
+/// (`native`).
 #[derive(Debug)]
 pub struct Condition {
     program: Program,
+    native: Option<Node>,
 }
 
 /// Why a condition was refused: where (1-based line and column) and what.
@@ -86,7 +90,8 @@ impl Condition {
                 ),
             });
         }
-        let condition = Condition { program };
+        let native = Node::compile(program.expression());
+        let condition = Condition { program, native };
         let sample = Vars {
             value: 1.0,
             previous: Some(1.0),
@@ -119,11 +124,28 @@ impl Condition {
 
     /// The condition for a point: `None` when it does not evaluate to a boolean (an error).
     pub fn eval(&self, vars: &Vars<'_>) -> Option<bool> {
+        if let Some(native) = &self.native {
+            match native.eval(vars) {
+                Out::Val(V::B(b)) => return Some(b),
+                Out::Val(_) | Out::Error => return None,
+                Out::Ask => {}
+            }
+        }
         match self.run(vars) {
             Ok(Value::Bool(b)) => Some(b),
             _ => None,
         }
     }
+}
+
+/// What the interpreter gives for `source` (compiled without the checks of a rule), and the
+/// native form of it, if any: for the tests that hold the one to the other.
+#[cfg(test)]
+pub(super) fn both(source: &str, vars: &Vars<'_>) -> Option<(cel::ResolveResult, Option<Node>)> {
+    let program = ENV.compile(source).ok()?;
+    let native = Node::compile(program.expression());
+    let condition = Condition { program, native };
+    Some((condition.run(vars), condition.native))
 }
 
 /// The position of the first whole-word `name` in `source` (1-based line and column).

@@ -22,6 +22,7 @@ use super::Context;
 use super::evaluate::{Facts, RuleState, SeriesState, raise};
 use super::rules::RuleSet;
 use super::silences::{Silences, WatchKey};
+use crate::key_hash::KeyMap;
 
 /// How often the rules' change counter is read (a change made through another node), and
 /// matches waiting are written.
@@ -48,7 +49,7 @@ struct Engine {
     generation: u64,
     /// The store's change counter the rules were read at.
     version: i64,
-    series: HashMap<i64, SeriesState>,
+    series: KeyMap<SeriesState>,
     by_gateway: HashMap<Arc<str>, Vec<i64>>,
     silences: Silences,
     /// Rule states with matches waiting to be written.
@@ -72,7 +73,7 @@ pub(super) async fn run(inputs: Inputs) {
         rules: RuleSet::default(),
         generation: 0,
         version: -1,
-        series: HashMap::new(),
+        series: KeyMap::default(),
         by_gateway: HashMap::new(),
         silences: Silences::default(),
         dirty: Vec::new(),
@@ -279,7 +280,7 @@ impl Engine {
 
     /// Reads what the store holds of the series of `batch` not met yet, or met under other rules.
     async fn prepare(&mut self, batch: &[Point]) -> Result<(), StoreError> {
-        let mut first: HashMap<i64, i64> = HashMap::new();
+        let mut first: KeyMap<i64> = KeyMap::default();
         for p in batch {
             let stale = self
                 .series

@@ -25,6 +25,7 @@ use crate::webhooks::WebhookHub;
 pub mod condition;
 mod engine;
 pub mod evaluate;
+mod native;
 pub mod rules;
 pub mod silences;
 mod writer;

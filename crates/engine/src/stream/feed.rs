@@ -6,8 +6,6 @@
 //! A point carries only its series key; the series' fields (group, device, datatype) are read
 //! once per series and kept, as the group of a series never changes.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -36,29 +34,8 @@ struct Known {
     device: Arc<str>,
 }
 
-/// Series by key, hashed by one multiplication: the keys are our own integers, looked up for
-/// every point, where the default hasher (SipHash) was a visible share of the feed's time.
-type KnownSeries = HashMap<i64, Known, BuildHasherDefault<KeyHasher>>;
-
-/// Fibonacci hashing of an integer key.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_i64(&mut self, key: i64) {
-        self.0 = (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
+/// Series by key.
+type KnownSeries = crate::key_hash::KeyMap<Known>;
 
 pub(super) async fn run(
     feed: Arc<LiveFeed>,
