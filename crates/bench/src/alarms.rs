@@ -38,6 +38,9 @@ pub struct AlarmsOptions {
     /// Unacknowledged messages each gateway keeps in flight.
     #[arg(long, default_value_t = 4)]
     pub inflight: u16,
+    /// Measurements per message, each of 10 datatypes (50: 500-point messages, as `bench ingest`).
+    #[arg(long, default_value_t = 50)]
+    pub measurements: i64,
     /// Devices under the inactivity rule of the timer's measure.
     #[arg(long, default_value_t = 100_000)]
     pub silent_devices: usize,
@@ -49,8 +52,7 @@ pub struct AlarmsOptions {
     pub database_url: Option<String>,
 }
 
-/// Points per message: 10 measurements × 10 datatypes, as `bench ingest`.
-const MEASUREMENTS: i64 = 10;
+/// Datatypes of each measurement.
 const DATATYPES: u32 = 10;
 
 pub async fn alarms(o: AlarmsOptions) -> Result<()> {
@@ -169,7 +171,7 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
     println!(
         "bench alarms ({backend}, {cores} cores): {} gateways in {groups} groups, QoS 1 messages of {} points, {} in flight per gateway, {} s per round",
         o.gateways,
-        MEASUREMENTS * i64::from(DATATYPES),
+        o.measurements * i64::from(DATATYPES),
         o.inflight,
         o.seconds
     );
@@ -222,13 +224,14 @@ async fn publish_round(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(o.seconds);
     let mut tasks = Vec::new();
+    let measurements = o.measurements.max(1);
     for (_, gateway) in fleet.iter().cloned() {
         let (mqtt, inflight) = (server.mqtt, o.inflight);
         tasks.push(tokio::spawn(async move {
             let messages = (0..4_000)
                 .map(|i| Message {
-                    first_second: 1_763_000_000 + round * 10_000_000 + i * MEASUREMENTS,
-                    measurements: MEASUREMENTS,
+                    first_second: 1_763_000_000 + round * 10_000_000 + i * measurements,
+                    measurements,
                     datatypes: DATATYPES,
                 })
                 .collect();
@@ -244,7 +247,7 @@ async fn publish_round(
         acked += outcome.acked.len();
     }
     let elapsed = started.elapsed().as_secs_f64().max(o.seconds as f64);
-    let points = (acked as f64) * (MEASUREMENTS as f64) * f64::from(DATATYPES);
+    let points = (acked as f64) * (measurements as f64) * f64::from(DATATYPES);
     Ok(Round {
         points_per_s: points / elapsed,
         points,
