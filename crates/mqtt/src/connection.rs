@@ -107,7 +107,7 @@ pub(crate) async fn run<S: Stream>(
         return;
     };
     let registration = ctx.gateway.gateways.register(&gateway.id);
-    ctx.gateway.alarms.connected(&gateway.id);
+    ctx.gateway.alarms.connected(&gateway.id).await;
     let (connection, mut kicked, commands) = (registration.id, registration.kicked, registration.commands);
     if framed.send(packets::connack(version, Connack::Accepted)).await.is_err() {
         ctx.gateway.gateways.unregister(&gateway.id, connection);

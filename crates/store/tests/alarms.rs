@@ -170,6 +170,16 @@ async fn the_point_before_a_point_is_found() {
     assert_eq!(before(100_000_000).await.unwrap(), None);
     assert_eq!(before(100_000_501).await.unwrap(), Some((100_000_500, 2.0)));
     assert_eq!(before(300_000_000).await.unwrap(), Some((200_000_000, 3.0)));
+    // A commit of the points at 100.0005 and 300 (backfill of the first): the newest stored
+    // besides them is the one at 200.
+    let newest = chunks::scan::newest_besides(db, key, 100_000_500, &[100_000_500, 300_000_000])
+        .await
+        .unwrap();
+    assert_eq!(newest, Some((200_000_000, 3.0)));
+    let newest = chunks::scan::newest_besides(db, key, 200_000_000, &[200_000_000])
+        .await
+        .unwrap();
+    assert_eq!(newest, Some((100_000_500, 2.0)));
     let facts = alarms::series_facts(db, &[key]).await.unwrap();
     assert_eq!((facts[0].serial.as_str(), facts[0].datatype), ("AL-S2", 12));
 }

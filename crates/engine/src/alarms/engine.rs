@@ -29,13 +29,25 @@ use crate::key_hash::KeyMap;
 const TICK: Duration = Duration::from_secs(1);
 /// How long to wait before reading the store again after it failed.
 const RETRY: Duration = Duration::from_secs(1);
+/// After a stop, how long without a commit before the evaluator ends.
+const DRAIN_IDLE: Duration = Duration::from_secs(2);
+/// Tries to read what the store holds of a commit's series before its points are given up.
+const PREPARE_TRIES: u32 = 3;
 /// Most series kept; past it they are forgotten and read again as met.
 const MAX_SERIES: usize = 2_000_000;
 
+/// What reaches the evaluator, in one queue so that it comes in the order it happened.
+#[derive(Debug)]
+pub(super) enum Input {
+    /// The new points of one commit.
+    Points(Vec<Point>),
+    /// A gateway connected to this node: its series are read again at their next point.
+    Connected(String),
+}
+
 pub(super) struct Inputs {
     pub ctx: Arc<Context>,
-    pub points: mpsc::Receiver<Vec<Point>>,
-    pub gateways: mpsc::UnboundedReceiver<String>,
+    pub inputs: mpsc::Receiver<Input>,
     pub watching: Arc<AtomicBool>,
     pub changed: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
     pub writes: mpsc::UnboundedSender<Vec<Change>>,
@@ -61,8 +73,7 @@ struct Engine {
 pub(super) async fn run(inputs: Inputs) {
     let Inputs {
         ctx,
-        mut points,
-        mut gateways,
+        mut inputs,
         watching,
         mut changed,
         writes,
@@ -91,14 +102,11 @@ pub(super) async fn run(inputs: Inputs) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let due = engine.silences.next_deadline().map(deadline_instant);
+        // Points come last: under steady ingest the tick, a rule change and a deadline still get
+        // their turn.
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
-            batch = points.recv() => match batch {
-                Some(batch) => engine.points(batch).await,
-                None => break,
-            },
-            Some(gateway) = gateways.recv() => engine.forget(&gateway),
             Some(done) = changed.recv() => {
                 engine.reload_logged().await;
                 let _ = done.send(());
@@ -113,12 +121,16 @@ pub(super) async fn run(inputs: Inputs) {
                 }
             }
             _ = sleep_until(due) => engine.expire().await,
+            input = inputs.recv() => match input {
+                Some(input) => engine.input(input).await,
+                None => break,
+            },
         }
     }
-    // Points handed over before the stop are evaluated: their commits were acknowledged.
-    points.close();
-    while let Some(batch) = points.recv().await {
-        engine.points(batch).await;
+    // The ingest writers drain their queues after the stop: the points of those commits (which
+    // were acknowledged) are still evaluated, until none came for a while.
+    while let Ok(Some(input)) = tokio::time::timeout(DRAIN_IDLE, inputs.recv()).await {
+        engine.input(input).await;
     }
     engine.flush();
     tracing::debug!("alarm engine stopped");
@@ -179,7 +191,10 @@ impl Engine {
                 let is_open = open
                     .iter()
                     .any(|a| *a.id_alarm_rule == *rule && a.source_device == device && a.datatype == datatype);
-                self.silences.watch(key, seconds, at.min(now), at, is_open);
+                // A series' newest point has the device's own time: watching starts now. A
+                // device's last data is the service's time of arrival.
+                let seen = if datatype.is_some() { now } else { at.min(now) };
+                self.silences.watch(key, seconds, seen, at, is_open);
             }
         }
         self.watching.store(!rules.is_empty(), Ordering::Relaxed);
@@ -230,16 +245,28 @@ impl Engine {
         }
     }
 
+    async fn input(&mut self, input: Input) {
+        match input {
+            Input::Points(batch) => self.points(batch).await,
+            Input::Connected(gateway) => self.forget(&gateway),
+        }
+    }
+
     /// Evaluates the new points of one commit.
     async fn points(&mut self, batch: Vec<Point>) {
         if self.rules.is_empty() {
             return;
         }
-        if let Err(e) = self.prepare(&batch).await {
-            // Without what the store holds of them, these points cannot be evaluated rightly.
-            metrics::counter!("devicecloud_alarm_points_skipped_total").increment(batch.len() as u64);
-            tracing::error!(error = %e, points = batch.len(), "alarm state not read; a commit's points are not evaluated");
-            return;
+        let mut tries = 0;
+        while let Err(e) = self.prepare(&batch).await {
+            tries += 1;
+            if tries >= PREPARE_TRIES {
+                // Without what the store holds of them, these points cannot be evaluated rightly.
+                metrics::counter!("devicecloud_alarm_points_skipped_total").increment(batch.len() as u64);
+                tracing::error!(error = %e, points = batch.len(), "alarm state not read; a commit's points are not evaluated");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let now = unix_now();
         let mut out = Vec::new();
@@ -280,22 +307,22 @@ impl Engine {
 
     /// Reads what the store holds of the series of `batch` not met yet, or met under other rules.
     async fn prepare(&mut self, batch: &[Point]) -> Result<(), StoreError> {
-        let mut first: KeyMap<i64> = KeyMap::default();
+        // The times (µs) of the commit's points of each series to read, sorted.
+        let mut first: KeyMap<Vec<i64>> = KeyMap::default();
         for p in batch {
             let stale = self
                 .series
                 .get(&p.container_key)
                 .is_none_or(|s| s.generation != self.generation);
             if stale {
-                let t = time_us(p);
-                first
-                    .entry(p.container_key)
-                    .and_modify(|f| *f = (*f).min(t))
-                    .or_insert(t);
+                first.entry(p.container_key).or_default().push(time_us(p));
             }
         }
         if first.is_empty() {
             return Ok(());
+        }
+        for times in first.values_mut() {
+            times.sort_unstable();
         }
         if self.series.len() + first.len() > MAX_SERIES {
             self.flush();
@@ -341,10 +368,9 @@ impl Engine {
                 self.rules.of_series(&f.group, &f.device, f.datatype)
             };
             let needs_previous = !thresholds.is_empty() && self.series[&key].newest_us.is_none();
-            let previous = if needs_previous {
-                chunks::scan::point_before(&db, key, first[&key]).await?
-            } else {
-                None
+            let previous = match first.get(&key).filter(|_| needs_previous) {
+                Some(times) => chunks::scan::newest_besides(&db, key, times[0], times).await?,
+                None => None,
             };
             let Some(series) = self.series.get_mut(&key) else {
                 continue;
@@ -357,12 +383,23 @@ impl Engine {
             let is_open = |a: &AlarmRow, rule: &str, datatype: Option<i64>| {
                 *a.id_alarm_rule == *rule && *a.source_device == *device && a.datatype == datatype
             };
+            // A rule unchanged since the series' states were made keeps its state: what the store
+            // holds may not have the writes still queued of it.
+            let before = std::mem::take(&mut series.thresholds);
             series.thresholds = thresholds
                 .into_iter()
                 .map(|i| {
                     let rule = &self.rules.rules[i];
+                    if let Some(kept) = before.iter().find(|s| s.id == rule.id && s.version == rule.version) {
+                        return RuleState {
+                            rule: i,
+                            ..kept.clone()
+                        };
+                    }
                     RuleState {
                         rule: i,
+                        id: Arc::clone(&rule.id),
+                        version: rule.version,
                         open: open.iter().any(|a| is_open(a, &rule.id, Some(datatype))),
                         since_us: holds
                             .iter()

@@ -25,6 +25,10 @@ pub struct Facts {
 pub struct RuleState {
     /// The rule's index in the [`RuleSet`] of the series' generation.
     pub rule: usize,
+    /// The rule's id and version (`updated_at`): an unchanged rule keeps its state when the rules
+    /// are read again.
+    pub id: Arc<str>,
+    pub version: i64,
     /// Whether its alarm is not cleared.
     pub open: bool,
     /// Since when (point time, µs) its condition has held on every point, while it waits for
@@ -110,6 +114,7 @@ impl SeriesState {
                         at: now,
                     });
                     state.open = false;
+                    state.since_us = None;
                 } else if holds == Some(true) {
                     if state.pending == 0 {
                         dirty.push((*key, i));
@@ -238,6 +243,8 @@ mod tests {
                 .into_iter()
                 .map(|rule| RuleState {
                     rule,
+                    id: Arc::clone(&rules.rules[rule].id),
+                    version: 0,
                     open: false,
                     since_us: None,
                     pending: 0,

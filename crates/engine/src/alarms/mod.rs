@@ -47,8 +47,7 @@ pub struct Context {
 /// change of the rules or a gateway's new connection is told.
 #[derive(Clone, Debug)]
 pub struct Alarms {
-    points: mpsc::Sender<Vec<Point>>,
-    gateways: mpsc::UnboundedSender<String>,
+    inputs: mpsc::Sender<engine::Input>,
     /// Whether any rule is active: without one, points are not handed over at all.
     watching: Arc<AtomicBool>,
     /// Asks for the rules to be read again; answered once they are.
@@ -58,8 +57,7 @@ pub struct Alarms {
 impl Alarms {
     /// Starts the engine's tasks on `tracker`.
     pub fn start(ctx: Context, tracker: &TaskTracker, shutdown: CancellationToken) -> Alarms {
-        let (points, points_rx) = mpsc::channel(QUEUE_COMMITS);
-        let (gateways, gateways_rx) = mpsc::unbounded_channel();
+        let (inputs, inputs_rx) = mpsc::channel(QUEUE_COMMITS);
         let watching = Arc::new(AtomicBool::new(false));
         let (changed, changed_rx) = mpsc::unbounded_channel();
         let (writes, writes_rx) = mpsc::unbounded_channel();
@@ -67,16 +65,14 @@ impl Alarms {
         tracker.spawn(writer::run(Arc::clone(&ctx), writes_rx));
         tracker.spawn(engine::run(engine::Inputs {
             ctx,
-            points: points_rx,
-            gateways: gateways_rx,
+            inputs: inputs_rx,
             watching: Arc::clone(&watching),
             changed: changed_rx,
             writes,
             shutdown,
         }));
         Alarms {
-            points,
-            gateways,
+            inputs,
             watching,
             changed,
         }
@@ -90,16 +86,17 @@ impl Alarms {
     /// Hands over the new points of a commit, in the order committed; waits while the evaluator
     /// is [`QUEUE_COMMITS`] commits behind.
     pub async fn points(&self, fresh: Vec<Point>) {
-        if !fresh.is_empty() {
-            let _ = self.points.send(fresh).await;
+        if !fresh.is_empty() && self.inputs.send(engine::Input::Points(fresh)).await.is_err() {
+            tracing::warn!("the alarm engine has stopped: committed points not evaluated");
         }
     }
 
     /// A gateway connected here: what this node kept of its series may be older than what
-    /// another node committed since, so it is read again from the store at its next point.
-    pub fn connected(&self, gateway: &str) {
+    /// another node committed since, so it is read again from the store at its next point (told
+    /// in the queue of the points, so before the points of this connection).
+    pub async fn connected(&self, gateway: &str) {
         if self.watching() {
-            let _ = self.gateways.send(gateway.to_string());
+            let _ = self.inputs.send(engine::Input::Connected(gateway.to_string())).await;
         }
     }
 

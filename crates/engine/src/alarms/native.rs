@@ -72,7 +72,7 @@ pub enum Node {
 }
 
 /// Integers compared with doubles exactly: within ±2^53 an `i64` is an `f64` without rounding.
-const EXACT: i64 = 1 << 53;
+const EXACT: u64 = 1 << 53;
 
 impl Node {
     /// The native form of an expression, if every part of it has one.
@@ -173,9 +173,11 @@ fn logical(left: Out, right: impl FnOnce() -> Out, absorbing: bool) -> Out {
     }
     let right = right();
     match (left, right) {
-        (_, Out::Error) => Out::Error,
+        // The left one unknown here may be the absorbing value, which the interpreter returns
+        // without looking right; only the absorbing value on the right decides regardless.
         (Out::Ask, Out::Val(V::B(b))) if b == absorbing => Out::Val(V::B(absorbing)),
         (Out::Ask, _) | (_, Out::Ask) => Out::Ask,
+        (_, Out::Error) => Out::Error,
         (Out::Val(V::B(_)), Out::Val(V::B(b))) => Out::Val(V::B(b)),
         // The left an error or not a bool: only the absorbing value on the right saves it.
         (_, Out::Val(V::B(b))) if b == absorbing => Out::Val(V::B(absorbing)),
@@ -189,8 +191,8 @@ fn compare(op: Cmp, a: V, b: V) -> Out {
     let ordering = match (a, b) {
         (V::D(x), V::D(y)) => x.partial_cmp(&y),
         (V::I(x), V::I(y)) => Some(x.cmp(&y)),
-        (V::D(x), V::I(y)) if y.abs() <= EXACT => x.partial_cmp(&(y as f64)),
-        (V::I(x), V::D(y)) if x.abs() <= EXACT => (x as f64).partial_cmp(&y),
+        (V::D(x), V::I(y)) if y.unsigned_abs() <= EXACT => x.partial_cmp(&(y as f64)),
+        (V::I(x), V::D(y)) if x.unsigned_abs() <= EXACT => (x as f64).partial_cmp(&y),
         (V::Null, V::Null) => Some(Ordering::Equal),
         (V::Null, V::D(_) | V::I(_)) | (V::D(_) | V::I(_), V::Null) => {
             return match op {

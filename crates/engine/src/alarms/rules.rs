@@ -25,6 +25,8 @@ pub enum Test {
 #[derive(Debug)]
 pub struct Rule {
     pub id: Arc<str>,
+    /// When it last changed (`updated_at`).
+    pub version: i64,
     pub label: Arc<str>,
     pub id_group: Arc<str>,
     pub severity: Arc<str>,
@@ -59,6 +61,7 @@ impl Rule {
         };
         Some(Rule {
             id: Arc::from(row.id_alarm_rule.as_str()),
+            version: row.updated_at,
             label: Arc::from(row.label.as_str()),
             id_group: Arc::from(row.id_group.as_str()),
             severity: Arc::from(row.severity.as_str()),

@@ -65,11 +65,14 @@ impl Silences {
             open,
             queued: false,
         });
+        // Shorter than before: an entry at the earlier deadline too (the later one finds the
+        // watch moved and goes back, or not due).
+        let sooner = seconds < watch.seconds && watch.queued;
         watch.seconds = seconds;
         watch.last_seen = watch.last_seen.max(last_seen);
         watch.last_point = watch.last_point.max(last_point);
         watch.open = open;
-        if !watch.open && !watch.queued {
+        if !watch.open && (!watch.queued || sooner) {
             watch.queued = true;
             self.heap.push(Reverse((watch.last_seen.saturating_add(seconds), key)));
         }

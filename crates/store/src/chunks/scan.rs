@@ -282,3 +282,31 @@ pub async fn point_before(db: &Db, key: i64, before_us: i64) -> Result<Option<(i
         .max_by_key(|&i| chunk.times_us[i])
         .map(|i| (chunk.times_us[i], chunk.values[i])))
 }
+
+/// The newest point of series `key` stored before a commit whose points of it are at `besides`
+/// (sorted, microseconds), the oldest at `from_us`: a stored point newer than some of them (the
+/// commit was backfill), else the point before them all. What the alarm engine meeting a series
+/// takes as its newest point and the previous one.
+pub async fn newest_besides(db: &Db, key: i64, from_us: i64, besides: &[i64]) -> Result<Option<(i64, f64)>> {
+    let backend = db.backend();
+    let time = point_time::time_us_sql(backend, "r");
+    let (order, bound, values) = match backend {
+        Backend::Sqlite => (
+            "r.seconds DESC, r.microseconds DESC",
+            "(r.seconds > $2 OR (r.seconds = $2 AND r.microseconds >= $3))",
+            values![key, from_us.div_euclid(MICROS), from_us.rem_euclid(MICROS)],
+        ),
+        Backend::Postgres => ("r.time_us DESC", "r.time_us >= $2", values![key, from_us]),
+    };
+    // Rows at or after the commit's oldest point are the commit's own but for a backfill: one
+    // more than it holds finds one that is not.
+    let limit = besides.len() + 1;
+    let sql = format!(
+        "SELECT {time}, r.value FROM raw_points r WHERE r.container_key = $1 AND {bound} ORDER BY {order} LIMIT {limit}"
+    );
+    let rows: Vec<(i64, f64)> = db.rows(sqlx::AssertSqlSafe(sql), values).await?;
+    if let Some(found) = rows.into_iter().find(|(t, _)| besides.binary_search(t).is_err()) {
+        return Ok(Some(found));
+    }
+    point_before(db, key, from_us).await
+}

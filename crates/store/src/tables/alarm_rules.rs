@@ -152,9 +152,14 @@ pub struct Cleared {
     pub events: Vec<EventRow>,
 }
 
-/// Writes `rule` over the stored one (every field but the id, group and creation); a rule made
-/// inactive has its open alarms cleared at `now`. `None` when the rule is gone.
-pub async fn update(db: &Db, routes: &Routes, rule: &RuleRow, now: i64) -> Result<Option<Cleared>> {
+/// Writes `rule` over `stored` (every field but the id, group and creation); a rule made
+/// inactive, or whose scope changed (its datatype, its device, a condition for a silence or the
+/// reverse), has its open alarms cleared at `now`: they may be of series it no longer watches.
+/// `None` when the rule is gone.
+pub async fn update(db: &Db, routes: &Routes, stored: &RuleRow, rule: &RuleRow, now: i64) -> Result<Option<Cleared>> {
+    let scope_changed = stored.datatype != rule.datatype
+        || stored.source_device != rule.source_device
+        || stored.inactivity_s.is_some() != rule.inactivity_s.is_some();
     let table = routes.table(db).await?;
     let mut tx = Tx::begin(db).await?;
     let changed = tx
@@ -187,7 +192,7 @@ pub async fn update(db: &Db, routes: &Routes, rule: &RuleRow, now: i64) -> Resul
         values![rule.id_alarm_rule.as_str()],
     )
     .await?;
-    let cleared = if rule.is_active == 1 {
+    let cleared = if rule.is_active == 1 && !scope_changed {
         Cleared::default()
     } else {
         alarms::clear_rule_in(&mut tx, &table, &rule.id_alarm_rule, now).await?

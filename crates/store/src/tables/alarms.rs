@@ -189,8 +189,9 @@ pub struct Raise {
 /// A change the alarm engine makes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
+    /// Raises an alarm (only for an active rule), or adds a match to the open one.
     Raise(Raise),
-    /// Matches added to an alarm believed open (raised anew if it cleared meanwhile).
+    /// Matches added to an alarm believed open; nothing when it cleared meanwhile.
     Count(Raise),
     Clear {
         id_alarm_rule: String,
@@ -205,10 +206,7 @@ pub enum Change {
         since_us: i64,
     },
     /// The condition stopped holding.
-    Release {
-        id_alarm_rule: String,
-        container_key: i64,
-    },
+    Release { id_alarm_rule: String, container_key: i64 },
 }
 
 /// What [`apply`] changed: the alarms as written and the events recorded.
@@ -226,16 +224,19 @@ pub async fn apply(db: &Db, routes: &Routes, changes: &[Change], now: i64) -> Re
     let mut news: Vec<(AlarmRow, i64, i64, Option<String>)> = Vec::new();
     for change in changes {
         match change {
-            Change::Raise(r) | Change::Count(r) => {
+            Change::Raise(r) => {
                 let id = new_id();
                 let on_open = if r.add_to_open {
                     "DO UPDATE SET count = alarms.count + excluded.count, value = excluded.value"
                 } else {
                     "DO NOTHING"
                 };
+                // Only for a rule still active: a raise made before the rule was disabled or
+                // deleted (and its alarms cleared) must not open one again.
                 let sql = format!(
                     "INSERT INTO alarms (id_alarm, id_alarm_rule, id_group, source_device, datatype, severity, status, \
-                     raised_at, value, count, open_key) VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $8, $9, $10) \
+                     raised_at, value, count, open_key) SELECT $1, $2, $3, $4, $5, $6, 'active', $7, $8, $9, $10 \
+                     WHERE EXISTS (SELECT 1 FROM alarm_rules WHERE id_alarm_rule = $2 AND is_active = 1) \
                      ON CONFLICT (open_key) {on_open} RETURNING {COLS}"
                 );
                 let key = open_key(&r.id_alarm_rule, &r.source_device, r.datatype);
@@ -262,6 +263,15 @@ pub async fn apply(db: &Db, routes: &Routes, changes: &[Change], now: i64) -> Re
                     }
                     out.alarms.push(alarm);
                 }
+            }
+            Change::Count(r) => {
+                // Only an alarm still open takes them: one cleared meanwhile (its rule changed,
+                // or another node cleared it) is not raised again by matches counted before.
+                let sql =
+                    format!("UPDATE alarms SET count = count + $1, value = $2 WHERE open_key = $3 RETURNING {COLS}");
+                let key = open_key(&r.id_alarm_rule, &r.source_device, r.datatype);
+                let rows: Vec<AlarmRow> = tx.rows(sql, values![r.count, r.value, key]).await?;
+                out.alarms.extend(rows);
             }
             Change::Clear {
                 id_alarm_rule,

@@ -124,6 +124,8 @@ pub async fn create(new: NewRecord) -> Result<Response, ApiError> {
 }
 
 /// Get an alarm rule
+///
+/// One rule, to whoever sees its group.
 #[utoipa::path(get, path = "/api/v2/alarm-rule/{id}", tag = "alarms", params(("id" = String, Path)),
     responses((status = 200, description = "An AlarmRule record", body = super::schemas::records::AlarmRule), (status = 404, description = "Not found or not visible")),
     security(("bearer" = [])))]
@@ -169,6 +171,8 @@ pub async fn index(get: CollectionGet) -> Result<CollectionPage, ApiError> {
 }
 
 /// Get an alarm
+///
+/// One alarm, to whoever sees its group.
 #[utoipa::path(get, path = "/api/v2/alarm/{id}", tag = "alarms", params(("id" = String, Path)),
     responses((status = 200, description = "An Alarm record", body = super::schemas::records::Alarm), (status = 404, description = "Not found or not visible")),
     security(("bearer" = [])))]

@@ -106,13 +106,14 @@ async fn read_rule(state: &AppState, caller: &Caller, input: &Input, stored: Opt
     if creating {
         access::input_group(state, caller, &rule.id_group, Role::Manager).await?;
     }
-    check_rule(state, &rule).await?;
+    // A device archived since the rule was saved does not stop the rule being changed.
+    check_rule(state, &rule, creating || given("source_device")).await?;
     Ok(rule)
 }
 
 /// The checks over a whole rule: a condition or an inactivity, conditions that compile, a
 /// source device of the rule's group.
-async fn check_rule(state: &AppState, rule: &RuleRow) -> Result<()> {
+async fn check_rule(state: &AppState, rule: &RuleRow, check_device: bool) -> Result<()> {
     let mut errors = Vec::new();
     match (&rule.condition, rule.inactivity_s) {
         (Some(_), Some(_)) => errors.push((
@@ -143,7 +144,7 @@ async fn check_rule(state: &AppState, rule: &RuleRow) -> Result<()> {
             errors.push((field, e));
         }
     }
-    if let Some(device) = &rule.source_device {
+    if let Some(device) = rule.source_device.as_ref().filter(|_| check_device) {
         let found = devices::get(&state.db, device).await?;
         if !found.is_some_and(|d| d.id_group == rule.id_group && d.archived_at.is_none()) {
             errors.push((
@@ -203,11 +204,11 @@ pub async fn get_rule(state: &AppState, caller: &Caller, id: &str, need: Role) -
 }
 
 /// Changes a rule with any of its fields but `id_group`; a manager of its group. Made inactive,
-/// its open alarms clear.
+/// or given another scope (datatype, device, kind), its open alarms clear.
 pub async fn update(state: &AppState, caller: &Caller, id: &str, input: &Input) -> Result<RuleRow> {
     let stored = get_rule(state, caller, id, Role::Manager).await?;
     let rule = read_rule(state, caller, input, Some(&stored)).await?;
-    let cleared = alarm_rules::update(&state.db, &state.webhooks.routes, &rule, unix_now())
+    let cleared = alarm_rules::update(&state.db, &state.webhooks.routes, &stored, &rule, unix_now())
         .await?
         .ok_or_else(|| ServiceError::not_found("Alarm rule", id))?;
     announce(state, cleared).await;

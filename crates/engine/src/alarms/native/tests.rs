@@ -21,6 +21,9 @@ fn leaf() -> impl Strategy<Value = String> {
         Just("true".to_string()),
         Just("false".to_string()),
         Just("9007199254740993".to_string()),
+        Just("-9223372036854775808".to_string()),
+        Just("(datatype + 1 == 13)".to_string()),
+        Just("(true == true)".to_string()),
         Just("1e308".to_string()),
     ]
 }
@@ -118,5 +121,26 @@ fn common_conditions_are_native() {
         let (_, native) = both(source, &vars).unwrap();
         let out = native.unwrap_or_else(|| panic!("{source} not native")).eval(&vars);
         assert!(matches!(out, Out::Val(V::B(_))), "{source}: {out:?}");
+    }
+}
+
+/// An operand the native evaluation leaves to the interpreter may be the value that decides `&&`
+/// or `||` before its right side, an error, is looked at.
+#[test]
+fn an_unknown_left_operand_is_left_to_the_interpreter() {
+    let vars = Vars {
+        value: 1.0,
+        previous: None,
+        rate: None,
+        datatype: 12,
+        serial: "S",
+    };
+    for source in [
+        "(datatype + 1 == 13) || previous > 1.0",
+        "(datatype + 1 == 14) && previous > 1.0",
+    ] {
+        let (interpreted, native) = both(source, &vars).unwrap();
+        assert!(interpreted.is_ok(), "{source}: {interpreted:?}");
+        assert_eq!(native.unwrap().eval(&vars), Out::Ask, "{source}");
     }
 }

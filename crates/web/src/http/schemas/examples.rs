@@ -113,6 +113,20 @@ pub fn of(name: &str) -> Option<Value> {
             "created_by": "8699ff2a-224b-4d8b-aabd-0f13544b4207",
             "_links": {"self": {"href": "/api/v2/firmware/5f0c7d2e-8a41-4b6e-9c3d-1e2f3a4b5c6d"}, "download": {"href": "/gateway/v1/firmware/5f0c7d2e-8a41-4b6e-9c3d-1e2f3a4b5c6d"}},
         }),
+        "AlarmRule" => json!({
+            "id_alarm_rule": "8b1e4c2a-7d3f-4a5b-9c6d-0e1f2a3b4c5d", "id_group": GROUP, "label": "Strong vibration",
+            "severity": "major", "condition": "value > 3.0", "clear_condition": "value < 2.0",
+            "inactivity_s": null, "datatype": 20, "source_device": null, "for_s": 6, "is_active": 1,
+            "created_at": 1_795_854_071, "updated_at": 1_795_854_071, "created_by": "8699ff2a-224b-4d8b-aabd-0f13544b4207",
+            "_links": {"self": {"href": "/api/v2/alarm-rule/8b1e4c2a-7d3f-4a5b-9c6d-0e1f2a3b4c5d"}, "alarms": {"href": "/api/v2/alarm?filter[id_alarm_rule]=8b1e4c2a-7d3f-4a5b-9c6d-0e1f2a3b4c5d"}},
+        }),
+        "Alarm" => json!({
+            "id_alarm": "3c9a1f7e-2b4d-4e6f-8a0b-1c2d3e4f5a6b", "id_alarm_rule": "8b1e4c2a-7d3f-4a5b-9c6d-0e1f2a3b4c5d",
+            "id_group": GROUP, "source_device": GATEWAY, "datatype": 20, "severity": "major", "status": "active",
+            "raised_at": 1_795_854_460, "acknowledged_at": null, "acknowledged_by": null, "cleared_at": null,
+            "value": 3.84, "count": 4,
+            "_links": {"self": {"href": "/api/v2/alarm/3c9a1f7e-2b4d-4e6f-8a0b-1c2d3e4f5a6b"}, "rule": {"href": "/api/v2/alarm-rule/8b1e4c2a-7d3f-4a5b-9c6d-0e1f2a3b4c5d"}},
+        }),
         "FirmwarePublicKey" => json!({
             "algorithm": "ed25519", "public_key": "O2onvM62pC1io6jQKm8Nc2UyFXcd4kOmOsBIoYtZ2ik=",
         }),
