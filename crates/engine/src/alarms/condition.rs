@@ -20,6 +20,15 @@ use super::native::{Node, Out, V};
 /// The variables a condition may name.
 pub const VARIABLES: [&str; 5] = ["value", "previous", "rate", "datatype", "serial"];
 
+/// Deepest nesting a condition may have: brackets within brackets, operators within operators.
+/// The parser and the evaluator recurse once a level, on a thread's stack, so that a deeper one
+/// (a few hundred levels fit in 4,096 characters) would end the process, not just the request.
+pub const MAX_DEPTH: usize = 32;
+
+/// Stack of the thread a condition is parsed and checked on: enough for the deepest text the
+/// parser may meet before the depth is known.
+const PARSE_STACK_BYTES: usize = 256 << 20;
+
 /// The standard environment, built once.
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
 
@@ -71,14 +80,44 @@ pub struct ConditionError {
 }
 
 impl Condition {
-    /// Compiles and checks `source`.
+    /// Compiles and checks `source`, on a thread of its own with a stack for any text (the
+    /// parser recurses per level of nesting); a condition nested deeper than [`MAX_DEPTH`] is
+    /// refused, so that evaluating it never runs deep.
     pub fn compile(source: &str) -> Result<Condition, ConditionError> {
+        if let Some((line, column)) = bracket_too_deep(source) {
+            return Err(too_deep(line, column));
+        }
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("condition".into())
+                .stack_size(PARSE_STACK_BYTES)
+                .spawn_scoped(scope, || Condition::compile_here(source))
+                .map_err(|e| ConditionError {
+                    line: 1,
+                    column: 1,
+                    message: format!("the condition could not be checked ({e})"),
+                })?
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(ConditionError {
+                        line: 1,
+                        column: 1,
+                        message: "the condition does not parse".into(),
+                    })
+                })
+        })
+    }
+
+    fn compile_here(source: &str) -> Result<Condition, ConditionError> {
         let program = ENV.compile(source).map_err(|errors| {
             let first = errors.errors.first();
             let (line, column) = first.map_or((1, 1), |e| (e.pos.0.max(1) as usize, e.pos.1.max(1) as usize));
             let message = first.map_or_else(|| "the condition does not parse".to_string(), |e| e.msg.clone());
             ConditionError { line, column, message }
         })?;
+        if depth(program.expression()) > MAX_DEPTH {
+            return Err(too_deep(1, 1));
+        }
         let references = program.references();
         if let Some(unknown) = references.variables().into_iter().find(|v| !VARIABLES.contains(v)) {
             let (line, column) = position_of(source, unknown);
@@ -146,6 +185,69 @@ pub(super) fn both(source: &str, vars: &Vars<'_>) -> Option<(cel::ResolveResult,
     let native = Node::compile(program.expression());
     let condition = Condition { program, native };
     Some((condition.run(vars), condition.native))
+}
+
+fn too_deep(line: usize, column: usize) -> ConditionError {
+    ConditionError {
+        line,
+        column,
+        message: format!("the condition is nested deeper than {MAX_DEPTH} levels"),
+    }
+}
+
+/// Where brackets first nest deeper than [`MAX_DEPTH`], if they do (outside string literals).
+fn bracket_too_deep(source: &str) -> Option<(usize, usize)> {
+    let (mut depth, mut quote) = (0usize, None::<char>);
+    let (mut line, mut column) = (1, 0);
+    let mut escaped = false;
+    for c in source.chars() {
+        column += 1;
+        if c == '\n' {
+            (line, column) = (line + 1, 0);
+        }
+        if let Some(q) = quote {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                _ if c == q => quote = None,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => quote = Some(c),
+            '(' | '[' | '{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some((line, column));
+                }
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// How deep an expression nests.
+fn depth(expr: &cel::IdedExpr) -> usize {
+    use cel::common::ast::{EntryExpr, Expr};
+    let deepest = |exprs: &mut dyn Iterator<Item = &cel::IdedExpr>| exprs.map(depth).max().unwrap_or(0);
+    1 + match &expr.expr {
+        Expr::Call(call) => deepest(&mut call.target.iter().map(|t| &**t).chain(call.args.iter())),
+        Expr::Comprehension(c) => deepest(&mut [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result].into_iter()),
+        Expr::List(list) => deepest(&mut list.elements.iter()),
+        Expr::Map(map) => deepest(&mut map.entries.iter().flat_map(|e| match &e.expr {
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        })),
+        Expr::Struct(st) => deepest(&mut st.entries.iter().flat_map(|e| match &e.expr {
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        })),
+        Expr::Select(select) => depth(&select.operand),
+        _ => 0,
+    }
 }
 
 /// The position of the first whole-word `name` in `source` (1-based line and column).
@@ -236,6 +338,24 @@ mod tests {
         let e = Condition::compile("value > 1.0 && temp < 3.0").unwrap_err();
         assert_eq!((e.line, e.column), (1, 16));
         assert!(e.message.contains("temp"), "{}", e.message);
+    }
+
+    /// Nesting that would run the parser or the evaluator deep is refused, whatever its form,
+    /// and the service lives on.
+    #[test]
+    fn a_condition_nested_too_deep_is_refused() {
+        let parens = format!("{}value{} > 1.0", "(".repeat(2_000), ")".repeat(2_000));
+        let e = Condition::compile(&parens).unwrap_err();
+        assert_eq!((e.line, e.column), (1, MAX_DEPTH + 1));
+        let chain = format!("value{} > 1.0", " + 1.0".repeat(600));
+        assert!(Condition::compile(&chain).unwrap_err().message.contains("deeper"));
+        // The parser folds repeated negations: not deep once parsed.
+        let nots = format!("{}true", "!".repeat(4_000));
+        assert!(Condition::compile(&nots).is_ok());
+        // A string holding brackets is no nesting.
+        assert!(Condition::compile("serial == '((((((((((((((((((((((((((((((((((((('").is_ok());
+        let fine = format!("{}value > 1.0{}", "(".repeat(10), ")".repeat(10));
+        assert!(Condition::compile(&fine).is_ok());
     }
 
     #[test]
