@@ -135,8 +135,8 @@ pub async fn acknowledge(
 ) -> PageResult<Response> {
     service::acknowledge(&state, &posted.viewer.caller, &id).await?;
     let back = posted.field("back");
-    // Only a path of this site.
-    let back = if back.starts_with('/') && !back.starts_with("//") {
+    // Only a path of this site (browsers read `/\host` as `//host`).
+    let back = if back.starts_with('/') && !back.starts_with("//") && !back.starts_with("/\\") {
         back
     } else {
         "/alarms"

@@ -235,7 +235,9 @@ fn depth(expr: &cel::IdedExpr) -> usize {
     let deepest = |exprs: &mut dyn Iterator<Item = &cel::IdedExpr>| exprs.map(depth).max().unwrap_or(0);
     1 + match &expr.expr {
         Expr::Call(call) => deepest(&mut call.target.iter().map(|t| &**t).chain(call.args.iter())),
-        Expr::Comprehension(c) => deepest(&mut [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result].into_iter()),
+        Expr::Comprehension(c) => {
+            deepest(&mut [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result].into_iter())
+        }
         Expr::List(list) => deepest(&mut list.elements.iter()),
         Expr::Map(map) => deepest(&mut map.entries.iter().flat_map(|e| match &e.expr {
             EntryExpr::MapEntry(m) => vec![&m.key, &m.value],

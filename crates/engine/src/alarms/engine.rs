@@ -168,7 +168,7 @@ impl Engine {
         // The counter first: a change committed after it is read again at the next tick.
         let version = alarm_rules::version(db).await?;
         let rows = alarm_rules::active(db).await?;
-        let rules = RuleSet::new(&rows);
+        let rules = RuleSet::after(&rows, &self.rules);
         // Matches waiting belong to the rule states about to be made again.
         self.flush();
         let silent: Vec<&str> = rules.silences().map(|(_, r, _)| &*r.id).collect();
