@@ -1,8 +1,8 @@
 //! `bench alarms`: alarm rules on the commit path (docs/benchmarks.md, "Alarms").
 //!
-//! 1. Gateways publish QoS 1 batches at full rate, first with no rule, then under 1,000 rules (20
-//!    per gateway: two for each of its 10 datatypes, so that every point is evaluated twice):
-//!    durable points/s with and without rules, and the rule evaluations a second.
+//! 1. Gateways publish QoS 1 batches at full rate, with no active rule and under 1,000 rules (20
+//!    per gateway: two for each of its 10 datatypes, so that every point is evaluated twice) in
+//!    turn, twice: durable points/s with and without rules, and the rule evaluations a second.
 //! 2. Meanwhile a probe gateway of its own group sends single points that raise and clear an
 //!    alarm in turn: from the PUBACK of a raising point to its `alarm` record on the live stream.
 //! 3. The server idle, then the same with `--silent-devices` devices (seeded in the store) under
@@ -70,12 +70,9 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
     let (probe_group, mut probe) = provision_group(&http, &server.base, &admin, "PROBE", 1).await?;
     let probe = probe.pop().context("no probe gateway")?;
 
-    eprintln!("publishing for {} s without rules…", o.seconds);
-    let without = publish_round(&server, &fleet, &o, 0).await?;
-
-    eprintln!("creating {} rules…", o.gateways * o.rules_per_gateway);
+    eprintln!("creating {} rules, inactive…", o.gateways * o.rules_per_gateway);
     let created = Instant::now();
-    let mut rules = 0;
+    let mut rules = Vec::new();
     for (id_group, gateway) in &fleet {
         for r in 0..o.rules_per_gateway {
             // Two rules per datatype: a threshold and a rate, neither of which the bench's
@@ -86,18 +83,36 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
             } else {
                 "rate != null && rate > 1000.0"
             };
-            create_rule(
+            let id = create_rule(
                 &http,
                 &server.base,
                 &admin,
                 json!({"id_group": id_group, "label": format!("r{r}"), "severity": "minor",
-                    "condition": condition, "datatype": datatype, "source_device": gateway.id}),
+                    "condition": condition, "datatype": datatype, "source_device": gateway.id, "is_active": false}),
             )
             .await?;
-            rules += 1;
+            rules.push(id);
         }
     }
     let rules_took = created.elapsed();
+
+    // Rounds without and under the rules in turn, twice, so that the machine's other load weighs
+    // on both alike: the rules are switched on and off through the API in between.
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let mut evaluated = 0.0;
+    for pair in 0..2 {
+        eprintln!("publishing for {} s with no active rule…", o.seconds);
+        without.push(publish_round(&server, &fleet, &o, 2 * pair).await?);
+        set_active(&http, &server.base, &admin, &rules, true).await?;
+        let before = metric(&http, &server.base, &admin, "devicecloud_alarm_points_total").await?;
+        eprintln!("publishing for {} s under {} rules…", o.seconds, rules.len());
+        with.push(publish_round(&server, &fleet, &o, 2 * pair + 1).await?);
+        evaluated += metric(&http, &server.base, &admin, "devicecloud_alarm_points_total").await? - before;
+        if pair == 0 {
+            set_active(&http, &server.base, &admin, &rules, false).await?;
+        }
+    }
+    let rules = rules.len();
     create_rule(
         &http,
         &server.base,
@@ -105,10 +120,6 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
         json!({"id_group": probe_group, "label": "probe", "severity": "critical", "condition": "value > 100.0", "datatype": 1}),
     )
     .await?;
-    let evaluated_before = metric(&http, &server.base, &admin, "devicecloud_alarm_points_total").await?;
-    eprintln!("publishing for {} s under {rules} rules…", o.seconds);
-    let with = publish_round(&server, &fleet, &o, 1).await?;
-    let evaluated = metric(&http, &server.base, &admin, "devicecloud_alarm_points_total").await? - evaluated_before;
 
     // The latency apart: a live stream client makes the service render every committed point
     // for its buffer (docs/benchmarks.md, "Live stream"), which is the stream's cost, not the
@@ -131,7 +142,7 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
     let reader = tokio::spawn(read_alarms(stream, Arc::clone(&arrivals)));
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let probing = tokio::spawn(run_probe(server.mqtt, probe, deadline));
-    let probed = publish_round(&server, &fleet, &o, 2).await?;
+    let probed = publish_round(&server, &fleet, &o, 4).await?;
     let raised_at = probing.await??;
     tokio::time::sleep(Duration::from_secs(2)).await;
     reader.abort();
@@ -175,21 +186,31 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
         o.inflight,
         o.seconds
     );
+    let mean = |rounds: &[Round]| rounds.iter().map(|r| r.points_per_s).sum::<f64>() / rounds.len().max(1) as f64;
+    let acked: f64 = with.iter().map(|r| r.points).sum();
+    let rates = |rounds: &[Round]| {
+        rounds
+            .iter()
+            .map(|r| format!("{:.0}", r.points_per_s))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!(
-        "durable points/s without rules:              {:>12.0}",
-        without.points_per_s
+        "durable points/s without rules (rounds 1, 3):   {:>12.0}  ({})",
+        mean(&without),
+        rates(&without)
     );
     println!(
-        "durable points/s under {rules:>5} rules:          {:>12.0}  ({:.2} of without; rules created in {:.1} s)",
-        with.points_per_s,
-        with.points_per_s / without.points_per_s.max(1.0),
+        "durable points/s under {rules:>5} rules (2, 4):   {:>12.0}  ({}; {:.2} of without; rules created in {:.1} s)",
+        mean(&with),
+        rates(&with),
+        mean(&with) / mean(&without).max(1.0),
         rules_took.as_secs_f64()
     );
     let per_point = 2.0;
     println!(
-        "rule evaluations/s:                          {:>12.0}  ({per_point} per point; points evaluated / acknowledged: {evaluated:.0} / {:.0})",
-        with.points_per_s * per_point,
-        with.points
+        "rule evaluations/s:                          {:>12.0}  ({per_point} per point; points evaluated / acknowledged: {evaluated:.0} / {acked:.0})",
+        mean(&with) * per_point,
     );
     println!(
         "PUBACK → alarm on the stream p50 / p99 / max ms: {:.2} / {:.2} / {:.2}  ({} raises, {} seen; meanwhile {:.0} durable points/s)",
@@ -225,8 +246,8 @@ async fn publish_round(
     let deadline = started + Duration::from_secs(o.seconds);
     let mut tasks = Vec::new();
     let measurements = o.measurements.max(1);
-    for (_, gateway) in fleet.iter().cloned() {
-        let (mqtt, inflight) = (server.mqtt, o.inflight);
+    for (_, gateway) in fleet {
+        let (mqtt, inflight, gateway) = (server.mqtt, o.inflight, gateway.clone());
         tasks.push(tokio::spawn(async move {
             let messages = (0..4_000)
                 .map(|i| Message {
@@ -254,13 +275,27 @@ async fn publish_round(
     })
 }
 
-async fn create_rule(http: &reqwest::Client, base: &str, admin: &str, body: Value) -> Result<()> {
-    json_of(
+/// Creates a rule; its id.
+async fn create_rule(http: &reqwest::Client, base: &str, admin: &str, body: Value) -> Result<String> {
+    let rule = json_of(
         http.post(format!("{base}/api/v2/alarm-rule"))
             .bearer_auth(admin)
             .json(&body),
     )
     .await?;
+    Ok(rule["id_alarm_rule"].as_str().context("no id_alarm_rule")?.to_string())
+}
+
+/// Switches the rules `ids` on or off.
+async fn set_active(http: &reqwest::Client, base: &str, admin: &str, ids: &[String], on: bool) -> Result<()> {
+    for id in ids {
+        json_of(
+            http.patch(format!("{base}/api/v2/alarm-rule/{id}"))
+                .bearer_auth(admin)
+                .json(&json!({"is_active": on})),
+        )
+        .await?;
+    }
     Ok(())
 }
 
