@@ -251,7 +251,7 @@ async fn publish_round(
         tasks.push(tokio::spawn(async move {
             let messages = (0..4_000)
                 .map(|i| Message {
-                    first_second: 1_763_000_000 + round * 10_000_000 + i * measurements,
+                    first_second: 1_763_000_000 + round * 5_000_000 + i * measurements,
                     measurements,
                     datatypes: DATATYPES,
                 })
@@ -329,11 +329,15 @@ async fn run_probe(
     let (client, mut events) = AsyncClient::new(options, 8);
     let mut raised = Vec::new();
     let mut n: i64 = 0;
-    let base = unix_now();
     while Instant::now() < deadline {
         let raising = n % 2 == 0;
         let value = if raising { 1_000 + n } else { 0 };
-        let payload = json!([{"ts": base + n, "values": {"1": value}}]).to_string();
+        // The time of sending, to the microsecond: never ahead of the service's clock (a point
+        // in the future is refused).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let payload = json!([{"ts": now, "values": {"1": value}}]).to_string();
         client
             .publish("v1/gateway/measurements", QoS::AtLeastOnce, false, payload)
             .await?;
