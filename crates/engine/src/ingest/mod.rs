@@ -332,13 +332,11 @@ async fn gather(
 async fn commit(db: &Db, sinks: &Sinks, slices: Vec<Batch>, mut jobs: Vec<Job>) {
     let started = std::time::Instant::now();
     match write(db, sinks, slices).await {
-        Ok(fresh) => {
+        Ok(()) => {
             metrics::histogram!("devicecloud_ingest_commit_seconds").record(started.elapsed().as_secs_f64());
             for job in &mut jobs {
                 job.end(Ok(()));
             }
-            // After the acknowledgements: evaluating the rules never holds a PUBACK back.
-            sinks.alarms.points(fresh).await;
         }
         Err(e) if jobs.len() > 1 => {
             tracing::warn!(error = %e, jobs = jobs.len(), "group commit failed; writing jobs one by one");
@@ -348,16 +346,11 @@ async fn commit(db: &Db, sinks: &Sinks, slices: Vec<Batch>, mut jobs: Vec<Job>) 
                     std::mem::take(&mut job.devices),
                     db.backend(),
                 );
-                match write(db, sinks, vec![batch]).await {
-                    Ok(fresh) => {
-                        job.end(Ok(()));
-                        sinks.alarms.points(fresh).await;
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "ingest write failed");
-                        job.end(Err(IngestError::Store));
-                    }
-                }
+                let result = write(db, sinks, vec![batch]).await.map_err(|e| {
+                    tracing::error!(error = %e, "ingest write failed");
+                    IngestError::Store
+                });
+                job.end(result);
             }
         }
         Err(e) => {
@@ -379,23 +372,20 @@ pub struct Sinks {
 
 /// Writes slices with their webhook rows, counts their points (stored or duplicate) once they
 /// are committed, wakes the delivery lanes if they queued any, and hands the new points to the
-/// live stream (a lane's commits run one after another, so the stream gets each gateway's points
-/// in commit order). Returns the new points the alarm rules want (none when no rule is active),
-/// for the caller to hand over once the commit's jobs are answered, in the same order.
-async fn write(db: &Db, sinks: &Sinks, slices: Vec<Batch>) -> Result<Vec<Point>, devicecloud_store::StoreError> {
+/// alarm rules and the live stream (a lane's commits run one after another, so both get each
+/// gateway's points in commit order).
+async fn write(db: &Db, sinks: &Sinks, slices: Vec<Batch>) -> Result<(), devicecloud_store::StoreError> {
     let Routed { written, queued, fresh } = ingest::write_slices(db, slices, &sinks.webhooks.routes).await?;
     if queued > 0 {
         sinks.webhooks.queued.notify_waiters();
     }
-    let for_alarms = if sinks.alarms.watching() {
-        fresh.clone()
-    } else {
-        Vec::new()
-    };
+    if sinks.alarms.watching() {
+        sinks.alarms.points(fresh.clone()).await;
+    }
     sinks.stream.points(fresh);
     Outcome::Stored.points(written.inserted);
     Outcome::Duplicate.points(written.duplicates);
-    Ok(for_alarms)
+    Ok(())
 }
 
 #[cfg(test)]
