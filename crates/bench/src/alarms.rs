@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use super::publisher::{Message, publish};
-use super::server::{GatewayCredentials, ServerUnderTest, cpu_seconds, json as json_of, provision_group};
+use super::server::{GatewayCredentials, ServerUnderTest, cpu_seconds, json as json_of, metric, provision_group};
 use crate::throughput::percentile_ms;
 
 /// Options of the alarms benchmark.
@@ -104,10 +104,10 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
         eprintln!("publishing for {} s with no active rule…", o.seconds);
         without.push(publish_round(&server, &fleet, &o, 2 * pair).await?);
         set_active(&http, &server.base, &admin, &rules, true).await?;
-        let before = metric(&http, &server.base, &admin, "devicecloud_alarm_points_total").await?;
+        let before = metric(&http, &server.base, "devicecloud_alarm_points_total").await?;
         eprintln!("publishing for {} s under {} rules…", o.seconds, rules.len());
         with.push(publish_round(&server, &fleet, &o, 2 * pair + 1).await?);
-        evaluated += metric(&http, &server.base, &admin, "devicecloud_alarm_points_total").await? - before;
+        evaluated += metric(&http, &server.base, "devicecloud_alarm_points_total").await? - before;
         if pair == 0 {
             set_active(&http, &server.base, &admin, &rules, false).await?;
         }
@@ -168,7 +168,7 @@ pub async fn alarms(o: AlarmsOptions) -> Result<()> {
         json!({"id_group": silent_group, "label": "silent", "severity": "major", "inactivity_s": 3600}),
     )
     .await?;
-    let watched = metric(&http, &server.base, &admin, "devicecloud_alarm_watches").await?;
+    let watched = metric(&http, &server.base, "devicecloud_alarm_watches").await?;
     eprintln!("the server idle for {} s with {watched} watches…", o.idle_seconds);
     let watching = idle_cpu(&server, o.idle_seconds).await?;
     server.stop(false).await;
@@ -297,22 +297,6 @@ async fn set_active(http: &reqwest::Client, base: &str, admin: &str, ids: &[Stri
         .await?;
     }
     Ok(())
-}
-
-/// A counter or gauge of the server's `/metrics` (0 when absent).
-async fn metric(http: &reqwest::Client, base: &str, admin: &str, name: &str) -> Result<f64> {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .bearer_auth(admin)
-        .send()
-        .await?
-        .text()
-        .await?;
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum())
 }
 
 /// The probe: a point every 20 ms, raising (value 1000 + n, unique) and clearing (0) its alarm

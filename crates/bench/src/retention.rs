@@ -21,7 +21,7 @@ use devicecloud_store::retention::Retention;
 use devicecloud_store::{Db, partitions, retention, unix_now};
 use serde_json::json;
 
-use super::server::{GatewayCredentials, ServerUnderTest, percentile, provision_group};
+use super::server::{GatewayCredentials, ServerUnderTest, metric, percentile, provision_group};
 use super::under_load::{batch_points_env, full_rate, steady};
 
 /// Series of the filled group: the points are spread over them, one a second each.
@@ -191,13 +191,7 @@ async fn fill(db: &Db, id_group: &str, device: &str, points: i64) -> Result<()> 
 
 /// Raw rows removed by retention so far, from `/metrics`.
 async fn removed(http: &reqwest::Client, base: &str) -> Result<i64> {
-    let text = http.get(format!("{base}/metrics")).send().await?.text().await?;
-    Ok(text
-        .lines()
-        .find(|l| l.starts_with("devicecloud_retention_rows_removed_total") && l.contains("kind=\"raw\""))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0) as i64)
+    Ok(metric(http, base, "devicecloud_retention_rows_removed_total{kind=\"raw\"}").await? as i64)
 }
 
 /// `seconds` of load: every gateway publishes as fast as it is acknowledged, the API client

@@ -320,3 +320,14 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_secs_f64() * 1000.0
 }
+
+/// The sum of the lines of the server's `/metrics` that start with `prefix` (a metric's name,
+/// with the start of its labels to pick one series), 0 when there is none.
+pub async fn metric(http: &reqwest::Client, base: &str, prefix: &str) -> Result<f64> {
+    let text = http.get(format!("{base}/metrics")).send().await?.text().await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
